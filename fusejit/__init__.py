@@ -1,0 +1,38 @@
+"""fusejit: a lazy NumPy-style array DSL with a fusing JIT to Triton kernels.
+
+Record array code lazily, call ``realize()``, and each fused region of the
+program runs as one kernel. The program has a text IR that can be dumped,
+edited, parsed and run again. See README.md for a tour.
+"""
+
+from __future__ import annotations
+
+from .errors import (AxisError, BackendError, DTypeError, FusejitError, InputError, IRError,
+                     IRSyntaxError, IRVerifyError, ShapeError)
+from .frontend import *  # noqa: F403  (the NumPy-named functions)
+from .frontend import ELEMENTWISE_FUNCTIONS, IndexingError, Tensor, asarray
+from .frontend import __dict__ as _frontend_names
+from .ir.program import Kernel, Program
+from .runtime import get_backend, set_backend, using_backend
+from .runtime import realize as _realize
+
+__version__ = "0.1.0"
+
+
+def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """Compute several tensors together with one plan; returns them (now holding buffers)."""
+    _realize(*tensors)
+    return tensors
+
+
+newaxis = None
+bool_ = __import__("numpy").bool_
+from numpy import (float16, float32, float64, int8, int16, int32, int64,  # noqa: E402
+                   uint8, uint16, uint32, uint64)
+
+__all__ = [
+    "FusejitError", "ShapeError", "AxisError", "DTypeError", "BackendError", "InputError",
+    "IRError", "IRSyntaxError", "IRVerifyError", "IndexingError", "Tensor", "Program", "Kernel",
+    "asarray", "realize", "get_backend", "set_backend", "using_backend",
+    *[n for n in _frontend_names if not n.startswith("_") and callable(_frontend_names[n])],
+]

@@ -1,0 +1,58 @@
+"""The error hierarchy: every error fusejit raises derives from FusejitError."""
+
+from __future__ import annotations
+
+
+class FusejitError(Exception):
+    """Base class of every error raised by fusejit."""
+
+
+class ShapeError(FusejitError, ValueError):
+    """Shapes that cannot be broadcast, reshaped or indexed as asked."""
+
+
+class AxisError(FusejitError, ValueError):
+    """An axis out of range or repeated."""
+
+
+class DTypeError(FusejitError, TypeError):
+    """A dtype that fusejit does not support, or an op that rejects a dtype."""
+
+
+class BackendError(FusejitError, RuntimeError):
+    """A backend that is unknown or cannot run here."""
+
+
+class InputError(FusejitError, ValueError):
+    """Program inputs that do not match the program's signature."""
+
+
+class IRError(FusejitError):
+    """An error located in IR text: carries file, line and column."""
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None,
+                 source_line: str | None = None, filename: str | None = None) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        self.filename = filename
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if self.line is None:
+            return self.message
+        where = f"{self.filename or '<ir>'}:{self.line}:{self.column or 1}"
+        text = f"{where}: {self.message}"
+        if self.source_line is not None:
+            caret = " " * (max(self.column or 1, 1) - 1) + "^"
+            text += f"\n  {self.source_line}\n  {caret}"
+        return text
+
+
+class IRSyntaxError(IRError):
+    """IR text that does not parse."""
+
+
+class IRVerifyError(IRError):
+    """IR that parses but breaks a rule of the IR (types, SSA, regions)."""

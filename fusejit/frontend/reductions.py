@@ -1,0 +1,222 @@
+"""Reductions and the composites built from them (so the fuser sees primitives).
+
+Result dtypes follow NumPy (``sum`` of int8 is int64, ``mean`` of ints is
+float64, ``mean`` of float16 accumulates in float32 and returns float16).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..dtypes import BOOL, FLOAT64, INT64, as_dtype, is_float, reduction_dtype
+from ..errors import ShapeError
+from ..ir.graph import Node, make, num_elements
+from .tensor import Tensor, asarray, binary, cast_node, const_node, normalize_axes, \
+    normalize_axis, reshape_node, unary, where
+
+Axis = int | Sequence[int] | None
+
+
+def _tensor(x: Any) -> Tensor:
+    return x if isinstance(x, Tensor) else asarray(x)
+
+
+def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _reduce(op: str, node: Node, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype) -> Node:
+    shape = _reduced_shape(node.shape, axes, keepdims)
+    if not axes:  # reducing over no axis is the identity on values
+        return node
+    attrs: dict[str, Any] = {"axes": axes}
+    if keepdims:
+        attrs["keepdims"] = True
+    return make(op, (node,), attrs, dtype, shape)
+
+
+def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
+    return num_elements(tuple(shape[a] for a in axes))
+
+
+def _simple(op: str, numpy_name: str, x: Any, axis: Axis, keepdims: bool, dtype: Any) -> Tensor:
+    x = _tensor(x)
+    axes = normalize_axes(axis, x.ndim)
+    out_dt = as_dtype(dtype, where=numpy_name) if dtype is not None else \
+        reduction_dtype(numpy_name, x.dtype)
+    node = cast_node(x._node, out_dt)
+    if op in ("max", "min") and _count(x.shape, axes) == 0 and x.size == 0:
+        raise ShapeError(f"{numpy_name}: zero-size reduction over axes {axes} of shape {x.shape} "
+                         f"has no identity")
+    return Tensor(_reduce(op, node, axes, keepdims, out_dt))
+
+
+def sum(x: Any, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -> Tensor:  # noqa: A001
+    """Sum over ``axis`` (all axes when None). Small integers sum in int64, as NumPy."""
+    return _simple("sum", "sum", x, axis, keepdims, dtype)
+
+
+def prod(x: Any, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -> Tensor:
+    """Product over ``axis``."""
+    return _simple("prod", "prod", x, axis, keepdims, dtype)
+
+
+def max(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Maximum over ``axis``; NaN propagates."""
+    return _simple("max", "max", x, axis, keepdims, None)
+
+
+def min(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Minimum over ``axis``; NaN propagates."""
+    return _simple("min", "min", x, axis, keepdims, None)
+
+
+amax, amin = max, min
+
+
+def _arg(op: str, x: Any, axis: int | None, keepdims: bool) -> Tensor:
+    x = _tensor(x)
+    if axis is None:
+        flat = Tensor(reshape_node(x._node, (x.size,)))
+        out = _arg(op, flat, 0, False)
+        return Tensor(reshape_node(out._node, (1,) * x.ndim)) if keepdims else out
+    a = normalize_axis(axis, x.ndim)
+    if x.shape[a] == 0:
+        raise ShapeError(f"{op}: attempt to get {op} of an empty sequence (axis {a} of shape "
+                         f"{x.shape})")
+    return Tensor(_reduce(op, x._node, (a,), keepdims, INT64))
+
+
+def argmax(x: Any, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the first maximum along ``axis`` (of the flattened tensor when None)."""
+    return _arg("argmax", x, axis, keepdims)
+
+
+def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    """Index of the first minimum along ``axis``."""
+    return _arg("argmin", x, axis, keepdims)
+
+
+def any(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Whether any element along ``axis`` is nonzero."""
+    x = _tensor(x)
+    return Tensor(_reduce("any", cast_node(x._node, BOOL), normalize_axes(axis, x.ndim),
+                          keepdims, BOOL))
+
+
+def all(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Whether every element along ``axis`` is nonzero."""
+    x = _tensor(x)
+    return Tensor(_reduce("all", cast_node(x._node, BOOL), normalize_axes(axis, x.ndim),
+                          keepdims, BOOL))
+
+
+def _accumulation_dtype(dt: np.dtype) -> np.dtype:
+    """float16 statistics accumulate in float32, as NumPy's mean and var do."""
+    return np.dtype(np.float32) if dt == np.float16 else dt
+
+
+def _mean_node(x: Tensor, axes: tuple[int, ...], keepdims: bool, acc: np.dtype) -> Node:
+    total = _reduce("sum", cast_node(x._node, acc), axes, keepdims, acc)
+    n = const_node(_count(x.shape, axes), acc, total.shape)
+    return make("div", (total, n), {}, acc, total.shape)
+
+
+def mean(x: Any, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -> Tensor:
+    """Arithmetic mean over ``axis`` (NaN for an empty axis, as NumPy)."""
+    x = _tensor(x)
+    axes = normalize_axes(axis, x.ndim)
+    out_dt = as_dtype(dtype, where="mean") if dtype is not None else reduction_dtype("mean", x.dtype)
+    acc = _accumulation_dtype(out_dt)
+    return Tensor(cast_node(_mean_node(x, axes, keepdims, acc), out_dt))
+
+
+def var(x: Any, axis: Axis = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
+    """Variance over ``axis``: ``sum(|x - mean|**2) / (n - ddof)``, as NumPy computes it."""
+    x = _tensor(x)
+    axes = normalize_axes(axis, x.ndim)
+    out_dt = reduction_dtype("var", x.dtype, ddof)
+    acc = _accumulation_dtype(out_dt)
+    xa = cast_node(x._node, acc)
+    m = _mean_node(Tensor(xa), axes, True, acc)
+    m = make("expand", (m,), {"shape": xa.shape}, acc, xa.shape) if m.shape != xa.shape else m
+    d = make("sub", (xa, m), {}, acc, xa.shape)
+    sq = make("mul", (d, d), {}, acc, xa.shape)
+    total = _reduce("sum", sq, axes, keepdims, acc)
+    denom = const_node(np.maximum(_count(x.shape, axes) - ddof, 0), acc, total.shape)
+    return Tensor(cast_node(make("div", (total, denom), {}, acc, total.shape), out_dt))
+
+
+def std(x: Any, axis: Axis = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
+    """Standard deviation over ``axis``: the square root of ``var``."""
+    v = var(x, axis, keepdims, ddof)
+    return unary("sqrt", v)
+
+
+def _float(x: Tensor) -> Tensor:
+    if is_float(x.dtype):
+        return x
+    return Tensor(cast_node(x._node, FLOAT64))
+
+
+def logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """``log(sum(exp(x)))`` computed stably (shifted by the finite maximum), as SciPy's."""
+    x = _float(_tensor(x))
+    m = max(x, axis, keepdims=True)
+    m = where(unary("isfinite", m), m, 0)
+    s = sum(unary("exp", x - m), axis, keepdims=True)
+    out = unary("log", s) + m
+    if keepdims:
+        return out
+    from .views import squeeze
+    return squeeze(out, normalize_axes(axis, x.ndim))
+
+
+def softmax(x: Any, axis: int = -1) -> Tensor:
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
+    x = _float(_tensor(x))
+    e = unary("exp", x - max(x, axis, keepdims=True))
+    return e / sum(e, axis, keepdims=True)
+
+
+def log_softmax(x: Any, axis: int = -1) -> Tensor:
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``."""
+    x = _float(_tensor(x))
+    shifted = x - max(x, axis, keepdims=True)
+    return shifted - unary("log", sum(unary("exp", shifted), axis, keepdims=True))
+
+
+def layer_norm(x: Any, weight: Any = None, bias: Any = None, axis: Axis = -1,
+               eps: float = 1e-5) -> Tensor:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over ``axis``."""
+    x = _float(_tensor(x))
+    mu = mean(x, axis, keepdims=True)
+    centered = x - mu
+    variance = mean(centered * centered, axis, keepdims=True)
+    y = centered * unary("rsqrt", variance + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def rms_norm(x: Any, weight: Any = None, axis: Axis = -1, eps: float = 1e-6) -> Tensor:
+    """``x / sqrt(mean(x**2) + eps) * weight`` over ``axis``."""
+    x = _float(_tensor(x))
+    y = x * unary("rsqrt", mean(x * x, axis, keepdims=True) + eps)
+    return y * weight if weight is not None else y
+
+
+def clip(x: Any, a_min: Any = None, a_max: Any = None) -> Tensor:
+    """``x`` limited to [a_min, a_max] (either may be None)."""
+    out = _tensor(x)
+    if a_min is not None:
+        out = binary("maximum", out, a_min)
+    if a_max is not None:
+        out = binary("minimum", out, a_max)
+    return out

@@ -1,0 +1,439 @@
+"""The lazy ``Tensor`` and the graph-building helpers every NumPy-style function uses.
+
+Nothing here runs a computation: each operation checks shapes and dtypes
+eagerly (so errors point at the user's line), inserts the casts and
+broadcasts NumPy would apply, and records one hash-consed graph node.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..dtypes import (BOOL, as_dtype, fits, is_bool, is_float, resolve_ufunc, scalar_kind)
+from ..errors import AxisError, DTypeError, FusejitError, ShapeError
+from ..ir.graph import NAME_PATTERN, Node, make, make_input, num_elements
+
+Scalar = bool | int | float
+ArrayLike = Any
+
+
+class Tensor:
+    """A lazy n-dimensional array. Operations record; ``realize()`` computes."""
+
+    __slots__ = ("_node", "__weakref__")
+    __array_priority__ = 1000  # so ndarray (op) Tensor defers to Tensor's reflected op
+    __hash__ = None  # type: ignore[assignment]  # like ndarray: == is elementwise
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    # -- metadata (no computation) ----------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape, known without computing."""
+        return self._node.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy dtype, known without computing."""
+        return self._node.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self._node.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return num_elements(self._node.shape)
+
+    @property
+    def is_realized(self) -> bool:
+        """Whether this tensor holds a buffer (no pending computation)."""
+        return self._node.op == "input"
+
+    def __repr__(self) -> str:
+        state = "realized" if self.is_realized else "lazy"
+        return f"Tensor(shape={self.shape}, dtype={self.dtype}, {state})"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    # -- computing ----------------------------------------------------------
+    def realize(self) -> Tensor:
+        """Compute this tensor (and only what it needs) on the current backend; returns self."""
+        from ..runtime import realize
+        realize(self)
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """The values as a host NumPy array (realizes if needed)."""
+        from ..runtime import to_numpy
+        self.realize()
+        return to_numpy(self._node.buffer)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.numpy()
+        return out.astype(dtype) if dtype is not None else out
+
+    def item(self) -> Scalar:
+        """The single element as a Python scalar."""
+        if self.size != 1:
+            raise ShapeError(f"item() needs a tensor of one element, got shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if not np.issubdtype(self.dtype, np.integer):
+            raise DTypeError(f"only integer tensors can be used as an index, got {self.dtype}")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ShapeError(
+                f"the truth value of a tensor of shape {self.shape} is ambiguous; use any() or all()")
+        return bool(self.item())
+
+    # -- operators ------------------------------------------------------------
+    def __add__(self, o: ArrayLike) -> Tensor: return binary("add", self, o)
+    def __radd__(self, o: ArrayLike) -> Tensor: return binary("add", o, self)
+    def __sub__(self, o: ArrayLike) -> Tensor: return binary("subtract", self, o)
+    def __rsub__(self, o: ArrayLike) -> Tensor: return binary("subtract", o, self)
+    def __mul__(self, o: ArrayLike) -> Tensor: return binary("multiply", self, o)
+    def __rmul__(self, o: ArrayLike) -> Tensor: return binary("multiply", o, self)
+    def __truediv__(self, o: ArrayLike) -> Tensor: return binary("true_divide", self, o)
+    def __rtruediv__(self, o: ArrayLike) -> Tensor: return binary("true_divide", o, self)
+    def __floordiv__(self, o: ArrayLike) -> Tensor: return binary("floor_divide", self, o)
+    def __rfloordiv__(self, o: ArrayLike) -> Tensor: return binary("floor_divide", o, self)
+    def __mod__(self, o: ArrayLike) -> Tensor: return binary("remainder", self, o)
+    def __rmod__(self, o: ArrayLike) -> Tensor: return binary("remainder", o, self)
+    def __pow__(self, o: ArrayLike) -> Tensor: return binary("power", self, o)
+    def __rpow__(self, o: ArrayLike) -> Tensor: return binary("power", o, self)
+    def __and__(self, o: ArrayLike) -> Tensor: return binary("bitwise_and", self, o)
+    def __rand__(self, o: ArrayLike) -> Tensor: return binary("bitwise_and", o, self)
+    def __or__(self, o: ArrayLike) -> Tensor: return binary("bitwise_or", self, o)
+    def __ror__(self, o: ArrayLike) -> Tensor: return binary("bitwise_or", o, self)
+    def __xor__(self, o: ArrayLike) -> Tensor: return binary("bitwise_xor", self, o)
+    def __rxor__(self, o: ArrayLike) -> Tensor: return binary("bitwise_xor", o, self)
+    def __lshift__(self, o: ArrayLike) -> Tensor: return binary("left_shift", self, o)
+    def __rlshift__(self, o: ArrayLike) -> Tensor: return binary("left_shift", o, self)
+    def __rshift__(self, o: ArrayLike) -> Tensor: return binary("right_shift", self, o)
+    def __rrshift__(self, o: ArrayLike) -> Tensor: return binary("right_shift", o, self)
+    def __lt__(self, o: ArrayLike) -> Tensor: return binary("less", self, o)
+    def __le__(self, o: ArrayLike) -> Tensor: return binary("less_equal", self, o)
+    def __gt__(self, o: ArrayLike) -> Tensor: return binary("greater", self, o)
+    def __ge__(self, o: ArrayLike) -> Tensor: return binary("greater_equal", self, o)
+    def __eq__(self, o: ArrayLike) -> Tensor: return binary("equal", self, o)  # type: ignore[override]
+    def __ne__(self, o: ArrayLike) -> Tensor: return binary("not_equal", self, o)  # type: ignore[override]
+    def __neg__(self) -> Tensor: return unary("negative", self)
+    def __pos__(self) -> Tensor: return unary("positive", self)
+    def __abs__(self) -> Tensor: return unary("absolute", self)
+    def __invert__(self) -> Tensor: return unary("invert", self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        from .views import getitem
+        return getitem(self, index)
+
+    def __iter__(self) -> Any:
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802  (NumPy's name)
+        """The tensor with its axes reversed (a view)."""
+        from .views import transpose
+        return transpose(self)
+
+
+# -- converting inputs ---------------------------------------------------------
+
+def _cupy_module() -> Any:
+    import sys
+    return sys.modules.get("cupy")
+
+
+def asarray(obj: ArrayLike, dtype: Any = None, name: str | None = None) -> Tensor:
+    """A lazy tensor over a NumPy or CuPy array, nested list, or scalar.
+
+    NumPy arrays are not copied (the tensor reads them when realized, so do not
+    mutate them meanwhile); CuPy arrays stay on the device. ``name`` becomes the
+    input's name in the IR text.
+    """
+    if isinstance(obj, Tensor):
+        return obj if dtype is None else obj.astype(dtype)
+    if name is not None and not (isinstance(name, str) and NAME_PATTERN.match(name)):
+        raise FusejitError(
+            f"input name {name!r} is not an identifier (letters, digits and _, not starting "
+            f"with a digit)")
+    cp = _cupy_module()
+    if cp is not None and isinstance(obj, cp.ndarray):
+        dt = as_dtype(dtype if dtype is not None else obj.dtype, where="asarray")
+        if obj.dtype != dt:
+            obj = obj.astype(dt)
+        return Tensor(make_input(obj, dt, tuple(obj.shape), name))
+    try:
+        arr = np.asarray(obj) if dtype is None else np.asarray(obj, dtype=dtype)
+    except (ValueError, TypeError) as exc:
+        raise FusejitError(f"asarray: cannot convert {type(obj).__name__} to an array: {exc}") \
+            from exc
+    dt = as_dtype(arr.dtype, where="asarray")
+    if arr.dtype != dt:  # byte-swapped input
+        arr = arr.astype(dt)
+    return Tensor(make_input(arr, dt, tuple(arr.shape), name))
+
+
+def _operand(x: ArrayLike) -> Tensor | Scalar:
+    """A Tensor, or a Python scalar kept weak for promotion."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        return x
+    if isinstance(x, np.generic):  # NumPy scalars are strong: 0-d arrays of their dtype
+        return asarray(np.asarray(x))
+    return asarray(x)
+
+
+def _kind(x: Tensor | Scalar) -> Any:
+    return x.dtype if isinstance(x, Tensor) else scalar_kind(x)
+
+
+# -- shape helpers -------------------------------------------------------------
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's broadcast of several shapes, or ShapeError naming them."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        dim = 1
+        for s in shapes:
+            d = s[i - ndim + len(s)] if i - ndim + len(s) >= 0 else 1
+            if d != 1:
+                if dim not in (1, d):
+                    shown = " and ".join(str(tuple(s)) for s in shapes)
+                    raise ShapeError(f"shapes {shown} cannot be broadcast together "
+                                     f"(axis {i - ndim}: {dim} vs {d})")
+                dim = d
+        out.append(dim)
+    return tuple(out)
+
+
+def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    """A non-negative axis index, or AxisError."""
+    try:
+        axis = operator.index(axis)
+    except TypeError as exc:
+        raise AxisError(f"{what} must be an integer, got {axis!r}") from exc
+    if not -ndim <= axis < ndim:
+        raise AxisError(f"{what} {axis} is out of bounds for a tensor of {ndim} dimension"
+                        f"{'s' if ndim != 1 else ''}")
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axis: int | Iterable[int] | None, ndim: int) -> tuple[int, ...]:
+    """Sorted, validated, unique axes; ``None`` means all axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        return (normalize_axis(int(axis), ndim),)
+    axes = tuple(normalize_axis(a, ndim) for a in axis)
+    if len(set(axes)) != len(axes):
+        raise AxisError(f"repeated axis in {tuple(axis)}")
+    return tuple(sorted(axes))
+
+
+# -- node builders ---------------------------------------------------------------
+
+def const_node(value: Scalar, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
+    """A constant filled with ``value`` rounded to ``dtype`` (no host buffer)."""
+    with np.errstate(all="ignore"):
+        stored = np.asarray(value).astype(dtype).item()
+    if isinstance(stored, float):
+        stored = float(stored)
+    return make("const", (), {"value": stored}, dtype, shape)
+
+
+def cast_node(node: Node, dtype: np.dtype) -> Node:
+    if node.dtype == dtype:
+        return node
+    if node.op == "const":  # fold: a constant of the new dtype
+        with np.errstate(all="ignore"):
+            value = np.asarray(node.attrs["value"], node.dtype).astype(dtype).item()
+        return const_node(value, dtype, node.shape)
+    return make("cast", (node,), {}, dtype, node.shape)
+
+
+def reshape_node(node: Node, shape: tuple[int, ...]) -> Node:
+    if node.shape == shape:
+        return node
+    if node.op == "const":
+        return make("const", (), node.attrs, node.dtype, shape)
+    if node.op == "reshape":  # reshape of reshape is one reshape
+        node = node.srcs[0]
+        if node.shape == shape:
+            return node
+    return make("reshape", (node,), {"shape": shape}, node.dtype, shape)
+
+
+def broadcast_node(node: Node, shape: tuple[int, ...]) -> Node:
+    """``node`` broadcast to ``shape`` (already checked compatible): reshape then expand."""
+    if node.shape == shape:
+        return node
+    if node.op == "const":
+        return make("const", (), node.attrs, node.dtype, shape)
+    lead = len(shape) - len(node.shape)
+    if lead:
+        node = reshape_node(node, (1,) * lead + node.shape)
+    if node.shape == shape:
+        return node
+    return make("expand", (node,), {"shape": shape}, node.dtype, shape)
+
+
+def coerce(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...], what: str) -> Node:
+    """The node of ``x`` cast to ``dtype`` and broadcast to ``shape``."""
+    if isinstance(x, Tensor):
+        return broadcast_node(cast_node(x._node, dtype), shape)
+    if not fits(x, dtype):
+        raise DTypeError(f"{what}: Python integer {x} is out of bounds for {dtype}")
+    return const_node(x, dtype, shape)
+
+
+# -- elementwise ops -------------------------------------------------------------
+
+#: NumPy ufunc -> IR op; bool operands use logical ops where NumPy's bool loop is logical.
+_BINARY_OPS = {
+    "add": "add", "subtract": "sub", "multiply": "mul", "true_divide": "div",
+    "floor_divide": "floordiv", "remainder": "mod", "power": "pow",
+    "maximum": "maximum", "minimum": "minimum", "arctan2": "atan2",
+    "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
+    "equal": "eq", "not_equal": "ne", "logical_and": "and", "logical_or": "or",
+    "logical_xor": "xor", "bitwise_and": "bitand", "bitwise_or": "bitor",
+    "bitwise_xor": "bitxor", "left_shift": "shl", "right_shift": "shr",
+}
+_BOOL_BINARY = {"add": "or", "mul": "and", "maximum": "or", "minimum": "and",
+                "bitand": "and", "bitor": "or", "bitxor": "xor"}
+
+_UNARY_OPS = {
+    "negative": "neg", "absolute": "abs", "square": "square", "sign": "sign",
+    "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2",
+    "log10": "log10", "log1p": "log1p", "sqrt": "sqrt", "reciprocal": "reciprocal",
+    "sin": "sin", "cos": "cos", "tan": "tan", "arcsin": "asin", "arccos": "acos",
+    "arctan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "arcsinh": "asinh",
+    "arccosh": "acosh", "arctanh": "atanh", "floor": "floor", "ceil": "ceil",
+    "trunc": "trunc", "rint": "rint", "isnan": "isnan", "isinf": "isinf",
+    "isfinite": "isfinite", "logical_not": "not", "invert": "bitnot", "positive": "positive",
+}
+#: Not NumPy ufuncs: typed like the ufunc on the right (an int input goes to NumPy's float loop).
+_TYPED_LIKE = {"rsqrt": "sqrt", "sigmoid": "exp", "erf": "sqrt"}
+
+
+def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
+    """Record NumPy's ``ufunc(a, b)`` with NumPy's promotion and broadcasting."""
+    a, b = _operand(a), _operand(b)
+    in_a, in_b, out = resolve_ufunc(ufunc, (_kind(a), _kind(b)))
+    shape = broadcast_shapes(a.shape if isinstance(a, Tensor) else (),
+                             b.shape if isinstance(b, Tensor) else ())
+    na = coerce(a, in_a, shape, ufunc)
+    nb = coerce(b, in_b, shape, ufunc)
+    op = _BINARY_OPS[ufunc]
+    if is_bool(in_a) and is_bool(in_b):
+        op = _BOOL_BINARY.get(op, op)
+    if op in ("shl", "shr") or in_a == in_b:
+        return Tensor(make(op, (na, nb), {}, out, shape))
+    raise DTypeError(f"{ufunc}: unsupported operand dtypes {in_a} and {in_b}")  # pragma: no cover
+
+
+def unary(ufunc: str, x: ArrayLike) -> Tensor:
+    """Record NumPy's ``ufunc(x)`` (or a fusejit extension typed like a ufunc)."""
+    xt = _operand(x)
+    if not isinstance(xt, Tensor):
+        xt = asarray(np.asarray(xt))
+    typed_as = _TYPED_LIKE.get(ufunc, ufunc)
+    in_dt, out = resolve_ufunc(typed_as, (xt.dtype,))
+    node = cast_node(xt._node, in_dt)
+    if ufunc == "positive":
+        return Tensor(node)
+    if ufunc == "reciprocal" and not is_float(in_dt):
+        raise DTypeError(f"reciprocal: integer reciprocal (NumPy truncates 1/x) is not "
+                         f"supported; cast {xt.dtype} to a float dtype first")
+    op = _UNARY_OPS.get(ufunc, ufunc)
+    if op in ("isnan", "isinf", "isfinite") and not is_float(in_dt):
+        return Tensor(const_node(op == "isfinite", BOOL, node.shape))  # integers are finite
+    if is_bool(in_dt):
+        if op == "bitnot":
+            op = "not"
+        elif op in ("abs", "square", "floor", "ceil", "trunc", "rint"):
+            return Tensor(cast_node(node, out))
+    if op in ("floor", "ceil", "trunc", "rint") and not is_float(in_dt):
+        return Tensor(node)  # identity on integers, as in NumPy 2
+    return Tensor(make(op, (node,), {}, out, node.shape))
+
+
+def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
+    """Elements of ``x`` where ``condition`` holds, else of ``y`` (NumPy promotion of x and y)."""
+    c, a, b = _operand(condition), _operand(x), _operand(y)
+    out = np.result_type(_kind_for_result_type(a), _kind_for_result_type(b))
+    out = as_dtype(out, where="where")
+    shapes = [t.shape for t in (c, a, b) if isinstance(t, Tensor)]
+    shape = broadcast_shapes(*shapes)
+    nc = coerce(c, BOOL, shape, "where") if isinstance(c, Tensor) else const_node(bool(c), BOOL, shape)
+    na, nb = coerce(a, out, shape, "where"), coerce(b, out, shape, "where")
+    return Tensor(make("where", (nc, na, nb), {}, out, shape))
+
+
+def _kind_for_result_type(x: Tensor | Scalar) -> Any:
+    return x.dtype if isinstance(x, Tensor) else x
+
+
+def astype(x: ArrayLike, dtype: Any) -> Tensor:
+    """``x`` converted to ``dtype`` (C-style casts, as NumPy's ``astype``)."""
+    xt = asarray(x) if not isinstance(x, Tensor) else x
+    return Tensor(cast_node(xt._node, as_dtype(dtype, where="astype")))
+
+
+def full(shape: int | Sequence[int], fill_value: Scalar, dtype: Any = None) -> Tensor:
+    """A lazy constant tensor (no host buffer is allocated)."""
+    shape = _shape_arg(shape)
+    dt = as_dtype(dtype, where="full") if dtype is not None else \
+        as_dtype(np.asarray(fill_value).dtype, where="full")
+    return Tensor(const_node(fill_value, dt, shape))
+
+
+def _shape_arg(shape: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        dims = tuple(operator.index(d) for d in shape)
+    except TypeError as exc:
+        raise ShapeError(f"shape must be a sequence of integers, got {shape!r}") from exc
+    if any(d < 0 for d in dims):
+        raise ShapeError(f"negative dimensions are not allowed in shape {dims}")
+    return dims
+
+
+def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1,
+           dtype: Any = None) -> Tensor:
+    """Evenly spaced values in [start, stop), NumPy's arange, as a lazy ``iota``."""
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise FusejitError("arange: step must not be zero")
+    n = max(int(np.ceil((stop - start) / step)), 0)
+    dt = as_dtype(dtype if dtype is not None else np.arange(start, start + step, step).dtype,
+                  where="arange")
+    if is_float(dt):
+        start, step = float(start), float(step)
+    else:
+        start, step = int(start), int(step)
+    return Tensor(make("iota", (), {"start": start, "step": step}, dt, (n,)))

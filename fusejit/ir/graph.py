@@ -1,0 +1,148 @@
+"""The lazy graph: immutable, hash-consed nodes, and their lowering to a Program.
+
+Structurally equal nodes are the same object (common subexpression
+elimination for free): ``make`` looks a node up by its key before creating it.
+Each node computes its key and hash once, at creation. Leaves that hold data
+(``input`` nodes) are never merged: each carries its own serial number.
+
+``lower`` turns the graph under a set of outputs into a Program plus the
+buffers that feed its inputs, with an iterative traversal (no recursion
+limit) and a structural key that the plan cache uses. The key names the
+buffers only by position, so two realizes of the same structure over new data
+share a plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import ir_name
+from .program import Instr, Param, Program, TensorType
+
+_INPUT_SERIAL = itertools.count()
+_NODES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _freeze(value: Any) -> Any:
+    """Hashable, exact form of an attribute value (floats by bits: -0.0 and NaN stay distinct)."""
+    if isinstance(value, float):
+        return ("f", value.hex())
+    if isinstance(value, (tuple, list)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+class Node:
+    """One immutable value of the lazy graph."""
+
+    __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "key", "_hash", "buffer", "name",
+                 "__weakref__")
+
+    op: str
+    srcs: tuple[Node, ...]
+    attrs: dict[str, Any]
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Node({self.op}, {ir_name(self.dtype)}{list(self.shape)})"
+
+    @property
+    def type(self) -> TensorType:
+        return TensorType(self.dtype, self.shape)
+
+
+def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype,
+         shape: tuple[int, ...]) -> Node:
+    """The unique node with this structure (created on first request)."""
+    key = (op, tuple(id(s) for s in srcs), tuple((k, _freeze(v)) for k, v in attrs.items()),
+           dtype.str, shape)
+    node = _NODES.get(key)
+    if node is not None and node.srcs == srcs:
+        return node
+    node = Node()
+    node.op, node.srcs, node.attrs, node.dtype, node.shape = op, srcs, attrs, dtype, shape
+    node.key, node._hash = key, hash(key)
+    node.buffer, node.name = None, None
+    _NODES[key] = node
+    return node
+
+
+def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str | None) -> Node:
+    """A leaf holding data. Never merged with another leaf."""
+    node = Node()
+    node.op, node.srcs, node.attrs, node.dtype, node.shape = "input", (), {}, dtype, shape
+    node.key = ("input", next(_INPUT_SERIAL))
+    node._hash = hash(node.key)
+    node.buffer, node.name = buffer, name
+    return node
+
+
+def topological_order(outputs: list[Node]) -> list[Node]:
+    """Every node under ``outputs``, each after its sources (iterative post-order)."""
+    order: list[Node] = []
+    done: set[int] = set()
+    for root in outputs:
+        if id(root) in done:
+            continue
+        stack: list[tuple[Node, int]] = [(root, 0)]
+        while stack:
+            node, i = stack[-1]
+            if i < len(node.srcs):
+                stack[-1] = (node, i + 1)
+                src = node.srcs[i]
+                if id(src) not in done:
+                    stack.append((src, 0))
+                continue
+            stack.pop()
+            if id(node) not in done:
+                done.add(id(node))
+                order.append(node)
+    return order
+
+
+def lower(outputs: list[Node], name: str = "main") -> tuple[Program, list[Any], tuple]:
+    """The Program computing ``outputs``, the buffers for its inputs, and its structural key."""
+    order = topological_order(outputs)
+    names: dict[int, str] = {}
+    inputs: list[Param] = []
+    buffers: list[Any] = []
+    body: list[Instr] = []
+    key: list[Any] = [name]
+    used: set[str] = set()
+    for node in order:
+        if node.op == "input":
+            base = node.name or f"in{len(inputs)}"
+            vname = base
+            for suffix in itertools.count(1):
+                if vname not in used:
+                    break
+                vname = f"{base}_{suffix}"
+            used.add(vname)
+            names[id(node)] = vname
+            inputs.append(Param(vname, node.type))
+            buffers.append(node.buffer)
+            key.append(("input", vname, node.dtype.str, node.shape))
+            continue
+        vname = str(len(body))
+        names[id(node)] = vname
+        args = tuple(names[id(s)] for s in node.srcs)
+        body.append(Instr(vname, node.op, args, dict(node.attrs), node.type))
+        key.append((node.op, args, node.key[2], node.dtype.str, node.shape))
+    out_names = tuple(names[id(n)] for n in outputs)
+    key.append(out_names)
+    return Program(name, tuple(inputs), body, out_names), buffers, tuple(key)
+
+
+def num_elements(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)

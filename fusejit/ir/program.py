@@ -1,0 +1,144 @@
+"""The Program: fusejit's one IR, from recording to code generation.
+
+A Program is a function: named, typed inputs; a body of SSA instructions in
+definition order; and the names it returns. Fusion does not build another
+structure: it rewrites a Program so that its body holds ``Kernel`` blocks,
+each a closed region (it reads only its own parameters) that becomes one
+launch. The printer, parser, verifier, fuser, emitter and every backend all
+consume this model.
+
+Names are stored without the ``%`` sigil. Attribute values are ints, bools,
+floats, or tuples of ints (and ``None`` inside slice bounds).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+from ..dtypes import ir_name
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """dtype and shape of one value."""
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{ir_name(self.dtype)}[{','.join(str(d) for d in self.shape)}]"
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class Param:
+    """A named, typed input of a Program or of a Kernel block."""
+
+    name: str
+    type: TensorType
+
+
+@dataclass
+class Instr:
+    """One SSA value: ``%name = op %args... attrs : type``."""
+
+    name: str
+    op: str
+    args: tuple[str, ...]
+    attrs: dict[str, Any]
+    type: TensorType
+    line: int | None = field(default=None, compare=False, repr=False)
+    column: int | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.type.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+
+@dataclass
+class Kernel:
+    """A fused region: one launch (a declared pair for a split reduction).
+
+    ``args`` are outer values passed in, bound in order to ``params``; the body
+    sees only the params and its own values. ``yields`` names inner values
+    that leave the region, defining the outer names ``results`` in order.
+    ``attrs`` holds launch attributes (``kind`` at least).
+    """
+
+    name: str
+    results: tuple[str, ...]
+    args: tuple[str, ...]
+    params: tuple[Param, ...]
+    body: list[Instr]
+    yields: tuple[str, ...]
+    result_types: tuple[TensorType, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    line: int | None = field(default=None, compare=False, repr=False)
+    column: int | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def kind(self) -> str:
+        return str(self.attrs.get("kind", ""))
+
+
+Statement = Union[Instr, Kernel]
+
+
+@dataclass
+class Program:
+    """A function in the fusejit IR."""
+
+    name: str
+    inputs: tuple[Param, ...]
+    body: list[Statement]
+    outputs: tuple[str, ...]
+
+    # -- queries -------------------------------------------------------------
+    def types(self) -> dict[str, TensorType]:
+        """Type of every outer value: inputs, instructions and kernel results."""
+        env = {p.name: p.type for p in self.inputs}
+        for stmt in self.body:
+            if isinstance(stmt, Kernel):
+                env.update(zip(stmt.results, stmt.result_types))
+            else:
+                env[stmt.name] = stmt.type
+        return env
+
+    @property
+    def output_types(self) -> tuple[TensorType, ...]:
+        env = self.types()
+        return tuple(env[name] for name in self.outputs)
+
+    @property
+    def kernels(self) -> list[Kernel]:
+        return [s for s in self.body if isinstance(s, Kernel)]
+
+    @property
+    def is_fused(self) -> bool:
+        return any(isinstance(s, Kernel) for s in self.body)
+
+    def __str__(self) -> str:
+        from .printer import print_program
+        return print_program(self)
+
+    def run(self, *arrays: Any, **named: Any) -> list[Any]:
+        """Run on the current backend; inputs by position or by name; returns one array per output."""
+        from ..runtime import run_program
+        return run_program(self, arrays, named)
+
+    def key(self) -> str:
+        """Structural identity: the canonical text (names included)."""
+        return str(self)

@@ -1,0 +1,167 @@
+"""Backends and the realize path: lower, plan (cached), execute, rebind.
+
+Backends: ``numpy`` (reference evaluator), ``interpret`` (generated Triton
+run by Triton's interpreter) and ``cuda`` (generated Triton compiled to a
+cubin, launched with CuPy). Select one with ``FUSEJIT_BACKEND``,
+``set_backend`` or the ``using_backend`` context manager; the default is
+``cuda`` when CuPy sees a GPU, else ``numpy``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import BackendError, InputError
+from ..ir.graph import lower, make_input
+from ..ir.program import Program
+
+BACKEND_NAMES = ("cuda", "interpret", "numpy")
+_backends: dict[str, Any] = {}
+_selected: str | None = None
+
+
+def _create(name: str) -> Any:
+    if name == "numpy":
+        from .numpy_backend import NumpyBackend
+        return NumpyBackend()
+    if name == "interpret":
+        from .interpret_backend import InterpretBackend
+        return InterpretBackend()
+    if name == "cuda":
+        from .cuda_backend import CudaBackend
+        return CudaBackend()
+    raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}")
+
+
+def backend_instance(name: str) -> Any:
+    """The (shared) instance of a backend by name."""
+    if name not in _backends:
+        _backends[name] = _create(name)
+    return _backends[name]
+
+
+def gpu_available() -> bool:
+    """Whether CuPy is importable and sees a CUDA device."""
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001  (no CuPy, no driver, no device: all mean "no")
+        return False
+
+
+def default_backend_name() -> str:
+    env = os.environ.get("FUSEJIT_BACKEND")
+    if env:
+        if env not in BACKEND_NAMES:
+            raise BackendError(f"FUSEJIT_BACKEND={env!r} is not a backend; choose one of "
+                               f"{', '.join(BACKEND_NAMES)}")
+        return env
+    return "cuda" if gpu_available() else "numpy"
+
+
+def get_backend() -> str:
+    """Name of the backend that ``realize`` uses now."""
+    global _selected
+    if _selected is None:
+        _selected = default_backend_name()
+    return _selected
+
+
+def set_backend(name: str) -> None:
+    """Select the backend for later ``realize`` calls: ``cuda``, ``interpret`` or ``numpy``."""
+    global _selected
+    if name not in BACKEND_NAMES:
+        raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}")
+    _selected = name
+
+
+@contextlib.contextmanager
+def using_backend(name: str) -> Iterator[None]:
+    """Context manager: use backend ``name`` inside the block."""
+    global _selected
+    previous = get_backend()
+    set_backend(name)
+    try:
+        yield
+    finally:
+        _selected = previous
+
+
+def current() -> Any:
+    return backend_instance(get_backend())
+
+
+def to_numpy(buffer: Any) -> np.ndarray:
+    """A host NumPy array from any buffer a backend produced."""
+    if isinstance(buffer, np.ndarray):
+        return buffer
+    get = getattr(buffer, "get", None)
+    return np.asarray(get() if get is not None else buffer)
+
+
+def realize(*tensors: Any) -> tuple[Any, ...]:
+    """Compute several tensors with one plan; shared subexpressions run once."""
+    from ..fuse import plan_for
+    pending, seen = [], set()
+    for t in tensors:
+        if not t.is_realized and id(t._node) not in seen:
+            seen.add(id(t._node))
+            pending.append(t)
+    if pending:
+        nodes = [t._node for t in pending]
+        program, buffers, key = lower(nodes)
+        backend = current()
+        plan = plan_for(program, key)
+        outs = backend.execute(plan.program, buffers, plan)
+        by_node = {id(n): out for n, out in zip(nodes, outs)}
+        for t in tensors:
+            if id(t._node) in by_node:
+                node = t._node
+                t._node = make_input(by_node[id(node)], node.dtype, node.shape, None)
+    return tensors
+
+
+def check_inputs(program: Program, arrays: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:
+    """Inputs in signature order, checked for count, names, shapes and dtypes."""
+    params = program.inputs
+    if len(arrays) > len(params):
+        raise InputError(f"@{program.name} takes {len(params)} inputs, got {len(arrays)} "
+                         f"positional arrays")
+    bound: dict[str, Any] = {p.name: a for p, a in zip(params, arrays)}
+    known = {p.name for p in params}
+    for name, value in named.items():
+        if name not in known:
+            raise InputError(f"@{program.name} has no input named {name!r} (inputs: "
+                             f"{', '.join(p.name for p in params) or 'none'})")
+        if name in bound:
+            raise InputError(f"input {name!r} given both by position and by name")
+        bound[name] = value
+    missing = [p.name for p in params if p.name not in bound]
+    if missing:
+        raise InputError(f"@{program.name} is missing input{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(missing)}")
+    out = []
+    for p in params:
+        value = bound[p.name]
+        if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+            value = np.asarray(value)
+        if tuple(value.shape) != p.type.shape:
+            raise InputError(f"input {p.name!r}: expected shape {p.type.shape}, got "
+                             f"{tuple(value.shape)}")
+        if np.dtype(value.dtype) != p.type.dtype:
+            raise InputError(f"input {p.name!r}: expected dtype {p.type.dtype}, got {value.dtype}")
+        out.append(value)
+    return out
+
+
+def run_program(program: Program, arrays: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:
+    """Run a Program on the current backend: checked inputs in, one array per output out."""
+    from ..fuse import plan_for
+    buffers = check_inputs(program, arrays, named)
+    backend = current()
+    plan = plan_for(program, None)
+    return backend.execute(plan.program, buffers, plan)

@@ -1,0 +1,113 @@
+"""The ``numpy`` backend: a reference evaluator of the Program, op by op.
+
+It is the oracle of the tests, so it calls NumPy for each op and adds nothing
+clever. Fused programs run region by region: each ``Kernel`` block is
+evaluated on its parameters alone and only its results are kept, so region
+semantics are checked without a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..ir.ops import OPS
+from ..ir.program import Instr, Kernel, Program
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # exp of a negative argument only, so neither branch overflows
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+_EXTRA = {
+    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "sigmoid": _sigmoid,
+    "erf": lambda x: _erf(x).astype(x.dtype) if x.size else x.copy(),
+    "reciprocal": lambda x: 1 / x,
+}
+
+
+def _slice(x: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
+    index = tuple(slice(a, None if (c < 0 and b < 0) else b, c)
+                  for a, b, c in zip(attrs["start"], attrs["stop"], attrs["step"]))
+    return x[index]
+
+
+def evaluate_instr(instr: Instr, args: list[np.ndarray]) -> np.ndarray:
+    """NumPy's value of one instruction, of exactly the instruction's dtype and shape."""
+    op, attrs, dtype, shape = instr.op, instr.attrs, instr.dtype, instr.shape
+    info = OPS[op]
+    if op == "const":
+        return np.full(shape, attrs["value"], dtype)
+    if op == "iota":
+        n = shape[0]
+        base = np.arange(n, dtype=np.float64 if dtype.kind == "f" else np.int64)
+        return (attrs["start"] + base * attrs["step"]).astype(dtype)
+    if op == "cast":
+        return args[0].astype(dtype)
+    if op == "reshape":
+        return args[0].reshape(shape)
+    if op == "permute":
+        return args[0].transpose(attrs["perm"])
+    if op == "expand":
+        return np.broadcast_to(args[0], shape)
+    if op == "slice":
+        return _slice(args[0], attrs)
+    if info.category == "reduce":
+        axes, keep = tuple(attrs["axes"]), bool(attrs.get("keepdims", False))
+        if op in ("argmax", "argmin"):
+            out = getattr(np, op)(args[0], axis=axes[0], keepdims=keep)
+        else:
+            out = getattr(np, info.numpy)(args[0], axis=axes, keepdims=keep)
+        return np.asarray(out, dtype=dtype).reshape(shape)
+    fn = _EXTRA.get(op) or getattr(np, info.numpy)
+    out = fn(*args)
+    return np.asarray(out).astype(dtype, copy=False).reshape(shape)
+
+
+def evaluate_body(body: list[Instr | Kernel], env: dict[str, np.ndarray]) -> None:
+    """Evaluate statements in order, adding each value to ``env``."""
+    with np.errstate(all="ignore"):
+        for stmt in body:
+            if isinstance(stmt, Kernel):
+                inner = {p.name: env[a] for p, a in zip(stmt.params, stmt.args)}
+                evaluate_body(stmt.body, inner)
+                for result, y in zip(stmt.results, stmt.yields):
+                    env[result] = inner[y]
+            else:
+                env[stmt.name] = evaluate_instr(stmt, [env[a] for a in stmt.args])
+
+
+class NumpyBackend:
+    """Reference backend on host NumPy arrays."""
+
+    name = "numpy"
+    needs_kernels = False
+
+    def to_device(self, array: Any) -> np.ndarray:
+        if isinstance(array, np.ndarray):
+            return array
+        get = getattr(array, "get", None)  # a CuPy array
+        return np.asarray(get() if get is not None else array)
+
+    def to_numpy(self, buffer: Any) -> np.ndarray:
+        return self.to_device(buffer)
+
+    def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[np.ndarray]:
+        env = {p.name: self.to_device(b) for p, b in zip(program.inputs, buffers)}
+        inputs = {id(v) for v in env.values()}
+        evaluate_body(program.body, env)
+        outs = []
+        for name in program.outputs:
+            value = env[name]
+            # never hand out a view of an input or of a broadcast: results own their memory
+            if value.base is not None or not value.flags.writeable or id(value) in inputs:
+                value = value.copy()
+            outs.append(value)
+        return outs
