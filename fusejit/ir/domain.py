@@ -1,0 +1,178 @@
+"""The iteration domain of a kernel region, and whether a region can be one kernel.
+
+Both the fuser (to decide what may join a region) and the emitter (to index
+every value) rely on this one definition, and the verifier uses it to reject
+user-edited regions that cannot run as one kernel.
+
+A region has a domain shape ``D`` and reduced axes ``R`` (empty for a
+pointwise region). Every reduction in it reduces a value of shape ``D`` over
+exactly ``R``. Values are of two sorts:
+
+* *free* values depend on no reduction of the region (only on params,
+  constants and iota through elementwise ops, casts and views). They can be
+  evaluated at any coordinates, so views of them (transpose, slices, any
+  reshape) are index arithmetic: the emitter recomputes them where needed.
+* *row-dependent* values are reductions and everything computed from them.
+  They exist only at their canonical coordinates: shape ``D`` or ``D`` with
+  some dims 1 (indexed by the domain coordinates, 0 along size-1 dims), or the
+  kept shape ``D`` without ``R`` (indexed by the kept coordinates). Views that
+  would move them (permute, slice, other reshapes) need a materialized buffer.
+
+Region outputs have shape ``D``, or, in a reduction region, the kept shape or
+its keepdims form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ops import REDUCE
+from .program import Instr, Kernel
+
+POINTWISE = "pointwise"
+INNER_REDUCTION = "inner_reduction"
+OUTER_REDUCTION = "outer_reduction"
+SPLIT_REDUCTION = "split_reduction"
+KINDS = (POINTWISE, INNER_REDUCTION, OUTER_REDUCTION, SPLIT_REDUCTION)
+
+
+class RegionError(Exception):
+    """A region that cannot be one kernel; ``instr`` is where the rule broke (or None)."""
+
+    def __init__(self, reason: str, instr: Instr | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.instr = instr
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Iteration domain of a region: shape ``D``, reduced axes ``R``, and its kind."""
+
+    shape: tuple[int, ...]
+    reduced: tuple[int, ...]
+    kind: str
+    row_dependent: frozenset[str]
+
+    @property
+    def kept(self) -> tuple[int, ...]:
+        """Axes of ``D`` that are not reduced."""
+        return tuple(i for i in range(len(self.shape)) if i not in self.reduced)
+
+    @property
+    def kept_shape(self) -> tuple[int, ...]:
+        return tuple(self.shape[i] for i in self.kept)
+
+    @property
+    def keepdims_shape(self) -> tuple[int, ...]:
+        return tuple(1 if i in self.reduced else d for i, d in enumerate(self.shape))
+
+    @property
+    def rows(self) -> int:
+        """Number of output points (product of the kept dims)."""
+        n = 1
+        for i in self.kept:
+            n *= self.shape[i]
+        return n
+
+    @property
+    def reduce_size(self) -> int:
+        """Number of elements each reduction combines (product of the reduced dims)."""
+        n = 1
+        for i in self.reduced:
+            n *= self.shape[i]
+        return n
+
+    def is_domain_like(self, shape: tuple[int, ...]) -> bool:
+        """``D``, or ``D`` with some dims 1: indexed by the domain coordinates."""
+        return len(shape) == len(self.shape) and all(
+            s == d or s == 1 for s, d in zip(shape, self.shape))
+
+
+def reduction_kind(shape: tuple[int, ...], reduced: tuple[int, ...]) -> str:
+    """Inner when the reduced axes are the trailing ones (contiguous rows), else outer."""
+    if not reduced:
+        return POINTWISE
+    trailing = tuple(range(len(shape) - len(reduced), len(shape)))
+    return INNER_REDUCTION if tuple(sorted(reduced)) == trailing else OUTER_REDUCTION
+
+
+def region_domain(kernel: Kernel) -> Domain:
+    """The domain of a region, or RegionError saying why it cannot be one kernel."""
+    reductions = [i for i in kernel.body if i.op in REDUCE]
+    types = {p.name: p.type for p in kernel.params}
+    types.update({i.name: i.type for i in kernel.body})
+    if reductions:
+        first = reductions[0]
+        shape = types[first.args[0]].shape
+        reduced = tuple(first.attrs["axes"])
+        for r in reductions[1:]:
+            other = types[r.args[0]].shape, tuple(r.attrs["axes"])
+            if other != (shape, reduced):
+                raise RegionError(
+                    f"reductions over different domains in one kernel: %{first.name} reduces "
+                    f"{list(shape)} over axes {list(reduced)}, %{r.name} reduces {list(other[0])} "
+                    f"over axes {list(other[1])}", r)
+    else:
+        shapes = {types[y].shape for y in kernel.yields}
+        if len(shapes) > 1:
+            raise RegionError("a pointwise kernel's outputs must share one shape, got "
+                              + ", ".join(str(list(s)) for s in sorted(shapes)))
+        shape = shapes.pop() if shapes else ()
+        reduced = ()
+    domain = Domain(shape, reduced, reduction_kind(shape, reduced), frozenset())
+    row_dependent = _check_row_dependent(kernel, domain)
+    domain = Domain(shape, reduced, domain.kind, frozenset(row_dependent))
+    allowed = {shape}
+    if reduced:
+        allowed |= {domain.kept_shape, domain.keepdims_shape}
+    for y in kernel.yields:
+        if types[y].shape not in allowed:
+            raise RegionError(
+                f"output %{y} of shape {list(types[y].shape)} does not fit the kernel's domain "
+                f"{list(shape)}" + (f" reduced over axes {list(reduced)}" if reduced else ""))
+    return domain
+
+
+def _check_row_dependent(kernel: Kernel, domain: Domain) -> set[str]:
+    """Names of row-dependent values, checking that each stays at its canonical coordinates."""
+    row: set[str] = set()
+    kept, keepdims = domain.kept_shape, domain.keepdims_shape
+    for instr in kernel.body:
+        if instr.op in REDUCE:
+            row.add(instr.name)
+            continue
+        if not any(a in row for a in instr.args):
+            continue
+        row.add(instr.name)
+        shape = instr.shape
+        if instr.op in ("permute", "slice"):
+            raise RegionError(
+                f"%{instr.name} = {instr.op} moves a value computed from a reduction of this "
+                f"kernel; that needs it materialized, so it cannot be in the same kernel", instr)
+        if instr.op == "reshape":
+            pair = ({kept, keepdims} if kept != keepdims else {kept})
+            src = next(a for a in instr.args if a in row)
+            src_shape = _shape_of(kernel, src)
+            if not (src_shape == shape or {src_shape, shape} <= pair):
+                raise RegionError(
+                    f"%{instr.name} reshapes a value computed from a reduction from "
+                    f"{list(src_shape)} to {list(shape)}; inside one kernel only the reduced "
+                    f"shape {list(kept)} and its keepdims form {list(keepdims)} are possible",
+                    instr)
+        if not (domain.is_domain_like(shape) or shape == kept):
+            raise RegionError(
+                f"%{instr.name} of shape {list(shape)} is computed from a reduction but is "
+                f"neither the domain {list(domain.shape)} broadcast-compatible nor the reduced "
+                f"shape {list(kept)}", instr)
+    return row
+
+
+def _shape_of(kernel: Kernel, name: str) -> tuple[int, ...]:
+    for instr in kernel.body:
+        if instr.name == name:
+            return instr.shape
+    for p in kernel.params:
+        if p.name == name:
+            return p.type.shape
+    raise KeyError(name)
