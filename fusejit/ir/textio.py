@@ -1,0 +1,79 @@
+"""The text IR's public entry points: ``fj.dump``, ``fj.parse``, ``fj.load``.
+
+``dump`` records tensors as a Program and prints it (optionally after
+fusion, so that the kernel regions show); ``parse`` and ``load`` read text
+back into a verified Program, which runs with ``program.run(...)``: inputs by
+position or by name, one array per output (``program.outputs`` names them and
+``program.output_types`` gives their types).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import FusejitError
+from .graph import lower
+from .parser import parse as _parse
+from .printer import print_program
+from .program import Program
+
+
+def dump(*tensors: Any, path: str | os.PathLike[str] | None = None, fused: bool = False) -> str:
+    """The IR text computing ``tensors`` (before fusion, or with kernel regions if ``fused``).
+
+    With ``path``, the text is also written there atomically (a temporary
+    file in the same folder, then a rename), so a reader never sees half a file.
+    """
+    if not tensors:
+        raise FusejitError("dump needs at least one tensor")
+    nodes = []
+    for t in tensors:
+        node = getattr(t, "_node", None)
+        if node is None:
+            raise FusejitError(f"dump takes fusejit Tensors, not {type(t).__name__}")
+        nodes.append(node)
+    program, _, key = lower(nodes)
+    if fused:
+        from ..fuse import plan_for
+        program = plan_for(program, key).program
+    text = print_program(program)
+    if path is not None:
+        write_atomic(Path(path), text)
+    return text
+
+
+def parse(text: str, filename: str | None = None) -> Program:
+    """A verified Program from IR text; errors name ``filename:line:column``."""
+    return _parse(text, filename)
+
+
+def load(path: str | os.PathLike[str]) -> Program:
+    """A verified Program from an IR file; errors name the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise FusejitError(f"cannot read {os.fspath(path)}: {reason}") from None
+    return _parse(text, os.fspath(path))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise FusejitError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
