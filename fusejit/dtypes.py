@@ -70,8 +70,11 @@ def resolve_ufunc(ufunc_name: str, operand_kinds: tuple) -> tuple[np.dtype, ...]
     NumPy has no loop.
     """
     ufunc = getattr(np, ufunc_name)
+    # A Python bool is not weak in NumPy: it acts as np.bool_ (the lowest kind, so
+    # it never changes a result's dtype), and resolve_dtypes only accepts int/float.
+    kinds = tuple(BOOL if k is bool else k for k in operand_kinds)
     try:
-        resolved = ufunc.resolve_dtypes((*operand_kinds, None))
+        resolved = ufunc.resolve_dtypes((*kinds, None))
     except (TypeError, np.exceptions.DTypePromotionError) as exc:
         shown = ", ".join(k.__name__ if isinstance(k, type) else str(k) for k in operand_kinds)
         raise DTypeError(f"{ufunc_name}: not supported for dtypes ({shown})") from exc

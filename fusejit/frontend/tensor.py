@@ -344,14 +344,44 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
     in_a, in_b, out = resolve_ufunc(ufunc, (_kind(a), _kind(b)))
     shape = broadcast_shapes(a.shape if isinstance(a, Tensor) else (),
                              b.shape if isinstance(b, Tensor) else ())
+    op = _BINARY_OPS[ufunc]
+    if op in _FLIPPED:
+        # NumPy 2 compares a Python int outside the dtype's range exactly (no overflow error)
+        for scalar, dt, scalar_op in ((b, in_b, op), (a, in_a, _FLIPPED[op])):
+            if not isinstance(scalar, Tensor) and not fits(scalar, dt):
+                return Tensor(const_node(_out_of_range_compare(scalar_op, scalar, dt), BOOL, shape))
     na = coerce(a, in_a, shape, ufunc)
     nb = coerce(b, in_b, shape, ufunc)
-    op = _BINARY_OPS[ufunc]
+    if op in _FLIPPED and in_a != in_b:  # a signed int against uint64: exact, as NumPy 2
+        if in_a.kind == "i":
+            return Tensor(_mixed_sign_compare(op, na, nb, shape))
+        return Tensor(_mixed_sign_compare(_FLIPPED[op], nb, na, shape))
     if is_bool(in_a) and is_bool(in_b):
         op = _BOOL_BINARY.get(op, op)
     if op in ("shl", "shr") or in_a == in_b:
         return Tensor(make(op, (na, nb), {}, out, shape))
     raise DTypeError(f"{ufunc}: unsupported operand dtypes {in_a} and {in_b}")  # pragma: no cover
+
+
+#: comparison -> the comparison with its operands swapped
+_FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _out_of_range_compare(op: str, value: int, dtype: np.dtype) -> bool:
+    """``x op value`` for every ``x`` of ``dtype`` when the Python int ``value`` lies outside it."""
+    above = value > np.iinfo(dtype).max  # else below the minimum
+    return {"lt": above, "le": above, "gt": not above, "ge": not above,
+            "eq": False, "ne": True}[op]
+
+
+def _mixed_sign_compare(op: str, signed: Node, unsigned: Node, shape: tuple[int, ...]) -> Node:
+    """``signed op unsigned`` (int64 against uint64) without wrap-around: negatives go first."""
+    negative = make("lt", (signed, const_node(0, signed.dtype, shape)), {}, BOOL, shape)
+    as_unsigned = cast_node(signed, unsigned.dtype)
+    compared = make(op, (as_unsigned, unsigned), {}, BOOL, shape)
+    if op in ("lt", "le", "ne"):
+        return make("or", (negative, compared), {}, BOOL, shape)
+    return make("and", (make("not", (negative,), {}, BOOL, shape), compared), {}, BOOL, shape)
 
 
 def unary(ufunc: str, x: ArrayLike) -> Tensor:

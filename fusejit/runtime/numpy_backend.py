@@ -28,7 +28,8 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 _EXTRA = {
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "sigmoid": _sigmoid,
-    "erf": lambda x: _erf(x).astype(x.dtype) if x.size else x.copy(),
+    # frompyfunc gives an object array, or a bare Python float for a 0-d input
+    "erf": lambda x: np.asarray(_erf(x)).astype(x.dtype) if x.size else x.copy(),
     "reciprocal": lambda x: 1 / x,
 }
 
