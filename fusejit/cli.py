@@ -1,0 +1,187 @@
+"""The ``fusejit`` command line: check, format and run IR files.
+
+    fusejit check FILE                      parse and verify; prints "ok"
+    fusejit fmt FILE [--in-place]           canonical reprint
+    fusejit run FILE --input x=x.npy ... --output out.npz
+    fusejit demo                            the tour (fusejit.demo)
+
+Subcommands live in one table, ``COMMANDS``: name -> ``Command(help,
+add_arguments, handler)``. Adding one is a function taking the parsed
+arguments and returning an exit status, plus one entry (see ``register``).
+Every ``FusejitError`` prints as ``error: ...`` on stderr with exit status 1,
+never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .errors import FusejitError, InputError
+
+
+class Command(NamedTuple):
+    """One subcommand: its help line, its argument setup, and its handler."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    handler: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def register(name: str, help_text: str, add_arguments: Callable[[argparse.ArgumentParser], None],
+             handler: Callable[[argparse.Namespace], int]) -> None:
+    """Add a subcommand (other modules may call this before ``main`` runs)."""
+    COMMANDS[name] = Command(help_text, add_arguments, handler)
+
+
+# -- check ------------------------------------------------------------------------
+
+def _file_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="an IR text file (.fir)")
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .ir.textio import load
+    load(args.file)
+    print("ok")
+    return 0
+
+
+# -- fmt --------------------------------------------------------------------------
+
+def _fmt_arguments(p: argparse.ArgumentParser) -> None:
+    _file_argument(p)
+    p.add_argument("--in-place", "-i", action="store_true", help="rewrite FILE instead of printing")
+
+
+def _fmt(args: argparse.Namespace) -> int:
+    from .ir.printer import print_program
+    from .ir.textio import load, write_atomic
+    text = print_program(load(args.file))
+    if args.in_place:
+        write_atomic(Path(args.file), text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+# -- run --------------------------------------------------------------------------
+
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    _file_argument(p)
+    p.add_argument("--input", "-I", action="append", default=[], metavar="NAME=PATH.npy",
+                   help="an input array by name (repeat for each input)")
+    p.add_argument("--output", "-o", metavar="OUT.npz",
+                   help="save the outputs here under their names (default: print them)")
+    p.add_argument("--backend", choices=("cuda", "interpret", "numpy"),
+                   help="backend to run on (default: FUSEJIT_BACKEND or the best available)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .ir.textio import load
+    from .runtime import using_backend
+    program = load(args.file)
+    named: dict[str, Any] = {}
+    for item in args.input:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise InputError(f"--input takes NAME=PATH.npy, not {item!r}")
+        if name in named:
+            raise InputError(f"input {name!r} is given twice")
+        named[name] = _load_array(path)
+    from .runtime import check_inputs
+    check_inputs(program, (), named)  # missing, extra, shape and dtype errors before running
+    if args.backend:
+        with using_backend(args.backend):
+            outs = program.run(**named)
+    else:
+        outs = program.run(**named)
+    from .runtime import to_numpy
+    arrays = {_output_key(program.outputs, i): to_numpy(o) for i, o in enumerate(outs)}
+    if args.output:
+        try:
+            with open(args.output, "wb") as f:
+                np.savez(f, **arrays)
+        except OSError as exc:
+            raise FusejitError(f"cannot write {args.output}: {exc.strerror}") from None
+    else:
+        for key, value in arrays.items():
+            print(f"{key} = {np.array2string(value, threshold=20)}")
+    return 0
+
+
+def _output_key(outputs: tuple[str, ...], i: int) -> str:
+    # an output returned twice gets a suffix so that no array is lost
+    name = outputs[i]
+    return name if outputs.index(name) == i else f"{name}_{i}"
+
+
+def _load_array(path: str) -> Any:
+    import numpy as np
+    try:
+        value = np.load(path, allow_pickle=False)  # data, never code
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read input array {path}: {exc}") from None
+    if not isinstance(value, np.ndarray):
+        raise InputError(f"{path} holds several arrays; give one .npy file per input")
+    return value
+
+
+# -- demo -------------------------------------------------------------------------
+
+def _no_arguments(p: argparse.ArgumentParser) -> None:
+    return None
+
+
+def _demo(args: argparse.Namespace) -> int:
+    import importlib
+    import importlib.util
+    if importlib.util.find_spec("fusejit.demo") is None:
+        raise FusejitError("the demo is not available in this build")
+    demo = importlib.import_module("fusejit.demo")
+    result = demo.main()
+    return result if isinstance(result, int) else 0
+
+
+register("check", "parse and verify an IR file; prints ok", _file_argument, _check)
+register("fmt", "print an IR file in canonical form", _fmt_arguments, _fmt)
+register("run", "run an IR file on .npy inputs", _run_arguments, _run)
+register("demo", "a short tour of fusejit", _no_arguments, _demo)
+
+
+# -- entry point --------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser with one subparser per entry of ``COMMANDS``."""
+    parser = argparse.ArgumentParser(prog="fusejit", description="fusejit IR tools")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(name, help=command.help, description=command.help)
+        command.add_arguments(p)
+        p.set_defaults(handler=command.handler)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 error, 2 usage)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except FusejitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
