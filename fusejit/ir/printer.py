@@ -59,7 +59,7 @@ def _outputs_defined(program: Program) -> bool:
 
 def _kernel(k: Kernel) -> list[str]:
     args = _values(k.args)
-    attrs = _attrs(k.attrs, ())
+    attrs = _attrs(k.attrs, ("kind",))  # kind first, then the rest by name
     head = f"  {_values(k.results)} = kernel {_func_name(k.name)}({args})"
     head += f"{' ' + attrs if attrs else ''} ->{_types(k.result_types)} {{"
     lines = [head, f"  ^({', '.join(_param(p) for p in k.params)}):"]
