@@ -4,11 +4,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from .reductions import (all, amax, amin, any, argmax, argmin, clip, layer_norm, log_softmax,
-                         logsumexp, max, mean, min, prod, rms_norm, softmax, std, sum, var)
+from .reductions import (
+    all,
+    amax,
+    amin,
+    any,
+    argmax,
+    argmin,
+    clip,
+    layer_norm,
+    log_softmax,
+    logsumexp,
+    max,
+    mean,
+    min,
+    prod,
+    rms_norm,
+    softmax,
+    std,
+    sum,
+    var,
+)
 from .tensor import Tensor, arange, asarray, astype, binary, full, unary, where
-from .views import (IndexingError, broadcast_to, expand_dims, flip, moveaxis, permute_dims,
-                    ravel, reshape, squeeze, swapaxes, transpose)
+from .views import (
+    IndexingError,
+    broadcast_to,
+    expand_dims,
+    flip,
+    moveaxis,
+    permute_dims,
+    ravel,
+    reshape,
+    squeeze,
+    swapaxes,
+    transpose,
+)
 
 
 def _binary_function(ufunc: str, doc: str) -> Any:
@@ -119,6 +149,8 @@ def _attach_methods() -> None:
     Tensor.reshape = lambda self, *shape: reshape(self, *shape)  # type: ignore[attr-defined]
     Tensor.transpose = lambda self, *axes: transpose(  # type: ignore[attr-defined]
         self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None))
+    Tensor.permute = lambda self, *axes: permute_dims(  # type: ignore[attr-defined]
+        self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes)
     Tensor.expand_dims = expand_dims  # type: ignore[attr-defined]
     Tensor.broadcast_to = broadcast_to  # type: ignore[attr-defined]
     Tensor.amax, Tensor.amin = max, min  # type: ignore[attr-defined]

@@ -6,15 +6,26 @@ float64, ``mean`` of float16 accumulates in float32 and returns float16).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..dtypes import BOOL, FLOAT64, INT64, as_dtype, is_float, reduction_dtype
 from ..errors import ShapeError
 from ..ir.graph import Node, make, num_elements
-from .tensor import Tensor, asarray, binary, cast_node, const_node, normalize_axes, \
-    normalize_axis, reshape_node, unary, where
+from .tensor import (
+    Tensor,
+    asarray,
+    binary,
+    cast_node,
+    const_node,
+    normalize_axes,
+    normalize_axis,
+    reshape_node,
+    unary,
+    where,
+)
 
 Axis = int | Sequence[int] | None
 

@@ -8,11 +8,12 @@ broadcasts NumPy would apply, and records one hash-consed graph node.
 from __future__ import annotations
 
 import operator
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..dtypes import (BOOL, as_dtype, fits, is_bool, is_float, resolve_ufunc, scalar_kind)
+from ..dtypes import BOOL, as_dtype, fits, is_bool, is_float, resolve_ufunc, scalar_kind
 from ..errors import AxisError, DTypeError, FusejitError, ShapeError
 from ..ir.graph import NAME_PATTERN, Node, make, make_input, num_elements
 

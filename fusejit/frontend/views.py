@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import operator
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import AxisError, FusejitError, ShapeError
 from ..ir.graph import make, num_elements
-from .tensor import Tensor, _shape_arg, asarray, broadcast_node, broadcast_shapes, \
-    normalize_axes, normalize_axis, reshape_node
+from .tensor import (
+    Tensor,
+    _shape_arg,
+    asarray,
+    broadcast_node,
+    broadcast_shapes,
+    normalize_axes,
+    normalize_axis,
+    reshape_node,
+)
 
 
 class IndexingError(FusejitError, IndexError):
