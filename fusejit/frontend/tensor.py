@@ -307,7 +307,13 @@ def coerce(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...], what: st
         return broadcast_node(cast_node(x._node, dtype), shape)
     if not fits(x, dtype):
         raise DTypeError(f"{what}: Python integer {x} is out of bounds for {dtype}")
+    if is_bool(dtype) and not _fits_c_long(x):  # NumPy converts them through a C long
+        raise DTypeError(f"{what}: Python integer {x} is too large to convert to {dtype}")
     return const_node(x, dtype, shape)
+
+
+def _fits_c_long(x: Scalar) -> bool:
+    return not isinstance(x, int) or isinstance(x, bool) or -2**63 <= x < 2**63
 
 
 # -- elementwise ops -------------------------------------------------------------
@@ -348,8 +354,9 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
     op = _BINARY_OPS[ufunc]
     if op in _FLIPPED:
         # NumPy 2 compares a Python int outside the dtype's range exactly (no overflow error)
-        for scalar, dt, scalar_op in ((b, in_b, op), (a, in_a, _FLIPPED[op])):
-            if not isinstance(scalar, Tensor) and not fits(scalar, dt):
+        # (only against an integer tensor: a bool tensor compares in int64 and NumPy overflows)
+        for scalar, dt, scalar_op, other in ((b, in_b, op, a), (a, in_a, _FLIPPED[op], b)):
+            if not isinstance(scalar, Tensor) and other.dtype.kind in "iu" and not fits(scalar, dt):
                 return Tensor(const_node(_out_of_range_compare(scalar_op, scalar, dt), BOOL, shape))
     na = coerce(a, in_a, shape, ufunc)
     nb = coerce(b, in_b, shape, ufunc)
@@ -419,8 +426,17 @@ def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
     shapes = [t.shape for t in (c, a, b) if isinstance(t, Tensor)]
     shape = broadcast_shapes(*shapes)
     nc = coerce(c, BOOL, shape, "where") if isinstance(c, Tensor) else const_node(bool(c), BOOL, shape)
-    na, nb = coerce(a, out, shape, "where"), coerce(b, out, shape, "where")
+    na, nb = _where_operand(a, out, shape), _where_operand(b, out, shape)
     return Tensor(make("where", (nc, na, nb), {}, out, shape))
+
+
+def _where_operand(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
+    """A ``where`` branch: NumPy casts a Python int into the result dtype, wrapping around."""
+    if isinstance(x, Tensor):
+        return coerce(x, dtype, shape, "where")
+    if dtype.kind in "biu" and not _fits_c_long(x):
+        raise DTypeError(f"where: Python integer {x} is too large to convert to {dtype}")
+    return const_node(x, dtype, shape)
 
 
 def _kind_for_result_type(x: Tensor | Scalar) -> Any:

@@ -1,0 +1,153 @@
+"""Result dtypes against NumPy 2's, for every dtype pair and every weak Python scalar kind.
+
+Only the recorded dtype is compared (nothing is computed): ``(fj op).dtype``
+must equal the dtype of NumPy's result on arrays of the same dtypes, and
+where NumPy refuses the operands (TypeError, DTypePromotionError, or an
+out-of-bounds Python int) fusejit must raise ``fj.DTypeError``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import fusejit as fj
+from fusejit.testing import ALL_DTYPES
+
+SCALARS = [True, 1, -1, 2.5, 300, -129, 2**64]
+BINARY = ["add", "subtract", "multiply", "true_divide", "divide", "floor_divide", "remainder", "power",
+          "maximum", "minimum", "arctan2", "less", "less_equal", "greater", "greater_equal", "equal",
+          "not_equal", "logical_and", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+          "left_shift", "right_shift"]
+UNARY = ["negative", "positive", "abs", "square", "sign", "exp", "exp2", "log", "sqrt", "sin", "tanh",
+         "arctanh", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfinite", "logical_not",
+         "bitwise_not", "reciprocal", "sigmoid", "rsqrt", "erf"]
+REDUCTIONS = ["sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any", "all"]
+
+
+def _numpy_dtype(fn: Callable[[], Any]) -> np.dtype | None:
+    """Dtype of NumPy's result, or None when NumPy rejects the operands' types."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(fn()).dtype
+    except (TypeError, OverflowError, np.exceptions.DTypePromotionError):
+        return None
+    except ValueError:  # a value error (integer ** negative integer), not a typing rule
+        pytest.skip("NumPy raises ValueError on these values")
+
+
+def _check(expected: np.dtype | None, fj_fn: Callable[[], Any], what: str) -> None:
+    if expected is None:
+        with pytest.raises(fj.DTypeError):
+            fj_fn()
+            pytest.fail(f"{what}: NumPy rejects it, fusejit accepted it")
+        return
+    got = fj_fn().dtype
+    assert got == expected, f"{what}: fusejit {got}, NumPy {expected}"
+
+
+def _arr(dt: np.dtype) -> np.ndarray:
+    return np.ones(2, dt)
+
+
+@pytest.mark.parametrize("op", BINARY)
+def test_binary_dtype_pairs(op: str) -> None:
+    for a in ALL_DTYPES:
+        for b in ALL_DTYPES:
+            x, y = _arr(a), _arr(b)
+            expected = _numpy_dtype(lambda: getattr(np, op)(x, y))  # noqa: B023
+            _check(expected, lambda: getattr(fj, op)(fj.asarray(x), fj.asarray(y)),  # noqa: B023
+                   f"{op}({a}, {b})")
+
+
+@pytest.mark.parametrize("op", BINARY)
+@pytest.mark.parametrize("scalar", SCALARS, ids=repr)
+def test_binary_with_weak_python_scalars(op: str, scalar: Any) -> None:
+    for a in ALL_DTYPES:
+        x = _arr(a)
+        for order in ("array_first", "scalar_first"):
+            args_np = (x, scalar) if order == "array_first" else (scalar, x)
+            expected = _numpy_dtype(lambda: getattr(np, op)(*args_np))  # noqa: B023
+            args_fj = tuple(fj.asarray(v) if isinstance(v, np.ndarray) else v for v in args_np)
+            _check(expected, lambda: getattr(fj, op)(*args_fj),  # noqa: B023
+                   f"{op}({a} array, {scalar!r}) [{order}]")
+
+
+@pytest.mark.parametrize("scalar", SCALARS, ids=repr)
+def test_operators_with_scalars_match_functions(scalar: Any) -> None:
+    for a in ALL_DTYPES:
+        x = _arr(a)
+        for sym in ["+", "-", "*", "/", "//", "%", "**", "<", "==", "&", "<<"]:
+            fn = eval(f"lambda p, q: p {sym} q")  # noqa: S307  (fixed operator symbols)
+            expected = _numpy_dtype(lambda: fn(x, scalar))  # noqa: B023
+            _check(expected, lambda: fn(fj.asarray(x), scalar), f"{a} array {sym} {scalar!r}")  # noqa: B023
+            expected = _numpy_dtype(lambda: fn(scalar, x))  # noqa: B023
+            _check(expected, lambda: fn(scalar, fj.asarray(x)), f"{scalar!r} {sym} {a} array")  # noqa: B023
+
+
+def test_numpy_scalars_are_strong() -> None:
+    for a in ALL_DTYPES:
+        for s in [np.int8(1), np.float32(1.5), np.uint64(3), np.bool_(True), np.float16(2)]:
+            x = _arr(a)
+            expected = _numpy_dtype(lambda: np.add(x, s))  # noqa: B023
+            _check(expected, lambda: fj.add(fj.asarray(x), s), f"add({a} array, {s!r})")  # noqa: B023
+
+
+def test_where_dtype_pairs_and_scalars() -> None:
+    cond = np.array([True, False])
+    for a in ALL_DTYPES:
+        for b in [*ALL_DTYPES, *SCALARS]:
+            x = _arr(a)
+            y = _arr(b) if isinstance(b, np.dtype) else b
+            expected = _numpy_dtype(lambda: np.where(cond, x, y))  # noqa: B023
+            yf = fj.asarray(y) if isinstance(y, np.ndarray) else y
+            _check(expected, lambda: fj.where(fj.asarray(cond), fj.asarray(x), yf),  # noqa: B023
+                   f"where(cond, {a}, {b!r})")
+            expected = _numpy_dtype(lambda: np.where(cond, y, x))  # noqa: B023
+            _check(expected, lambda: fj.where(fj.asarray(cond), yf, fj.asarray(x)),  # noqa: B023
+                   f"where(cond, {b!r}, {a})")
+
+
+@pytest.mark.parametrize("scalars", [(1, 2.5), (True, 0), (1.5, 2.5), (True, False), (0, 1)])
+def test_where_of_two_scalars(scalars: tuple[Any, Any]) -> None:
+    expected = np.where(np.array([True]), *scalars).dtype
+    assert fj.where(fj.asarray([True]), *scalars).dtype == expected
+
+
+@pytest.mark.parametrize("op", UNARY)
+def test_unary_dtypes(op: str) -> None:
+    from fusejit.testing import numpy_reference
+    for a in ALL_DTYPES:
+        x = _arr(a)
+        expected = _numpy_dtype(lambda: numpy_reference(op)(x))  # noqa: B023
+        if op == "reciprocal" and a.kind in "biu":
+            expected = None  # NumPy truncates 1/x on ints; fusejit refuses (DTypeError)
+        _check(expected, lambda: getattr(fj, op)(fj.asarray(x)), f"{op}({a})")  # noqa: B023
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+def test_reduction_dtypes(op: str) -> None:
+    for a in ALL_DTYPES:
+        x = _arr(a)
+        expected = _numpy_dtype(lambda: getattr(np, op)(x, axis=0))  # noqa: B023
+        _check(expected, lambda: getattr(fj, op)(fj.asarray(x), axis=0), f"{op}({a})")  # noqa: B023
+
+
+def test_astype_all_pairs() -> None:
+    for a in ALL_DTYPES:
+        for b in ALL_DTYPES:
+            assert fj.asarray(_arr(a)).astype(b).dtype == b
+
+
+def test_factory_default_dtypes() -> None:
+    assert fj.zeros(3).dtype == np.zeros(3).dtype
+    assert fj.full(3, 2).dtype == np.full(3, 2).dtype
+    assert fj.full(3, 2.0).dtype == np.full(3, 2.0).dtype
+    assert fj.full(3, True).dtype == np.full(3, True).dtype
+    assert fj.arange(3).dtype == np.arange(3).dtype
+    assert fj.arange(0.5, 3).dtype == np.arange(0.5, 3).dtype
+    assert fj.asarray(3).dtype == np.asarray(3).dtype
