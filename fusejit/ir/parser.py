@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import math
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ def parse(text: str, filename: str | None = None) -> Program:
     """
     from .verify import verify
     program, signature = parse_unverified(text, filename)
-    verify(program, text.splitlines(), filename=filename, signature=signature)
+    verify(program, text.split("\n"), filename=filename, signature=signature)
     return program
 
 
@@ -66,7 +67,7 @@ def parse_unverified(text: str, filename: str | None = None) -> tuple[Program, S
     """Parse without verifying: the Program and its declared signature (for the verifier)."""
     if not isinstance(text, str):
         raise IRSyntaxError(f"IR text must be a str, not {type(text).__name__}")
-    lines = text.splitlines()
+    lines = text.split("\n")  # Lark counts lines by '\n' only
     try:
         program, signature = _get_parser().parse(text)
     except _BuildError as exc:
@@ -139,12 +140,9 @@ def _scalar(token: Token) -> Any:
     return _WORD_VALUES.get(str(token), str(token))
 
 
-def _freeze(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, Token):
-        return _scalar(value)
-    return value
+def _attr_value(value: Any) -> Any:
+    # lists arrive already built (the parser works bottom-up), so no recursion here
+    return _scalar(value) if isinstance(value, Token) else value
 
 
 def _unknown_op(token: Token) -> _BuildError:
@@ -253,7 +251,7 @@ class _Builder(Transformer):
 
     def keyword_attr(self, c: list) -> tuple:
         name_tok, value = c
-        return ("keyword", str(name_tok), _freeze(value), name_tok)
+        return ("keyword", str(name_tok), _attr_value(value), name_tok)
 
     def flag_attr(self, c: list) -> tuple:
         return ("flag", str(c[0]), True, c[0])
@@ -261,8 +259,8 @@ class _Builder(Transformer):
     def positional_attr(self, c: list) -> tuple:
         return ("positional", "value", _number(c[0]), c[0])
 
-    def list(self, c: list) -> list:
-        return c
+    def list(self, c: list) -> tuple:
+        return tuple(_attr_value(v) for v in c)
 
 
 def _after(types: list) -> tuple[int, int]:
@@ -292,21 +290,22 @@ _TERMINALS = {
     "_CARET": "'^'", "$END": "end of input",
 }
 
-# expected sets that have a clearer sentence than the list of tokens
-_SENTENCES: list[tuple[frozenset[str], str]] = [
-    (frozenset({"_COLON", "NAME", "NUMBER", "_COMMA"}), "expected ':' and a type after the operands"),
-    (frozenset({"_COLON", "NAME", "NUMBER"}), "expected ':' and a type after the operands"),
-    (frozenset({"_COLON", "NAME", "NUMBER", "VALUE"}), "expected operands, attributes, or ':' and a type"),
-    (frozenset({"_COLON"}), "expected ':' and a type"),
-    (frozenset({"_EQUAL", "_COMMA"}), "expected '=' after the result name"),
-    (frozenset({"VALUE", "_RETURN"}), "expected an instruction ('%name = op ...') or 'return'"),
-    (frozenset({"VALUE", "_YIELD"}), "expected an instruction ('%name = op ...') or 'yield'"),
-    (frozenset({"NAME", "_KERNEL"}), "expected an op name after '='"),
-    (frozenset({"_LSQB"}), "expected '[' and the shape after the dtype"),
-    (frozenset({"NAME"}), "expected a name"),
-    (frozenset({"_FUNC"}), "expected 'func @name(...) -> ... {' (a program is one func)"),
-    (frozenset({"_RBRACE", "_COMMA"}), "expected ',' or '}' after the returned values"),
-    (frozenset({"$END"}), "expected the end of the text after the func's closing '}'"),
+# expected sets that have a clearer sentence than the list of tokens: the first
+# predicate that holds wins (LALR merges states, so the sets are tested loosely)
+_SENTENCES: list[tuple[Callable[[set[str]], bool], str]] = [
+    (lambda e: "_COLON" in e and "_ARROW" in e and "NAME" in e,
+     "expected ':' and a type after the operands (or '->' after a kernel's attributes)"),
+    (lambda e: "_COLON" in e and ("NAME" in e or "VALUE" in e),
+     "expected ':' and a type after the operands"),
+    (lambda e: e == {"_COLON"}, "expected ':' and a type"),
+    (lambda e: "_EQUAL" in e and "_COMMA" in e and len(e) == 2, "expected '=' after the result name"),
+    (lambda e: e == {"VALUE", "_RETURN"}, "expected an instruction ('%name = op ...') or 'return'"),
+    (lambda e: e == {"VALUE", "_YIELD"}, "expected an instruction ('%name = op ...') or 'yield'"),
+    (lambda e: e == {"NAME", "_KERNEL"}, "expected an op name after '='"),
+    (lambda e: e == {"_LSQB"}, "expected '[' and the shape after the dtype"),
+    (lambda e: e == {"_FUNC"}, "expected 'func @name(...) -> ... {' (a program is one func)"),
+    (lambda e: e == {"_RBRACE", "_COMMA"}, "expected ',' or '}' after the returned values"),
+    (lambda e: e == {"$END"}, "expected the end of the text after the func's closing '}'"),
 ]
 
 
@@ -332,9 +331,8 @@ def _describe(exc: UnexpectedInput, text: str) -> tuple[str, int, int]:
 
 
 def _expected_sentence(expected: set[str]) -> str:
-    key = frozenset(expected)
-    for pattern, sentence in _SENTENCES:
-        if key == pattern:
+    for holds, sentence in _SENTENCES:
+        if holds(expected):
             return sentence
     names = sorted(_TERMINALS.get(e, e.lower()) for e in expected)
     if not names:
@@ -345,7 +343,7 @@ def _expected_sentence(expected: set[str]) -> str:
 
 
 def _end_position(text: str) -> tuple[int, int]:
-    lines = text.splitlines() or [""]
+    lines = text.split("\n")
     while len(lines) > 1 and not lines[-1].strip():
         lines.pop()
     return len(lines), len(lines[-1]) + 1

@@ -152,6 +152,10 @@ class _Verifier:
                 raise self.error(f"kernel {label}: param '%{p.name}' is declared twice", k)
             inner[p.name] = p.type
             inner_at[p.name] = k
+        for key, value in k.attrs.items():
+            if not (isinstance(value, (int, float, str)) or _int_list(value)):
+                raise self.error(f"kernel {label}: attribute '{key}' must be a number, a word or "
+                                 f"a list of integers", k)
         kind = k.attrs.get("kind")
         if kind is not None and kind not in KERNEL_KINDS:
             raise self.error(f"kernel {label}: kind={kind} is not one of {', '.join(KERNEL_KINDS)}", k)
