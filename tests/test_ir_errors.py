@@ -315,6 +315,14 @@ def test_region_check_hook() -> None:
     with pytest.raises(IRVerifyError) as info:
         verify(program, KERNEL.split("\n"), region_check=lambda k: "two domains")
     assert info.value.line == 3 and "cannot be one kernel: two domains" in info.value.message
+    # the registered default applies to every parse
+    from fusejit.ir import verify as verify_module
+    previous = verify_module._registered_region_check
+    verify_module.register_region_check(lambda k: f"{k.name} is not allowed")
+    try:
+        error_of(KERNEL, IRVerifyError, 3, 3, "scale_0 is not allowed")
+    finally:
+        verify_module.register_region_check(previous)
 
 
 def test_verify_programs_built_in_code() -> None:

@@ -35,6 +35,21 @@ KERNEL_KINDS = ("pointwise", "inner_reduction", "outer_reduction", "split_reduct
 
 RegionCheck = Callable[[Kernel], "str | None"]
 
+# The fusion pass's legality check, used when ``verify`` gets no region_check:
+# the ir layer cannot import fuse (dependencies point down), so fuse registers it.
+_registered_region_check: RegionCheck | None = None
+
+
+def register_region_check(check: RegionCheck | None) -> None:
+    """Install the default kernel-legality check (the fusion pass calls this at import).
+
+    ``check(kernel)`` returns a reason why the Kernel block cannot be one
+    kernel, or None. Every ``verify`` without an explicit ``region_check``
+    (so every ``parse``) then applies it. ``None`` removes it.
+    """
+    global _registered_region_check
+    _registered_region_check = check
+
 
 def verify(program: Program, source_lines: list[str] | None = None, *, filename: str | None = None,
            signature: Any = None, region_check: RegionCheck | None = None) -> None:
@@ -44,9 +59,11 @@ def verify(program: Program, source_lines: list[str] | None = None, *, filename:
     show the offending line. ``signature`` is the parser's record of the
     declared output types. ``region_check(kernel)`` returns a reason why a
     kernel block cannot be one kernel, or None: it is the fusion pass's
-    legality check, called for each Kernel after its structural checks.
+    legality check, called for each Kernel after its structural checks
+    (default: the one installed with ``register_region_check``).
     """
-    _Verifier(program, source_lines, filename, region_check).run(signature)
+    check = region_check if region_check is not None else _registered_region_check
+    _Verifier(program, source_lines, filename, check).run(signature)
 
 
 class _Verifier:
