@@ -9,7 +9,8 @@ out-of-bounds Python int) fusejit must raise ``fj.DTypeError``.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest

@@ -172,12 +172,12 @@ def asarray(obj: ArrayLike, dtype: Any = None, name: str | None = None) -> Tenso
     mutate them meanwhile); CuPy arrays stay on the device. ``name`` becomes the
     input's name in the IR text.
     """
-    if isinstance(obj, Tensor):
-        return obj if dtype is None else obj.astype(dtype)
     if name is not None and not (isinstance(name, str) and NAME_PATTERN.match(name)):
         raise FusejitError(
             f"input name {name!r} is not an identifier (letters, digits and _, not starting "
             f"with a digit)")
+    if isinstance(obj, Tensor):
+        return obj if dtype is None else obj.astype(dtype)
     cp = _cupy_module()
     if cp is not None and isinstance(obj, cp.ndarray):
         dt = as_dtype(dtype if dtype is not None else obj.dtype, where="asarray")

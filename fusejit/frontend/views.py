@@ -182,6 +182,8 @@ def getitem(x: Tensor, index: Any) -> Tensor:
                 start, stop, step = item.indices(size)
             except (TypeError, ValueError) as exc:
                 raise IndexingError(f"bad slice {item} for axis {dim}: {exc}") from exc
+            if not len(range(start, stop, step)):
+                start, stop, step = 0, 0, 1  # one spelling of "empty" (a start of -1 is not "last")
             starts.append(start)
             stops.append(stop)
             steps.append(step)

@@ -35,7 +35,9 @@ _EXTRA = {
 
 
 def _slice(x: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
-    index = tuple(slice(a, None if (c < 0 and b < 0) else b, c)
+    # start/stop are resolved indices (as from slice.indices): a negative one means "before
+    # index 0", never "from the end", so an empty range must not reach Python's slice
+    index = tuple(slice(a, None if (c < 0 and b < 0) else b, c) if len(range(a, b, c)) else slice(0, 0)
                   for a, b, c in zip(attrs["start"], attrs["stop"], attrs["step"]))
     return x[index]
 
