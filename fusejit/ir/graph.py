@@ -111,14 +111,34 @@ def topological_order(outputs: list[Node]) -> list[Node]:
     return order
 
 
-def lower(outputs: list[Node], name: str = "main") -> tuple[Program, list[Any], tuple]:
-    """The Program computing ``outputs``, the buffers for its inputs, and its structural key."""
+def linearize(outputs: list[Node], name: str = "main") -> tuple[tuple, list[Any], list[Node]]:
+    """Structural key, input buffers and topological order of the graph under ``outputs``.
+
+    This is the cheap half of lowering, run on every ``realize``: when the key
+    hits the plan cache, no Program is built. Buffers appear in the key only as
+    their position, dtype and shape.
+    """
     order = topological_order(outputs)
+    index: dict[int, int] = {}
+    buffers: list[Any] = []
+    key: list[Any] = [name]
+    for position, node in enumerate(order):
+        index[id(node)] = position
+        if node.op == "input":
+            buffers.append(node.buffer)
+            key.append((node.name, node.dtype.str, node.shape))
+        else:
+            key.append((node.key[0], tuple(index[id(s)] for s in node.srcs), node.key[2],
+                        node.key[3], node.shape))
+    key.append(tuple(index[id(n)] for n in outputs))
+    return tuple(key), buffers, order
+
+
+def build_program(order: list[Node], outputs: list[Node], name: str = "main") -> Program:
+    """The Program for a topological order: inputs keep their names, values are numbered."""
     names: dict[int, str] = {}
     inputs: list[Param] = []
-    buffers: list[Any] = []
     body: list[Instr] = []
-    key: list[Any] = [name]
     used: set[str] = set()
     for node in order:
         if node.op == "input":
@@ -131,17 +151,18 @@ def lower(outputs: list[Node], name: str = "main") -> tuple[Program, list[Any], 
             used.add(vname)
             names[id(node)] = vname
             inputs.append(Param(vname, node.type))
-            buffers.append(node.buffer)
-            key.append(("input", vname, node.dtype.str, node.shape))
             continue
         vname = str(len(body))
         names[id(node)] = vname
         args = tuple(names[id(s)] for s in node.srcs)
         body.append(Instr(vname, node.op, args, dict(node.attrs), node.type))
-        key.append((node.op, args, node.key[2], node.dtype.str, node.shape))
-    out_names = tuple(names[id(n)] for n in outputs)
-    key.append(out_names)
-    return Program(name, tuple(inputs), body, out_names), buffers, tuple(key)
+    return Program(name, tuple(inputs), body, tuple(names[id(n)] for n in outputs))
+
+
+def lower(outputs: list[Node], name: str = "main") -> tuple[Program, list[Any], tuple]:
+    """The Program computing ``outputs``, the buffers for its inputs, and its structural key."""
+    key, buffers, order = linearize(outputs, name)
+    return build_program(order, outputs, name), buffers, key
 
 
 def num_elements(shape: tuple[int, ...]) -> int:

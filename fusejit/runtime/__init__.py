@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError, InputError
-from ..ir.graph import lower, make_input
+from ..ir.graph import build_program, linearize, make_input
 from ..ir.program import Program
 
 BACKEND_NAMES = ("cuda", "interpret", "numpy")
@@ -104,6 +104,10 @@ def to_numpy(buffer: Any) -> np.ndarray:
     return np.asarray(get() if get is not None else buffer)
 
 
+#: Graph structure -> plan, so a repeated realize of the same structure skips lowering and fusion.
+_plans: dict[tuple, Any] = {}
+
+
 def realize(*tensors: Any) -> tuple[Any, ...]:
     """Compute several tensors with one plan; shared subexpressions run once."""
     from ..fuse import plan_for
@@ -114,10 +118,12 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
             pending.append(t)
     if pending:
         nodes = [t._node for t in pending]
-        program, buffers, key = lower(nodes)
-        backend = current()
-        plan = plan_for(program, key)
-        outs = backend.execute(plan.program, buffers, plan)
+        key, buffers, order = linearize(nodes)
+        plan = _plans.get(key)
+        if plan is None:  # first time this structure is seen: build, fuse, remember
+            plan = plan_for(build_program(order, nodes), key)
+            _plans[key] = plan
+        outs = current().execute(plan.program, buffers, plan)
         by_node = {id(n): out for n, out in zip(nodes, outs)}
         for t in tensors:
             if id(t._node) in by_node:
