@@ -12,6 +12,7 @@ from .errors import (AxisError, BackendError, DTypeError, FusejitError, InputErr
 from .frontend import *  # noqa: F403  (the NumPy-named functions)
 from .frontend import ELEMENTWISE_FUNCTIONS, IndexingError, Tensor, asarray
 from .frontend import __dict__ as _frontend_names
+from .fuse import Plan, plan
 from .ir.program import Kernel, Program
 from .ir.textio import dump, load, parse
 from .runtime import get_backend, set_backend, using_backend
@@ -34,6 +35,6 @@ from numpy import (float16, float32, float64, int8, int16, int32, int64,  # noqa
 __all__ = [
     "FusejitError", "ShapeError", "AxisError", "DTypeError", "BackendError", "InputError",
     "IRError", "IRSyntaxError", "IRVerifyError", "IndexingError", "Tensor", "Program", "Kernel",
-    "asarray", "realize", "dump", "parse", "load", "get_backend", "set_backend", "using_backend",
+    "asarray", "realize", "plan", "Plan", "dump", "parse", "load", "get_backend", "set_backend", "using_backend",
     *[n for n in _frontend_names if not n.startswith("_") and callable(_frontend_names[n])],
 ]

@@ -1,44 +1,200 @@
-"""Fusion: greedy regions over the Program.
+"""Fusion: a Program becomes a Program of ``Kernel`` blocks, each one launch (or a split pair).
 
-Placeholder until the greedy pass lands: one kernel per instruction, so
-every backend already runs fused Programs (the only kind it needs to run).
+Entry points:
+
+* ``plan_for(program, key)``: the (cached) ``Plan`` of a program; what
+  ``realize`` and ``Program.run`` execute. A program that already holds
+  kernel blocks (user-edited fused text) keeps them, after checking each
+  with ``region_check``; instructions left outside kernel blocks are fused
+  greedily.
+* ``plan(*tensors)`` (``fj.plan``): the plan of lazy tensors, to print
+  (``str(plan)`` is the fused IR text) or ``explain()``.
+* ``region_check(kernel)``: why a kernel block cannot be one kernel, or
+  None; the text IR verifier calls it for every kernel block.
+
+The pass itself is ``greedy.py``; its legality rules are ``rules.py`` and its
+numbers ``cost.py``. Plans are cached by the structural key from
+``lower`` (or the program text): ``stats["fusion_runs"]`` counts the runs
+of the pass, ``stats["cache_hits"]`` the plans served from the cache.
+
+Logging: ``FUSEJIT_LOG=fusion`` (a comma-separated list of switches) logs
+every fusion decision and each plan's explanation to stderr, through the
+``logging`` logger ``fusejit.fusion`` (which can also be configured
+directly).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import logging
+import os
+import sys
+from dataclasses import replace
 from typing import Any
 
-from ..ir.domain import region_domain
-from ..ir.program import Instr, Kernel, Param, Program
+from ..errors import IRVerifyError
+from ..ir.domain import SPLIT_REDUCTION, RegionError, region_domain
+from ..ir.program import Instr, Kernel, Program
+from . import cost
+from .greedy import GreedyFuser
+from .plan import Launch, Plan, kernel_base_name, launches_of, unique_name
+from .rules import rule_split_reduction
+
+__all__ = ["Plan", "Launch", "plan", "plan_for", "region_check", "stats", "clear_cache"]
+
+log = logging.getLogger("fusejit.fusion")
+
+#: Counters: ``fusion_runs`` (the pass ran), ``cache_hits`` (a cached plan was reused).
+stats: dict[str, int] = {"fusion_runs": 0, "cache_hits": 0}
+
+_CACHE: dict[Any, Plan] = {}
+_CACHE_LIMIT = 4096
 
 
-@dataclass
-class Plan:
-    """What runs: the fused program and one entry per launch."""
+def _configure_logging() -> None:
+    switches = {s.strip() for s in os.environ.get("FUSEJIT_LOG", "").split(",")}
+    if "fusion" in switches or "all" in switches:
+        log.setLevel(logging.DEBUG)
+        if not log.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+            log.addHandler(handler)
 
-    program: Program
-    kernels: list[Any] = field(default_factory=list)
+
+_configure_logging()
 
 
-def _one_kernel_per_instr(program: Program) -> Program:
-    types = program.types()
-    body: list[Any] = []
-    for stmt in program.body:
-        if isinstance(stmt, Kernel):
-            body.append(stmt)
-            continue
-        assert isinstance(stmt, Instr)
-        args = tuple(dict.fromkeys(stmt.args))
-        kernel = Kernel(f"k{len(body)}_{stmt.op}", (stmt.name,), args,
-                        tuple(Param(a, types[a]) for a in args), [stmt], (stmt.name,),
-                        (stmt.type,), {})
-        kernel.attrs["kind"] = region_domain(kernel).kind
+def clear_cache() -> None:
+    """Forget every cached plan (tests use it to count runs of the pass)."""
+    _CACHE.clear()
+
+
+def plan_for(program: Program, key: Any = None) -> Plan:
+    """The plan of ``program``, from the cache when a program of the same structure was planned.
+
+    ``key`` is the structural key from ``lower`` (None: the program's text).
+    """
+    if key is None:
+        key = program.key()
+    found = _CACHE.get(key)
+    if found is not None:
+        stats["cache_hits"] += 1
+        return found
+    result = build_plan(program)
+    if len(_CACHE) >= _CACHE_LIMIT:
+        del _CACHE[next(iter(_CACHE))]  # the oldest plan; keeps the hit path a plain lookup
+    _CACHE[key] = result
+    return result
+
+
+def plan(*tensors: Any) -> Plan:
+    """The fusion plan that ``fj.realize(*tensors)`` would run (nothing runs)."""
+    from ..ir.graph import lower
+    program, _, key = lower([t._node for t in tensors])
+    return plan_for(program, key)
+
+
+# -- checking user-written kernel blocks ----------------------------------------------------
+
+def _region_error(kernel: Kernel) -> tuple[str, Instr | None] | None:
+    defined = {p.name for p in kernel.params}
+    for instr in kernel.body:
+        if not isinstance(instr, Instr):
+            return "kernel blocks do not nest", None
+        for a in instr.args:
+            if a not in defined:
+                return f"%{instr.name} reads %{a}, which is not a param or value of the kernel", instr
+        defined.add(instr.name)
+    for y in kernel.yields:
+        if y not in defined:
+            return f"it yields %{y}, which it does not define", None
+    try:
+        domain = region_domain(kernel)
+    except RegionError as exc:
+        return exc.reason, exc.instr
+    if kernel.kind == SPLIT_REDUCTION:
+        reason = rule_split_reduction(kernel, domain, check_size=False)
+        if reason is not None:
+            return f"kind=split_reduction is impossible: {reason}", None
+    return None
+
+
+def region_check(kernel: Kernel) -> str | None:
+    """Why ``kernel`` cannot run as one kernel (its domain analysis fails), or None when it can.
+
+    Also rejects ``kind=split_reduction`` on a region that cannot split.
+    Other kinds are launch details derived from the region, so a stale
+    ``kind`` (after moving an op between blocks) is corrected, not refused.
+    """
+    found = _region_error(kernel)
+    return found[0] if found is not None else None
+
+
+def _check_user_kernels(program: Program) -> None:
+    for k in program.kernels:
+        found = _region_error(k)
+        if found is not None:
+            reason, instr = found
+            where = instr if instr is not None and instr.line is not None else k
+            raise IRVerifyError(f"kernel @{k.name} cannot be one kernel: {reason}",
+                                line=where.line, column=where.column)
+
+
+# -- building a plan ------------------------------------------------------------------
+
+def _normalize_user_kernel(k: Kernel) -> tuple[Kernel, Any]:
+    domain = region_domain(k)
+    attrs = dict(k.attrs)
+    if k.kind == SPLIT_REDUCTION:
+        attrs.setdefault("split", cost.split_factor(domain.rows, domain.reduce_size))
+    else:
+        attrs["kind"] = domain.kind
+    if attrs != k.attrs:
+        k = replace(k, attrs=attrs)
+    return k, domain
+
+
+def build_plan(program: Program) -> Plan:
+    """Run the pass (no cache): check user kernel blocks, fuse the rest, name and split kernels."""
+    stats["fusion_runs"] += 1
+    _check_user_kernels(program)
+    loose = any(not isinstance(s, Kernel) for s in program.body)
+    has_user = any(isinstance(s, Kernel) for s in program.body)
+    fuser = GreedyFuser(program)
+    fused = fuser.run() if loose else []
+    used = {k.name for k in program.kernels}
+    body: list[Kernel] = []
+    launches: list[Launch] = []
+    names: dict[Any, str] = {}
+    if not loose:
+        for k in program.kernels:
+            k, domain = _normalize_user_kernel(k)
+            body.append(k)
+            launches.extend(launches_of(k, domain))
+    for f in fused:
+        kernel, domain = f.kernel, f.domain
+        if f.region.frozen is not None:
+            kernel, domain = _normalize_user_kernel(kernel)
+        else:
+            if rule_split_reduction(kernel, domain) is None:
+                kernel.attrs["kind"] = SPLIT_REDUCTION
+                kernel.attrs["split"] = cost.split_factor(domain.rows, domain.reduce_size)
+            kernel.name = unique_name(kernel_base_name(kernel, domain), used)
+        names[f.region] = kernel.name
         body.append(kernel)
-    return Program(program.name, program.inputs, body, program.outputs)
+        launches.extend(launches_of(kernel, domain))
 
+    def name_of(region: Any) -> str:
+        return names.get(region.find(), f"r{region.id}") if region is not None else "?"
 
-def plan_for(program: Program, key: Any) -> Plan:
-    """The plan for a program: every statement inside a kernel block."""
-    fused = _one_kernel_per_instr(program)
-    return Plan(fused, fused.kernels)
+    fused_program = Program(program.name, program.inputs, list(body), program.outputs)
+    result = Plan(
+        fused_program, launches,
+        boundaries=[(b.value, name_of(b.producer), b.consumer, b.rule, b.reason)
+                    for b in fuser.boundaries],
+        recomputed=[(r.value, name_of(r.region), r.consumer, r.cost, r.reason)
+                    for r in fuser.recomputes],
+        notes=[(n.instr, name_of(n.region), n.rule, n.reason) for n in fuser.notes],
+        source="mixed" if (loose and has_user) else "user" if has_user else "fused")
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s", result.explain().rstrip())
+    return result

@@ -1,0 +1,78 @@
+"""The fusion pass's cost model: limits, recompute-or-materialize, and split reductions.
+
+Everything numeric the fuser decides with lives here, so that tuning it is
+one file. The model is deliberately small:
+
+* A kernel is bounded (``MAX_REGION_INSTRS`` instructions, ``MAX_REGION_INPUTS``
+  parameters): beyond that, register pressure and argument lists hurt more
+  than one more launch.
+* A value that several regions read is either *recomputed* in each consumer
+  region or *materialized* (written once, read by each). Recomputing is
+  chosen only when the value is free (no reduction in its cone) and cheap:
+  its cone costs at most ``MAX_RECOMPUTE_COST`` (see ``op_cost``) and reads
+  at most ``MAX_RECOMPUTE_LOADS`` buffers. Writing and re-reading a
+  materialized value costs two memory passes, recomputing costs its loads,
+  so up to two loads and a few flops is never worse. Anything with a
+  reduction in its cone, or expensive, is materialized.
+* A reduction whose output is small and whose reductions are large runs as
+  a *split reduction* (partials, then a final launch), so that the whole GPU
+  works on it: ``split_factor``.
+"""
+
+from __future__ import annotations
+
+from ..ir.ops import LEAF, VIEW
+
+#: Instructions in one region (clones of recomputed values included).
+MAX_REGION_INSTRS = 256
+#: Parameters (buffers read) of one region.
+MAX_REGION_INPUTS = 16
+#: Largest cone cost (``op_cost`` summed) that is recomputed rather than materialized.
+MAX_RECOMPUTE_COST = 4
+#: Most buffers a recomputed cone may read (a materialized value is one read plus one write).
+MAX_RECOMPUTE_LOADS = 2
+
+#: Ops that cost like a transcendental function (several flops, often a libdevice call).
+EXPENSIVE_OPS = frozenset({
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh",
+    "sigmoid", "erf", "pow", "atan2", "div", "floordiv", "mod", "reciprocal"})
+
+#: A split reduction is used when fewer than this many outputs are computed ...
+SPLIT_MAX_ROWS = 1024
+#: ... and each of them combines at least this many elements.
+SPLIT_MIN_REDUCE = 2 ** 16
+#: Elements one partial program of a split reduction combines, at least.
+SPLIT_CHUNK = 2 ** 14
+#: Aim for about this many partial programs in all (enough to fill an H100/H200 several times).
+SPLIT_TARGET_PROGRAMS = 2048
+
+
+def op_cost(op: str) -> int:
+    """Relative cost of one instruction when recomputed: 0 for index math, 4 for heavy math."""
+    if op in VIEW or op in LEAF or op == "cast":
+        return 0
+    return 4 if op in EXPENSIVE_OPS else 1
+
+
+def should_split(rows: int, reduce_size: int) -> bool:
+    """Whether a reduction with ``rows`` outputs of ``reduce_size`` elements each should split.
+
+    Few outputs (``< SPLIT_MAX_ROWS``) leave most of the GPU idle in a
+    one-program-per-output kernel; a long reduction (``>= SPLIT_MIN_REDUCE``)
+    makes that idle time matter. E.g. ``sum(x)`` of 2**24 elements (1 row) or
+    column sums of a 2**20 x 64 matrix (64 rows) split; softmax rows do not.
+    """
+    return rows < SPLIT_MAX_ROWS and reduce_size >= SPLIT_MIN_REDUCE
+
+
+def split_factor(rows: int, reduce_size: int) -> int:
+    """Number of partials per output: a power of two, each partial at least ``SPLIT_CHUNK`` long.
+
+    About ``SPLIT_TARGET_PROGRAMS`` partial programs in all, between 2 and 1024
+    partials per output.
+    """
+    by_size = max(reduce_size // SPLIT_CHUNK, 2)
+    by_programs = max(SPLIT_TARGET_PROGRAMS // max(rows, 1), 2)
+    n = min(by_size, by_programs, 1024)
+    return 1 << (n.bit_length() - 1)

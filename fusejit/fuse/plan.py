@@ -1,0 +1,157 @@
+"""The Plan: the fused Program, one entry per launch, and why each boundary exists.
+
+``Plan.program`` is what runs (every statement a ``Kernel`` block),
+``Plan.kernels`` has one ``Launch`` per kernel launch (a split reduction is a
+declared pair: a ``partial`` and a ``final`` launch of one block), and
+``Plan.explain()`` says what each kernel fused and why every value that
+crosses between kernels is written to memory.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dtypes import ir_name
+from ..ir.domain import SPLIT_REDUCTION, Domain
+from ..ir.ops import LEAF, VIEW
+from ..ir.program import Kernel, Program
+
+
+@dataclass
+class Launch:
+    """One kernel launch: the Kernel block it runs and what it reads and writes."""
+
+    kernel: Kernel
+    kind: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    domain: Domain
+    #: "" for a single launch; "partial" or "final" for the two launches of a split reduction
+    stage: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+
+@dataclass
+class Plan:
+    """What runs for one program structure, and the record of the fuser's decisions."""
+
+    program: Program
+    kernels: list[Launch] = field(default_factory=list)
+    #: (value, producer kernel, consumer, rule, reason) for every value written to memory
+    boundaries: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    #: (value, kernel, consumer, cost, reason) for every value recomputed instead
+    recomputed: list[tuple[str, str, str, int, str]] = field(default_factory=list)
+    #: (instruction, kernel, rule, reason) for fusions tried and refused without a boundary
+    notes: list[tuple[str, str, str, str]] = field(default_factory=list)
+    #: "fused" (by the greedy pass), "user" (every region as written) or "mixed"
+    source: str = "fused"
+
+    @property
+    def num_launches(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def regions(self) -> list[Kernel]:
+        """The Kernel blocks, one per region (a split reduction counts once here)."""
+        return self.program.kernels
+
+    def __str__(self) -> str:
+        return str(self.program)
+
+    def explain(self) -> str:
+        """Every kernel and what it fused, then every boundary and why, as readable text."""
+        p = self.program
+        n_blocks = len(p.kernels)
+        lines = [f"plan for @{p.name}: {n_blocks} kernel{'s' if n_blocks != 1 else ''}, "
+                 f"{self.num_launches} launch{'es' if self.num_launches != 1 else ''}"
+                 + ("" if self.source == "fused" else f" (regions: {self.source})")]
+        for k in p.kernels:
+            launches = [x for x in self.kernels if x.kernel is k]
+            dom = launches[0].domain if launches else None
+            where = ""
+            if dom is not None:
+                where = f", domain {list(dom.shape)}"
+                if dom.reduced:
+                    where += f" reduced over axes {list(dom.reduced)}"
+            split = f", split={k.attrs['split']} (partial + final launch)" \
+                if k.kind == SPLIT_REDUCTION else ""
+            lines.append(f"kernel @{k.name} ({k.kind}{where}{split})")
+            ops = ", ".join(f"%{i.name} = {i.op}" for i in k.body)
+            lines.append(f"  fuses {len(k.body)} instruction{'s' if len(k.body) != 1 else ''}: "
+                         f"{ops}")
+            lines.append(f"  reads {_names(k.args) or 'nothing'}; writes {_names(k.results)}")
+        if self.boundaries:
+            lines.append("boundaries (values written to memory):")
+            for value, producer, consumer, rule, reason in self.boundaries:
+                if consumer == "return":
+                    lines.append(f"  %{value} from @{producer}: returned ({rule}): {reason}")
+                else:
+                    lines.append(f"  %{value} from @{producer} read by %{consumer}: "
+                                 f"not fused ({rule}): {reason}")
+        if self.recomputed:
+            lines.append("recomputed instead of written:")
+            for value, kernel, consumer, c, reason in self.recomputed:
+                lines.append(f"  %{value} recomputed in @{kernel} for %{consumer} (cost {c}): "
+                             f"{reason}")
+        if self.notes:
+            lines.append("other fusions refused:")
+            for instr, kernel, rule, reason in self.notes:
+                lines.append(f"  %{instr} not fused with @{kernel} ({rule}): {reason}")
+        return "\n".join(lines) + "\n"
+
+
+def _names(names: Any) -> str:
+    return ", ".join(f"%{n}" for n in names)
+
+
+def launches_of(kernel: Kernel, domain: Domain) -> list[Launch]:
+    """The launches of one Kernel block (two for a split reduction)."""
+    if kernel.kind == SPLIT_REDUCTION:
+        return [Launch(kernel, kernel.kind, kernel.args, kernel.results, domain, stage)
+                for stage in ("partial", "final")]
+    return [Launch(kernel, kernel.kind, kernel.args, kernel.results, domain)]
+
+
+# -- kernel names -----------------------------------------------------------------------
+
+def _signature(kernel: Kernel) -> str | None:
+    """A well-known composite the region computes, recognized from its op counts."""
+    ops = Counter(i.op for i in kernel.body)
+    if ops["max"] and ops["exp"] and ops["sum"]:
+        return "log_softmax" if ops["log"] else "softmax" if ops["div"] else None
+    if ops["sum"] >= 2 and ops["rsqrt"] and ops["sub"]:
+        return "layer_norm"
+    if ops["sum"] == 1 and ops["rsqrt"] and not ops["sub"]:
+        return "rms_norm"
+    return None
+
+
+def kernel_base_name(kernel: Kernel, domain: Domain) -> str:
+    """``<what>_<dtype>_<domain>``: e.g. ``softmax_f32_4096x1024`` or ``exp_sum_div_f32_64x32``."""
+    what = _signature(kernel)
+    if what is None:
+        seen: list[str] = []
+        for i in kernel.body:
+            if i.op not in VIEW and i.op not in LEAF and i.op != "cast" and i.op not in seen:
+                seen.append(i.op)
+        if not seen:
+            seen = ["copy"] if kernel.body and kernel.body[-1].op in VIEW else ["fill"]
+        what = "_".join(seen[:3]) + ("_etc" if len(seen) > 3 else "")
+    dtype = ir_name(kernel.result_types[0].dtype) if kernel.result_types else "none"
+    dims = "x".join(str(d) for d in domain.shape) or "scalar"
+    return f"{what}_{dtype}_{dims}"
+
+
+def unique_name(base: str, used: set[str]) -> str:
+    """``base``, or ``base_2``, ``base_3``... the first not in ``used`` (which it joins)."""
+    name, n = base, 1
+    while name in used:
+        n += 1
+        name = f"{base}_{n}"
+    used.add(name)
+    return name

@@ -1,0 +1,356 @@
+"""The legality rules of greedy fusion: each one says what it fuses, what it refuses, and why.
+
+The greedy pass (``greedy.py``) grows a region one instruction at a time. For
+each growth it builds a ``Candidate`` (the instruction plus the regions it
+would join, summarized) and asks every rule of ``RULES`` in order; the first
+rule that returns a sentence refuses the growth, and that sentence (with the
+rule's name) is the reason recorded at the boundary that results.
+
+Cheap rules come first. Rules ``one_reduction_domain`` to
+``row_values_writable`` mirror ``fusejit.ir.domain`` incrementally (one
+instruction at a time, O(1) each); ``domain_analysis`` then runs the real
+``region_domain`` on the grown region whenever the growth involves a
+reduction or a value computed from one, so that every region the pass builds
+is exactly one the emitter accepts. Growth by a value free of reductions
+skips that last call: ``region_domain`` never rejects free values (only the
+shapes a kernel writes, which ``outputs_fit_domain`` checks), and skipping it
+keeps the pass linear.
+
+A rule takes a ``Candidate`` and returns None (legal) or a human sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ir.domain import INNER_REDUCTION, RegionError, reduction_kind, region_domain
+from ..ir.program import Instr, Kernel
+from . import cost
+
+Shape = tuple[int, ...]
+
+
+@dataclass
+class Candidate:
+    """One proposed growth of a region, summarized for the rules."""
+
+    instr: Instr
+    #: names of the regions that would become one (empty: a new region)
+    regions: tuple[str, ...]
+    #: joining a region that only shares inputs with ``instr`` (horizontal fusion)
+    sibling: bool
+    #: a region of the candidate is a kernel block written by the user
+    frozen: bool
+    size: int
+    num_inputs: int
+    #: every reduction of the grown region: (value name, input shape, axes)
+    reductions: list[tuple[str, Shape, tuple[int, ...]]]
+    #: values of the grown region computed from a reduction, to check (in body order)
+    row_instrs: list[Instr]
+    #: names of all values computed from a reduction in the grown region
+    row: set[str]
+    #: shape of every value name the rules may look at (args, params)
+    shapes: dict[str, Shape]
+    #: values the grown region is known to write: requested outputs, values read elsewhere
+    yields: dict[str, Shape]
+    #: the shape the region iterates over before the growth (pointwise: what it writes)
+    anchor: Shape | None
+    #: returns a sentence when the growth would make regions depend on each other in a cycle
+    cycle: Callable[[], str | None]
+    #: builds the grown region as a Kernel for ``region_domain``
+    probe: Callable[[], Kernel]
+    needs_probe: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def domain(self) -> tuple[Shape, tuple[int, ...]] | None:
+        """(D, R) of the grown region when it holds a reduction, else None."""
+        if not self.reductions:
+            return None
+        _, shape, axes = self.reductions[0]
+        return shape, axes
+
+
+def _kept(shape: Shape, axes: tuple[int, ...]) -> tuple[Shape, Shape]:
+    kept = tuple(d for i, d in enumerate(shape) if i not in axes)
+    keepdims = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return kept, keepdims
+
+
+def _fmt(shape: Shape) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+# -- the rules, cheapest first ------------------------------------------------------
+
+def rule_user_kernels_fixed(c: Candidate) -> str | None:
+    """Kernel blocks written by the user are used exactly as written: nothing joins them.
+
+    Fuses: nothing. Why: a user who edits the regions of fused text chose
+    them; the fuser only fuses the instructions left outside kernel blocks.
+    """
+    if c.frozen:
+        return "it is a kernel block written in the program text, used as written"
+    return None
+
+
+def rule_region_size(c: Candidate) -> str | None:
+    """A region holds at most ``cost.MAX_REGION_INSTRS`` instructions.
+
+    Fuses: any chain up to that length. Why: past it, compile time and
+    register pressure grow faster than the saving of one launch.
+    """
+    if c.size > cost.MAX_REGION_INSTRS:
+        return (f"the kernel would hold {c.size} instructions, over the limit of "
+                f"{cost.MAX_REGION_INSTRS}")
+    return None
+
+
+def rule_region_inputs(c: Candidate) -> str | None:
+    """A region reads at most ``cost.MAX_REGION_INPUTS`` buffers.
+
+    Fuses: regions with up to that many parameters. Why: each parameter is a
+    pointer, strides and a live load stream; many of them spill registers.
+    """
+    if c.num_inputs > cost.MAX_REGION_INPUTS:
+        return (f"the kernel would read {c.num_inputs} buffers, over the limit of "
+                f"{cost.MAX_REGION_INPUTS}")
+    return None
+
+
+def rule_one_reduction_domain(c: Candidate) -> str | None:
+    """All reductions of one kernel reduce the same shape over the same axes.
+
+    Fuses: reduction prologues (pointwise producers computed in the reducing
+    loop), sibling reductions (``sum`` and ``max`` of one row), chains of
+    reductions over one domain (layer norm's mean then variance). Why: one
+    kernel has one iteration space; a reduction over another domain needs
+    its own loop nest, hence its own launch.
+    """
+    if not c.reductions:
+        return None
+    first, shape, axes = c.reductions[0]
+    for name, other_shape, other_axes in c.reductions[1:]:
+        if (other_shape, other_axes) != (shape, axes):
+            return (f"%{name} reduces {_fmt(other_shape)} over axes {list(other_axes)} but the "
+                    f"kernel already reduces {_fmt(shape)} over axes {list(axes)} (%{first})")
+    return None
+
+
+def rule_siblings_match(c: Candidate) -> str | None:
+    """Horizontal fusion: an instruction joins a region it only shares inputs with when it
+    iterates over that region's domain.
+
+    Fuses: ``sum(x, -1)`` with ``max(x, -1)``, ``mean`` with ``var`` of one
+    row, ``exp(x)`` with ``sum(x, -1)`` (``x`` read once for both). Why:
+    sharing the loads is the whole gain; an instruction over another shape
+    would only lengthen the kernel.
+    """
+    if not c.sibling or c.anchor is None:
+        return None
+    instr = c.instr
+    shape = c.shapes[instr.args[0]] if c.extra.get("is_reduction") else instr.shape
+    if shape != c.anchor:
+        return (f"%{instr.name} iterates over {_fmt(shape)}, the sibling kernel over "
+                f"{_fmt(c.anchor)}")
+    return None
+
+
+def rule_row_values_stay_put(c: Candidate) -> str | None:
+    """A value computed from a reduction is never moved inside the kernel that reduces.
+
+    Fuses: epilogues and broadcasts of reduction results (``sum(x, -1) + 1``,
+    ``x - max(x, -1, keepdims=True)``), reshapes between the reduced shape
+    and its keepdims form. Refuses: permute, slice and other reshapes of such
+    values. Why: a reduction result exists only at its own coordinates
+    (one per row, in registers); moving it needs it in memory.
+    """
+    dom = c.domain
+    if dom is None:
+        return None
+    kept, keepdims = _kept(*dom)
+    for instr in c.row_instrs:
+        if instr.op in ("permute", "slice"):
+            return (f"%{instr.name} = {instr.op} moves a value computed from a reduction; that "
+                    f"needs the value written to memory first")
+        if instr.op == "reshape":
+            src = next(a for a in instr.args if a in c.row)
+            pair = {kept, keepdims}
+            if not (c.shapes[src] == instr.shape or {c.shapes[src], instr.shape} <= pair):
+                return (f"%{instr.name} reshapes a reduction result from {_fmt(c.shapes[src])} to "
+                        f"{_fmt(instr.shape)}; only {_fmt(kept)} <-> {_fmt(keepdims)} stays in "
+                        f"registers")
+    return None
+
+
+def rule_broadcast_back_inner_only(c: Candidate) -> str | None:
+    """Reduce-then-broadcast fuses only over trailing (inner) axes.
+
+    Fuses: softmax, log_softmax, layer_norm, rms_norm and
+    ``x - x.max(-1, keepdims=True)`` over the last axes: one program owns a
+    whole row, reduces it, and reuses it from registers. Refuses: a reduction
+    over leading axes broadcast back (``x - x.sum(0)``). Why: there each
+    program would own a strided column spanning the whole array, so the
+    broadcast-back pass would re-read it uncoalesced; writing the small
+    reduced vector and running a second pointwise kernel is faster.
+    """
+    dom = c.domain
+    if dom is None:
+        return None
+    shape, axes = dom
+    if reduction_kind(shape, axes) == INNER_REDUCTION:
+        return None
+    for instr in c.row_instrs:
+        s = instr.shape
+        if len(s) == len(shape) and any(s[a] != 1 and shape[a] != 1 for a in axes):
+            return (f"%{instr.name} broadcasts a reduction over leading axes {list(axes)} back "
+                    f"over {_fmt(shape)}; only reductions over trailing axes fuse with their "
+                    f"broadcast")
+    return None
+
+
+def rule_row_values_writable(c: Candidate) -> str | None:
+    """A value computed from a reduction has a shape the kernel could write: the domain,
+    the reduced shape, or its keepdims form.
+
+    Fuses: every common epilogue. Refuses: partial broadcasts (``[4,1,1]``
+    expanded to ``[4,8,1]`` of a ``[4,8,16]`` domain). Why: every value in a
+    region may later have to be written for a consumer elsewhere, and a
+    kernel writes only those shapes; this keeps that always possible.
+    """
+    dom = c.domain
+    if dom is None:
+        return None
+    shape, axes = dom
+    allowed = {shape, *_kept(shape, axes)}
+    for instr in c.row_instrs:
+        if instr.shape not in allowed:
+            kept, keepdims = _kept(shape, axes)
+            return (f"%{instr.name} of shape {_fmt(instr.shape)} is computed from a reduction but "
+                    f"is none of the domain {_fmt(shape)}, the reduced shape {_fmt(kept)} or "
+                    f"{_fmt(keepdims)}")
+    return None
+
+
+def rule_outputs_fit_domain(c: Candidate) -> str | None:
+    """Every value a kernel writes fits its one domain.
+
+    Fuses: several outputs of one shape in one pointwise kernel; full-size
+    values written by a reduction kernel next to its reduced results
+    (``y = x * x`` and ``sum(y, -1)``). Refuses: writing values of two
+    different shapes from one pointwise kernel. Why: a kernel's grid covers
+    one domain; each output is stored at those coordinates.
+    """
+    dom = c.domain
+    if dom is None:
+        shapes = set(c.yields.values())
+        if len(shapes) > 1:
+            return ("the kernel would write values of different shapes: "
+                    + ", ".join(f"%{n} {_fmt(s)}" for n, s in c.yields.items()))
+        return None
+    shape, axes = dom
+    allowed = {shape, *_kept(shape, axes)}
+    for name, s in c.yields.items():
+        if s not in allowed:
+            return (f"%{name} of shape {_fmt(s)} must be written but does not fit the domain "
+                    f"{_fmt(shape)} reduced over axes {list(axes)}")
+    return None
+
+
+def rule_no_cycle(c: Candidate) -> str | None:
+    """Regions never depend on each other in a cycle.
+
+    Fuses: anything the other rules allow. Refuses: a growth after which a
+    region would read (through another region) a value it computes itself.
+    Why: kernels run one after another; a cycle has no order.
+    """
+    return c.cycle()
+
+
+def rule_domain_analysis(c: Candidate) -> str | None:
+    """The grown region passes ``fusejit.ir.domain.region_domain``: the final word.
+
+    Fuses: exactly what the emitter can generate as one kernel. Why: the
+    emitter indexes every value with this analysis; a region it rejects
+    could not be emitted.
+    """
+    if not c.needs_probe:
+        return None
+    try:
+        region_domain(c.probe())
+    except RegionError as exc:
+        return exc.reason
+    return None
+
+
+#: The rules in the order the pass asks them (cheap first, the domain analysis last).
+RULES: tuple[Callable[[Candidate], str | None], ...] = (
+    rule_user_kernels_fixed,
+    rule_region_size,
+    rule_region_inputs,
+    rule_one_reduction_domain,
+    rule_siblings_match,
+    rule_row_values_stay_put,
+    rule_broadcast_back_inner_only,
+    rule_row_values_writable,
+    rule_outputs_fit_domain,
+    rule_no_cycle,
+    rule_domain_analysis,
+)
+
+
+def rule_name(rule: Callable[..., Any]) -> str:
+    """The short name of a rule, as printed in reasons (``rule_no_cycle`` -> ``no_cycle``)."""
+    return rule.__name__.removeprefix("rule_")
+
+
+def first_refusal(c: Candidate) -> tuple[str, str] | None:
+    """(rule name, sentence) of the first rule that refuses ``c``, or None when all accept."""
+    for rule in RULES:
+        reason = rule(c)
+        if reason is not None:
+            return rule_name(rule), reason
+    return None
+
+
+# -- split reductions (decided on finished regions) ------------------------------------
+
+#: Reductions that combine associatively, so partial results can be combined again.
+SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all"})
+
+
+def rule_split_reduction(kernel: Kernel, domain: Any, check_size: bool = True) -> str | None:
+    """A finished reduction region runs as a split reduction (partials, then a final launch).
+
+    Splits: ``sum(x)`` of many elements, column sums of a tall matrix, and
+    their epilogues (``mean``: the division runs in the final launch). Only
+    when the output is small and the reduction large (``cost.should_split``).
+    Refuses: argmax/argmin (partials would have to carry indices), chains of
+    reductions and reduce-then-broadcast regions (the second pass needs the
+    complete first result), and regions that also write full-size values.
+    Returns None when the region should split, else why not. With
+    ``check_size=False`` only legality is checked (a user may mark any
+    splittable region ``kind=split_reduction``).
+    """
+    reductions = [i for i in kernel.body if i.op in SPLITTABLE or i.op in ("argmax", "argmin")]
+    if not reductions:
+        return "it has no reduction"
+    if check_size and not cost.should_split(domain.rows, domain.reduce_size):
+        return (f"{domain.rows} outputs of {domain.reduce_size} elements each do not need it "
+                f"(split when outputs < {cost.SPLIT_MAX_ROWS} and elements >= "
+                f"{cost.SPLIT_MIN_REDUCE})")
+    for r in reductions:
+        if r.op not in SPLITTABLE:
+            return f"%{r.name} = {r.op} does not combine partial results"
+        if r.args[0] in domain.row_dependent:
+            return f"%{r.name} reduces a value computed from another reduction"
+    kept, keepdims = domain.kept_shape, domain.keepdims_shape
+    for i in kernel.body:
+        if i.name in domain.row_dependent and i.shape not in (kept, keepdims):
+            return f"%{i.name} broadcasts a reduction result back over the reduced axes"
+    for y in kernel.yields:
+        if y not in domain.row_dependent:
+            return f"it also writes %{y}, a full-size value"
+    return None
