@@ -1,0 +1,450 @@
+"""Elementwise op lowering: one IR op -> a Triton expression with NumPy semantics.
+
+Each lowering returns an expression string; helpers it needs (floor-division
+fix-ups, formulas for math the interpreter lacks) are emitted as temporaries
+through the ``tmp`` callback so that generated code stays one readable
+statement per step. float16 math is computed in float32 and rounded back to
+float16 after every op, which is what NumPy's float16 loops do.
+
+Math that Triton maps to libdevice (tanh, pow, expm1, ...) has two lowerings:
+``cuda`` calls libdevice; ``interpret`` uses formulas built from exp, log,
+sqrt, sin, cos (evaluated in float64), because the interpreter cannot run
+libdevice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+TL: dict[np.dtype, str] = {
+    np.dtype(np.bool_): "tl.int1",
+    np.dtype(np.int8): "tl.int8", np.dtype(np.int16): "tl.int16",
+    np.dtype(np.int32): "tl.int32", np.dtype(np.int64): "tl.int64",
+    np.dtype(np.uint8): "tl.uint8", np.dtype(np.uint16): "tl.uint16",
+    np.dtype(np.uint32): "tl.uint32", np.dtype(np.uint64): "tl.uint64",
+    np.dtype(np.float16): "tl.float16", np.dtype(np.float32): "tl.float32",
+    np.dtype(np.float64): "tl.float64",
+}
+
+#: Triton signature type of a pointer to each dtype (bool is stored as bytes).
+PTR: dict[np.dtype, str] = {
+    np.dtype(np.bool_): "*u8",
+    np.dtype(np.int8): "*i8", np.dtype(np.int16): "*i16",
+    np.dtype(np.int32): "*i32", np.dtype(np.int64): "*i64",
+    np.dtype(np.uint8): "*u8", np.dtype(np.uint16): "*u16",
+    np.dtype(np.uint32): "*u32", np.dtype(np.uint64): "*u64",
+    np.dtype(np.float16): "*fp16", np.dtype(np.float32): "*fp32",
+    np.dtype(np.float64): "*fp64",
+}
+
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+BOOL = np.dtype(np.bool_)
+
+_LIBDEVICE_UNARY = {
+    "expm1": "expm1", "log1p": "log1p", "log10": "log10", "tan": "tan", "asin": "asin",
+    "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
+    "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "sin": "sin", "cos": "cos",
+}
+
+PI = "3.141592653589793"
+HALF_PI = "1.5707963267948966"
+
+
+def float_literal(value: float) -> str:
+    """Exact Python spelling of a float (module constants for inf and nan)."""
+    value = float(value)
+    if value != value:
+        return "NAN"
+    if value == float("inf"):
+        return "INF"
+    if value == float("-inf"):
+        return "-INF"
+    return repr(value)
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype arithmetic happens in: float32 for float16, else the dtype itself."""
+    return F32 if dtype == F16 else dtype
+
+
+class Lowering:
+    """Lowers elementwise ops for one target; ``tmp(expr, hint)`` emits a temporary."""
+
+    def __init__(self, target: str, tmp: Callable[[str, str], str],
+                 raw: Callable[[list[str]], None]) -> None:
+        self.target = target
+        self.tmp = tmp
+        self.raw = raw
+        self.uses_libdevice = False
+
+    # -- helpers ---------------------------------------------------------------
+    def up(self, x: str, dtype: np.dtype) -> str:
+        return f"{x}.to(tl.float32)" if dtype == F16 else x
+
+    def down(self, expr: str, dtype: np.dtype) -> str:
+        return f"({expr}).to(tl.float16)" if dtype == F16 else expr
+
+    def lib(self, fn: str, *args: str) -> str:
+        self.uses_libdevice = True
+        return f"libdevice.{fn}({', '.join(args)})"
+
+    def f64(self, x: str, dtype: np.dtype) -> str:
+        return x if dtype == F64 else f"{x}.to(tl.float64)"
+
+    def back(self, expr: str, dtype: np.dtype) -> str:
+        return expr if dtype == F64 else f"({expr}).to({TL[dtype]})"
+
+    # -- the table ---------------------------------------------------------------
+    def lower(self, op: str, args: list[str], dtypes: list[np.dtype], out: np.dtype) -> str:
+        """Expression for ``op`` on argument expressions ``args`` (of ``dtypes``)."""
+        dt = dtypes[0] if dtypes else out
+        fn = getattr(self, "op_" + op, None)
+        if fn is not None:
+            return fn(args, dtypes, out)
+        if op in _LIBDEVICE_UNARY or op in ("pow", "atan2"):
+            return self.math(op, args, dt)
+        raise NotImplementedError(f"no Triton lowering for op {op!r}")
+
+    def unary_float(self, expr_fn: Callable[[str], str], a: str, dt: np.dtype) -> str:
+        return self.down(expr_fn(self.up(a, dt)), dt)
+
+    def binary_arith(self, sym: str, args: list[str], dt: np.dtype) -> str:
+        a, b = args
+        if dt.kind == "f":
+            return self.down(f"{self.up(a, dt)} {sym} {self.up(b, dt)}", dt)
+        return f"{a} {sym} {b}"
+
+    # unary ---------------------------------------------------------------------
+    def op_neg(self, a, d, o):
+        return f"-{a[0]}"
+
+    def op_abs(self, a, d, o):
+        if d[0].kind == "u" or d[0] == BOOL:
+            return a[0]
+        return f"tl.abs({a[0]})"
+
+    def op_square(self, a, d, o):
+        if d[0] == BOOL:
+            return a[0]
+        return self.binary_arith("*", [a[0], a[0]], d[0])
+
+    def op_sign(self, a, d, o):
+        x, dt = a[0], d[0]
+        if dt.kind == "f":
+            c = TL[compute_dtype(dt)]
+            u = self.up(x, dt)
+            return self.down(f"tl.where({u} > 0, tl.full([], 1.0, {c}), "
+                             f"tl.where({u} < 0, tl.full([], -1.0, {c}), {u}))", dt)
+        if dt.kind == "u" or dt == BOOL:
+            return f"({x} > 0).to({TL[dt]})"
+        return f"({x} > 0).to({TL[dt]}) - ({x} < 0).to({TL[dt]})"
+
+    def _native(self, fn: str):
+        def lower(a, d, o):
+            dt = d[0]
+            if dt == F64 and self.target == "cuda" and fn in ("exp", "log", "exp2", "log2"):
+                return self.lib(fn, a[0])
+            return self.unary_float(lambda u: f"tl.{fn}({u})", a[0], dt)
+        return lower
+
+    def op_exp(self, a, d, o):
+        return self._native("exp")(a, d, o)
+
+    def op_exp2(self, a, d, o):
+        return self._native("exp2")(a, d, o)
+
+    def op_log(self, a, d, o):
+        return self._native("log")(a, d, o)
+
+    def op_log2(self, a, d, o):
+        return self._native("log2")(a, d, o)
+
+    def _sqrt(self, dt: np.dtype) -> str:
+        # sqrt_rn is the IEEE-rounded float32 sqrt (tl.sqrt is approximate); float64 sqrt is exact
+        return "tl.sqrt" if dt == F64 else "tl.sqrt_rn"
+
+    def op_sqrt(self, a, d, o):
+        return self.unary_float(lambda u: f"{self._sqrt(d[0])}({u})", a[0], d[0])
+
+    def op_rsqrt(self, a, d, o):
+        return self.unary_float(lambda u: f"1.0 / {self._sqrt(d[0])}({u})", a[0], d[0])
+
+    def op_reciprocal(self, a, d, o):
+        return self.unary_float(lambda u: f"1.0 / {u}", a[0], d[0])
+
+    def op_sigmoid(self, a, d, o):
+        return self.unary_float(lambda u: f"1.0 / (1.0 + tl.exp(-{u}))", a[0], d[0])
+
+    def op_erf(self, a, d, o):
+        return self.unary_float(lambda u: f"tl.erf({u})", a[0], d[0])
+
+    def op_floor(self, a, d, o):
+        return self.unary_float(lambda u: f"tl.floor({u})", a[0], d[0]) if d[0].kind == "f" else a[0]
+
+    def op_ceil(self, a, d, o):
+        return self.unary_float(lambda u: f"tl.ceil({u})", a[0], d[0]) if d[0].kind == "f" else a[0]
+
+    def op_trunc(self, a, d, o):
+        if d[0].kind != "f":
+            return a[0]
+        return self.unary_float(lambda u: f"tl.where({u} < 0, tl.ceil({u}), tl.floor({u}))",
+                                a[0], d[0])
+
+    def op_rint(self, a, d, o):
+        x, dt = a[0], d[0]
+        if dt.kind != "f":
+            return x
+        u = self.tmp(self.up(x, dt), "u")
+        f = self.tmp(f"tl.floor({u})", "fl")
+        r = self.tmp(f"{u} - {f}", "fr")
+        odd = self.tmp(f"({f} - 2.0 * tl.floor({f} * 0.5)) != 0", "odd")
+        return self.down(f"tl.where(({r} > 0.5) | (({r} == 0.5) & {odd}), {f} + 1.0, {f})", dt)
+
+    def op_isnan(self, a, d, o):
+        return f"{a[0]} != {a[0]}"
+
+    def op_isinf(self, a, d, o):
+        return f"tl.abs({a[0]}) == INF"
+
+    def op_isfinite(self, a, d, o):
+        return f"tl.abs({a[0]}) < INF"
+
+    def op_not(self, a, d, o):
+        return f"{a[0]} == 0"
+
+    def op_bitnot(self, a, d, o):
+        return f"{a[0]} == 0" if d[0] == BOOL else f"~{a[0]}"
+
+    # binary ------------------------------------------------------------------
+    def op_add(self, a, d, o):
+        return f"{a[0]} | {a[1]}" if d[0] == BOOL else self.binary_arith("+", a, d[0])
+
+    def op_sub(self, a, d, o):
+        return f"{a[0]} ^ {a[1]}" if d[0] == BOOL else self.binary_arith("-", a, d[0])
+
+    def op_mul(self, a, d, o):
+        return f"{a[0]} & {a[1]}" if d[0] == BOOL else self.binary_arith("*", a, d[0])
+
+    def op_div(self, a, d, o):
+        return self.binary_arith("/", a, d[0])
+
+    def op_maximum(self, a, d, o):
+        if d[0] == BOOL:
+            return f"{a[0]} | {a[1]}"
+        if d[0].kind == "f":
+            return self.down(f"tl.maximum({self.up(a[0], d[0])}, {self.up(a[1], d[0])}, "
+                             f"propagate_nan=tl.PropagateNan.ALL)", d[0])
+        return f"tl.maximum({a[0]}, {a[1]})"
+
+    def op_minimum(self, a, d, o):
+        if d[0] == BOOL:
+            return f"{a[0]} & {a[1]}"
+        if d[0].kind == "f":
+            return self.down(f"tl.minimum({self.up(a[0], d[0])}, {self.up(a[1], d[0])}, "
+                             f"propagate_nan=tl.PropagateNan.ALL)", d[0])
+        return f"tl.minimum({a[0]}, {a[1]})"
+
+    def _int_divmod(self, a: str, b: str, dt: np.dtype) -> tuple[str, str, str]:
+        """Safe divisor, truncated quotient and remainder (C semantics) of ints."""
+        zero = self.tmp(f"{b} == 0", "bz")
+        safe = self.tmp(f"tl.where({zero}, tl.full([], 1, {TL[dt]}), {b})", "bs")
+        q = self.tmp(f"{a} // {safe}", "q")
+        r = self.tmp(f"{a} % {safe}", "r")
+        return zero, q, r
+
+    def op_floordiv(self, a, d, o):
+        x, y = a
+        dt = d[0]
+        if dt == BOOL:
+            return f"{x} & {y}"
+        if dt.kind in "iu":
+            zero, q, r = self._int_divmod(x, y, dt)
+            if dt.kind == "u":
+                return f"tl.where({zero}, 0, {q})"
+            fix = self.tmp(f"({r} != 0) & (({r} < 0) != ({y} < 0))", "fix")
+            return f"tl.where({zero}, 0, {q} - {fix}.to({TL[dt]}))"
+        ux, uy = self.tmp(self.up(x, dt), "x"), self.tmp(self.up(y, dt), "y")
+        m = self.tmp(f"{ux} % {uy}", "m")  # fmod
+        q = self.tmp(f"({ux} - {m}) / {uy}", "q")
+        q = self.tmp(f"tl.where(({m} != 0) & (({uy} < 0) != ({m} < 0)), {q} - 1.0, {q})", "q")
+        fl = self.tmp(f"tl.floor({q})", "fl")
+        q = self.tmp(f"tl.where({q} - {fl} > 0.5, {fl} + 1.0, {fl})", "q")
+        return self.down(f"tl.where({uy} == 0, {ux} / {uy}, {q})", dt)
+
+    def op_mod(self, a, d, o):
+        x, y = a
+        dt = d[0]
+        if dt == BOOL:
+            return f"{x} & ({y} == 0)"
+        if dt.kind in "iu":
+            zero, q, r = self._int_divmod(x, y, dt)
+            if dt.kind == "u":
+                return f"tl.where({zero}, 0, {r})"
+            fix = self.tmp(f"({r} != 0) & (({r} < 0) != ({y} < 0))", "fix")
+            return f"tl.where({zero}, 0, tl.where({fix}, {r} + {y}, {r}))"
+        ux, uy = self.tmp(self.up(x, dt), "x"), self.tmp(self.up(y, dt), "y")
+        m = self.tmp(f"{ux} % {uy}", "m")
+        return self.down(f"tl.where(({m} != 0) & (({uy} < 0) != ({m} < 0)), {m} + {uy}, {m})", dt)
+
+    def op_pow(self, a, d, o):
+        x, y = a
+        dt = d[0]
+        if dt == BOOL:
+            return f"{x} | ({y} == 0)"
+        if dt.kind in "iu":
+            r = self.tmp(f"tl.full([], 1, {TL[dt]}) + 0 * {x}", "acc")
+            base = self.tmp(f"{x} + 0 * {y}", "base")
+            e = self.tmp(f"{y} + 0 * {x}", "e")
+            bits = dt.itemsize * 8
+            # square-and-multiply over the exponent's bits (NumPy wraps the same way)
+            self.raw([f"for _ in tl.static_range({bits}):",
+                      f"    {r} = tl.where(({e} & 1) != 0, {r} * {base}, {r})",
+                      f"    {base} = {base} * {base}",
+                      f"    {e} = {e} >> 1"])
+            return r
+        return self.math("pow", a, dt)
+
+    def _cmp(sym: str):  # noqa: N805  (a factory used at class creation)
+        def lower(self, a, d, o):
+            return f"{a[0]} {sym} {a[1]}"
+        return lower
+
+    op_lt, op_le, op_gt, op_ge = _cmp("<"), _cmp("<="), _cmp(">"), _cmp(">=")
+    op_eq, op_ne = _cmp("=="), _cmp("!=")
+    op_and, op_or, op_xor = _cmp("&"), _cmp("|"), _cmp("^")
+    op_bitand, op_bitor, op_bitxor = _cmp("&"), _cmp("|"), _cmp("^")
+
+    def op_shl(self, a, d, o):
+        x, y = a
+        dt = o
+        bits = dt.itemsize * 8
+        s = self.tmp(f"{y}.to({TL[dt]})", "sh") if d[1] != dt else y
+        return f"tl.where(({s} >= {bits}) | ({s} < 0), 0, {x} << {s})"
+
+    def op_shr(self, a, d, o):
+        x, y = a
+        dt = o
+        bits = dt.itemsize * 8
+        s = self.tmp(f"{y}.to({TL[dt]})", "sh") if d[1] != dt else y
+        big = "0" if dt.kind == "u" else f"tl.where({x} < 0, -1, 0)"
+        return f"tl.where(({s} >= {bits}) | ({s} < 0), {big}, {x} >> {s})"
+
+    def op_where(self, a, d, o):
+        return f"tl.where({a[0]}, {a[1]}, {a[2]})"
+
+    def cast(self, x: str, src: np.dtype, dst: np.dtype) -> str:
+        """NumPy ``astype`` (C-style float -> int truncation)."""
+        if src == dst:
+            return x
+        if dst == BOOL:
+            return f"{x} != 0"
+        if src.kind == "f" and dst.kind == "u":
+            # NumPy (on x86) goes through int64, so -1.0 -> 255 for uint8
+            if dst.itemsize < 8:
+                return f"{self.up(x, src)}.to(tl.int64).to({TL[dst]})"
+            u = self.up(x, src)
+            return (f"tl.where({u} < 0, {u}.to(tl.int64).to(tl.uint64), "
+                    f"{u}.to(tl.uint64))")
+        if src == F16 and dst.kind in "iu":
+            return f"{x}.to(tl.float32).to({TL[dst]})"
+        return f"{x}.to({TL[dst]})"
+
+    # math with a libdevice lowering on cuda and formulas in the interpreter -----
+    def math(self, op: str, args: list[str], dt: np.dtype) -> str:
+        if self.target == "cuda":
+            ups = [self.up(x, dt) for x in args]
+            name = _LIBDEVICE_UNARY.get(op, op)
+            return self.down(self.lib(name, *ups), dt)
+        xs = [self.tmp(self.f64(x, dt), "d") for x in args]
+        return self.back(self.formula(op, xs), dt)
+
+    def _expm1(self, x: str) -> str:
+        u = self.tmp(f"tl.exp({x})", "u")
+        # Kahan: (u - 1) * x / log(u) is accurate where u - 1 cancels
+        return self.tmp(f"tl.where({u} == 1.0, {x}, tl.where(tl.abs({x}) < 0.5, "
+                        f"({u} - 1.0) * {x} / tl.log({u}), {u} - 1.0))", "em1")
+
+    def _log1p(self, x: str) -> str:
+        u = self.tmp(f"1.0 + {x}", "u")
+        return self.tmp(f"tl.where({u} == 1.0, {x}, tl.where(tl.abs({x}) < 0.5, "
+                        f"tl.log({u}) * {x} / ({u} - 1.0), tl.log({u})))", "l1p")
+
+    def _atan(self, x: str) -> str:
+        ax = self.tmp(f"tl.abs({x})", "ax")
+        big = self.tmp(f"{ax} > 1.0", "big")
+        t = self.tmp(f"tl.where({big}, 1.0 / {ax}, {ax})", "t")
+        # two half-angle steps: atan(t) = 2 atan(t / (1 + sqrt(1 + t^2)))
+        t = self.tmp(f"{t} / (1.0 + tl.sqrt(1.0 + {t} * {t}))", "t")
+        t = self.tmp(f"{t} / (1.0 + tl.sqrt(1.0 + {t} * {t}))", "t")
+        t2 = self.tmp(f"{t} * {t}", "t2")
+        poly = "0.0"
+        for k in range(12, -1, -1):
+            sign = "-" if k % 2 else ""
+            poly = f"({sign}1.0 / {2 * k + 1}.0 + {t2} * {poly})" if poly != "0.0" else \
+                f"{sign}1.0 / {2 * k + 1}.0"
+        r = self.tmp(f"4.0 * {t} * {poly}", "at")
+        r = self.tmp(f"tl.where({big}, {HALF_PI} - {r}, {r})", "at")
+        return self.tmp(f"tl.where({x} < 0, -{r}, {r})", "at")
+
+    def formula(self, op: str, xs: list[str]) -> str:
+        x = xs[0]
+        if op == "expm1":
+            return self._expm1(x)
+        if op == "log1p":
+            return self._log1p(x)
+        if op == "log10":
+            return f"tl.log({x}) * 0.4342944819032518"
+        if op == "sin":
+            return f"tl.sin({x})"
+        if op == "cos":
+            return f"tl.cos({x})"
+        if op == "tan":
+            return f"tl.sin({x}) / tl.cos({x})"
+        if op == "sinh":
+            e = self._expm1(x)
+            return f"0.5 * ({e} + {e} / ({e} + 1.0))"
+        if op == "cosh":
+            return f"0.5 * (tl.exp({x}) + tl.exp(-{x}))"
+        if op == "tanh":
+            e = self._expm1(self.tmp(f"2.0 * {x}", "x2"))
+            return f"tl.where(tl.abs({x}) > 20.0, tl.where({x} > 0, 1.0, -1.0), {e} / ({e} + 2.0))"
+        if op == "asinh":
+            ax = self.tmp(f"tl.abs({x})", "ax")
+            r = self._log1p(self.tmp(f"{ax} + {ax} * {ax} / (1.0 + tl.sqrt(1.0 + {ax} * {ax}))",
+                                     "w"))
+            return f"tl.where({x} < 0, -{r}, {r})"
+        if op == "acosh":
+            return f"tl.log({x} + tl.sqrt({x} * {x} - 1.0))"
+        if op == "atanh":
+            r = self._log1p(self.tmp(f"2.0 * {x} / (1.0 - {x})", "w"))
+            return f"0.5 * {r}"
+        if op == "atan":
+            return self._atan(x)
+        if op == "asin":
+            r = self._atan(self.tmp(f"{x} / tl.sqrt(1.0 - {x} * {x})", "w"))
+            return f"tl.where(tl.abs({x}) <= 1.0, {r}, NAN)"
+        if op == "acos":
+            r = self._atan(self.tmp(f"tl.sqrt((1.0 - {x}) / (1.0 + {x}))", "w"))
+            return f"tl.where(tl.abs({x}) <= 1.0, 2.0 * {r}, NAN)"
+        if op == "atan2":
+            y, xx = xs
+            r = self._atan(self.tmp(f"{y} / {xx}", "w"))
+            # python-float branches of tl.where would be float32: keep float64 operands
+            hp = self.tmp(f"0.0 * {y} + {HALF_PI}", "hp")
+            wrap = self.tmp(f"tl.where({y} < 0, {r} - {PI}, {r} + {PI})", "wr")
+            return (f"tl.where({xx} > 0, {r}, tl.where({xx} < 0, {wrap}, "
+                    f"tl.where({y} == 0, 0.0 * {y}, tl.where({y} > 0, {hp}, -{hp}))))")
+        if op == "pow":
+            a, b = xs
+            aa = self.tmp(f"tl.abs({a})", "aa")
+            mag = self.tmp(f"tl.exp2({b} * tl.log2({aa}))", "mag")
+            bint = self.tmp(f"tl.floor({b}) == {b}", "bint")
+            odd = self.tmp(f"(tl.floor({b} * 0.5) * 2.0) != {b}", "odd")
+            neg = self.tmp(f"tl.where({bint}, tl.where({odd}, -{mag}, {mag}), NAN)", "neg")
+            r = self.tmp(f"tl.where({a} < 0, {neg}, {mag})", "pw")
+            return f"tl.where({b} == 0, 1.0, tl.where({a} == 1.0, 1.0, {r}))"
+        raise NotImplementedError(op)

@@ -1,0 +1,773 @@
+"""The Triton emitter: one Kernel region -> one Triton function (two for a split reduction).
+
+One formulation covers every kind. A program instance owns a block of
+*rows* (flattened kept coordinates of the domain) and walks the *columns*
+(flattened reduced coordinates): in one tile when the row fits a block
+(persistent: the row stays in registers, so reduce-then-broadcast reads the
+input once), else in a loop per reduction *stage* (a stage is the set of
+reductions that depend only on earlier stages; each stage re-reads the row),
+plus a final loop that stores the domain-shaped outputs. A pointwise region
+is the degenerate case: a 1-D block over the flattened output.
+
+Values are evaluated *at coordinates*: a parameter is loaded at
+``sum(coord_i * stride_i)``; a view maps the coordinates backward (permute
+reorders them, slice is ``start + step * i``, expand gives 0, reshape goes
+through the flat index), so views cost index arithmetic only. When a flat
+index reaches a parameter whose strides are contiguous, the offset *is* the
+flat index: no div/mod and vectorizable loads. Row-dependent values
+(reductions and what is computed from them at the kept shape) are computed
+once per row block (``[BLOCK_M, 1]`` tensors) and broadcast over the tile.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..ir.domain import Domain, region_domain
+from ..ir.ops import REDUCE
+from ..ir.program import Instr, Kernel, TensorType
+from .lowering import BOOL, PTR, TL, Lowering, compute_dtype, float_literal
+
+INT32_MAX = 2**31 - 1
+
+#: Block-size table by target and kind (see ``_blocks``).
+PERSISTENT_LIMIT = {"cuda": 16384, "interpret": 1 << 16}
+POINTWISE_BLOCK = {"cuda": 1024, "interpret": 1 << 14}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch of a generated function.
+
+    ``args`` lists what each pointer argument is bound to, in order:
+    ``("in", i)`` the i-th kernel parameter, ``("out", j)`` the j-th result,
+    ``("scratch", k)`` the k-th scratch buffer of ``EmittedKernel.scratch``.
+    """
+
+    fn_name: str
+    grid: tuple[int, int, int]
+    num_warps: int
+    args: tuple[tuple[str, int], ...]
+    signature: dict[str, str]
+
+
+@dataclass
+class EmittedKernel:
+    """Generated source of one region and how to launch it."""
+
+    name: str
+    source: str
+    launches: tuple[Launch, ...]
+    scratch: tuple[tuple[np.dtype, int], ...]
+    out_types: tuple[TensorType, ...]
+    uses_libdevice: bool = False
+
+
+def sanitize(name: str) -> str:
+    """A Python identifier made from any name (never trusted as code)."""
+    s = re.sub(r"[^A-Za-z0-9_]", "_", str(name))
+    if not s or s[0].isdigit():
+        s = "k_" + s
+    return s
+
+
+def _next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
+def _same_strides(strides: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether a buffer of ``shape`` with ``strides`` is C-contiguous (size-1 dims ignored)."""
+    return all(s == c for s, c, d in zip(strides, _contiguous(shape), shape) if d != 1)
+
+
+@dataclass
+class Coords:
+    """Coordinates of a value: a flat (row-major) index and/or one index per dim."""
+
+    shape: tuple[int, ...]
+    flat: str | None = None
+    dims: tuple[str, ...] | None = None
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.shape, self.flat) if self.flat is not None else (self.shape, self.dims)
+
+
+@dataclass
+class _Reduction:
+    instr: Instr
+    stage: int
+
+
+def _instr_text(instr: Instr) -> str:
+    try:
+        from ..ir.printer import _instr
+        text = _instr(instr)
+    except Exception:  # noqa: BLE001  (the comment is cosmetic; never fail codegen on it)
+        text = f"%{instr.name} = {instr.op} " + ", ".join("%" + a for a in instr.args)
+        text += f" : {instr.type}"
+    return text.replace("\n", " ")
+
+
+def _kernel_text(kernel: Kernel) -> list[str]:
+    try:
+        from ..ir.printer import _kernel
+        return [line.replace("\n", " ") for line in _kernel(kernel)]
+    except Exception:  # noqa: BLE001
+        return [f"kernel @{kernel.name}"] + ["  " + _instr_text(i) for i in kernel.body]
+
+
+class _Fn:
+    """Builds the body of one Triton function."""
+
+    def __init__(self, em: _Emitter) -> None:
+        self.em = em
+        self.out: list[str] = []          # straight code (and pre-loop code)
+        self.body: list[str] | None = None  # current loop body
+        self.level: dict[str, int] = {}
+        self.memo_row: dict[Any, str] = {}
+        self.memo_tile: dict[Any, str] = {}
+        self.rowvals: dict[str, str] = {}
+        self.used: set[str] = set()
+        self.masks: dict[int, str | None] = {0: None, 1: None, 2: None}
+        self.low = Lowering(em.target, self._tmp, self._raw)
+        self._cur_level = 0
+        self._indent = 0
+
+    # -- statements --------------------------------------------------------------
+    def fresh(self, hint: str) -> str:
+        base = sanitize(hint)
+        name, i = base, 1
+        while name in self.used:
+            name = f"{base}_{i}"
+            i += 1
+        self.used.add(name)
+        return name
+
+    def lvl(self, *exprs: str) -> int:
+        return max([self.level.get(e, 0) for e in exprs] + [0])
+
+    def emit(self, level: int, expr: str, hint: str, comment: str = "") -> str:
+        var = self.fresh(hint)
+        line = f"{var} = {expr}" + (f"  # {comment}" if comment else "")
+        self._target(level).append(line)
+        self.level[var] = level
+        return var
+
+    def _target(self, level: int) -> list[str]:
+        return self.body if (level >= 2 and self.body is not None) else self.out
+
+    def _tmp(self, expr: str, hint: str) -> str:
+        return self.emit(self._cur_level, expr, f"{self._hint}_{hint}")
+
+    def _raw(self, lines: list[str]) -> None:
+        self._target(self._cur_level).extend(lines)
+
+    # -- coordinates ---------------------------------------------------------------
+    def unravel(self, flat: str, shape: tuple[int, ...]) -> tuple[str, ...]:
+        key = ("unravel", flat, shape)
+        memo = self.memo_tile if self.lvl(flat) >= 2 else self.memo_row
+        if key in memo:
+            return memo[key]
+        dims: list[str] = []
+        strides = _contiguous(shape)
+        first = True
+        for d, s in zip(shape, strides):
+            if d == 1:
+                dims.append("0")
+                continue
+            expr = flat if s == 1 else f"{flat} // {s}"
+            if not first:
+                expr = f"({expr}) % {d}" if s != 1 else f"{flat} % {d}"
+            first = False
+            dims.append(expr if expr == flat else self.emit(self.lvl(flat), expr, "i"))
+        memo[key] = tuple(dims)
+        return tuple(dims)
+
+    def ravel(self, dims: tuple[str, ...], shape: tuple[int, ...]) -> str:
+        terms = [d if s == 1 else f"{d} * {s}"
+                 for d, s, n in zip(dims, _contiguous(shape), shape) if n != 1 and d != "0"]
+        if not terms:
+            return "0"
+        if len(terms) == 1 and terms[0] in self.level:
+            return terms[0]
+        key = ("ravel", dims, shape)
+        memo = self.memo_tile if self.lvl(*dims) >= 2 else self.memo_row
+        if key not in memo:
+            memo[key] = self.emit(self.lvl(*dims), " + ".join(terms), "flat")
+        return memo[key]
+
+    def dims_of(self, c: Coords) -> tuple[str, ...]:
+        if c.dims is None:
+            c.dims = self.unravel(c.flat, c.shape) if c.shape else ()
+        return c.dims
+
+    def flat_of(self, c: Coords) -> str:
+        if c.flat is None:
+            c.flat = self.ravel(c.dims, c.shape)
+        return c.flat
+
+    # -- values ----------------------------------------------------------------------
+    def value(self, name: str, coords: Coords) -> str:
+        em = self.em
+        if name in self.rowvals:
+            return self.rowvals[name]
+        shape = em.types[name].shape
+        if em.is_row_level(name, shape):
+            return self.row_value(name)
+        key = (name, coords.key())
+        for memo in (self.memo_tile, self.memo_row):
+            if key in memo:
+                return memo[key]
+        var = self.compute(name, coords)
+        memo = self.memo_tile if self.lvl(var) >= 2 else self.memo_row
+        memo[key] = var
+        return var
+
+    def row_value(self, name: str) -> str:
+        """A value at the kept (or keepdims) shape: one per row of the block."""
+        if name in self.rowvals:
+            return self.rowvals[name]
+        instr = self.em.defs.get(name)
+        if instr is not None and instr.op in REDUCE:
+            raise AssertionError(f"reduction %{name} used before its stage was emitted")
+        var = self.compute(name, self.em.row_coords(self, self.em.types[name].shape))
+        self.rowvals[name] = var
+        return var
+
+    def compute(self, name: str, coords: Coords) -> str:
+        em = self.em
+        if name in em.param_index:
+            return self.load(name, coords)
+        instr = em.defs[name]
+        op = instr.op
+        if op == "reshape":
+            src = instr.args[0]
+            sshape = em.types[src].shape
+            squeezed = tuple(d for d in sshape if d != 1)
+            if coords.dims is not None and squeezed == tuple(d for d in instr.shape if d != 1):
+                kept = iter([c for c, d in zip(coords.dims, instr.shape) if d != 1])
+                dims = tuple("0" if d == 1 else next(kept) for d in sshape)
+                return self.value(src, Coords(sshape, coords.flat, dims))
+            return self.value(src, Coords(sshape, self.flat_of(coords)))
+        if op == "permute":
+            perm = instr.attrs["perm"]
+            dims = self.dims_of(coords)
+            src_dims = [""] * len(perm)
+            for i, p in enumerate(perm):
+                src_dims[p] = dims[i]
+            return self.value(instr.args[0], Coords(em.types[instr.args[0]].shape, None,
+                                                    tuple(src_dims)))
+        if op == "expand":
+            src = instr.args[0]
+            sshape = em.types[src].shape
+            dims = self.dims_of(coords)
+            lead = len(dims) - len(sshape)
+            src_dims = tuple("0" if s == 1 else d for d, s in zip(dims[lead:], sshape))
+            return self.value(src, Coords(sshape, None, src_dims))
+        if op == "slice":
+            src = instr.args[0]
+            dims = self.dims_of(coords)
+            out = []
+            for d, a, s in zip(dims, instr.attrs["start"], instr.attrs["step"]):
+                if d == "0":
+                    out.append(str(int(a)))
+                elif a == 0 and s == 1:
+                    out.append(d)
+                else:
+                    expr = d if s == 1 else f"{d} * {s}"
+                    expr = f"{a} + {expr}" if a else expr
+                    out.append(self.emit(self.lvl(d), expr, "i"))
+            return self.value(src, Coords(em.types[src].shape, None, tuple(out)))
+        comment = _instr_text(instr)
+        hint = em.var_name(name)
+        if op == "const":
+            v = instr.attrs["value"]
+            dt = instr.dtype
+            if dt.kind == "f":
+                lit = float_literal(v)
+            elif dt == BOOL:
+                lit = "1" if v else "0"
+            else:
+                lit = str(int(v))
+            return self.emit(0, f"tl.full([], {lit}, {TL[dt]})", hint, comment)
+        if op == "iota":
+            d = self.dims_of(coords)[0] if instr.shape[0] != 1 else "0"
+            dt = instr.dtype
+            wide = "tl.float64" if dt.kind == "f" else "tl.int64"
+            start, step = instr.attrs["start"], instr.attrs["step"]
+            s = float_literal(start) if dt.kind == "f" else str(int(start))
+            t = float_literal(step) if dt.kind == "f" else str(int(step))
+            base = "tl.full([], 0, tl.int64)" if d == "0" else f"{d}.to(tl.int64)"
+            expr = f"({s} + {base}.to({wide}) * {t}).to({TL[dt]})"
+            return self.emit(self.lvl(d), expr, hint, comment)
+        if op in REDUCE and not em.domain.reduced:
+            # a reduction over no axes is the identity (argmax/argmin: index 0)
+            x = self.value(instr.args[0], coords)
+            src = em.types[instr.args[0]].dtype
+            if op in ("argmax", "argmin"):
+                expr = f"tl.full([], 0, tl.int64) + 0 * {self.flat_of(coords)}"
+            else:
+                expr = self.low.cast(x, src, instr.dtype)
+            return self.emit(max(self.lvl(x), self.lvl(self.flat_of(coords))), expr, hint, comment)
+        if op in REDUCE:
+            raise AssertionError(f"reduction %{name} evaluated off its canonical coordinates")
+        args = [self.value(a, coords) for a in instr.args]
+        dtypes = [em.types[a].dtype for a in instr.args]
+        level = self.lvl(*args)
+        self._cur_level, self._hint = level, hint
+        if op == "cast":
+            expr = self.low.cast(args[0], dtypes[0], instr.dtype)
+        else:
+            expr = self.low.lower(op, args, dtypes, instr.dtype)
+        return self.emit(level, expr, hint, comment)
+
+    def load(self, name: str, coords: Coords) -> str:
+        em = self.em
+        i = em.param_index[name]
+        shape = em.types[name].shape
+        strides = em.strides[i]
+        if coords.flat is not None and _same_strides(strides, shape):
+            off = coords.flat if any(d != 1 for d in shape) else "0"
+        else:
+            dims = self.dims_of(coords) if shape else ()
+            terms = []
+            for d, s, n in zip(dims, strides, shape):
+                if n == 1 or s == 0 or d == "0":
+                    continue
+                terms.append(d if s == 1 else f"{d} * {s}")
+            off = " + ".join(terms) if terms else "0"
+            if len(terms) > 1 or (terms and terms[0] not in self.level):
+                off = self.emit(self.lvl(*dims), off, f"off_{em.var_name(name)}")
+        level = self.lvl(off)
+        ptr = em.ptr_name[i]
+        addr = ptr if off == "0" else f"{ptr} + {off}"
+        mask = self.masks.get(level)
+        m = f", mask={mask}, other=0" if (mask and level > 0) else ""
+        expr = f"tl.load({addr}{m})"
+        if em.types[name].dtype == BOOL:
+            expr += " != 0"
+        return self.emit(level, expr, em.var_name(name), f"load %{name}")
+
+
+class _Emitter:
+    """Emits the source of one region."""
+
+    def __init__(self, kernel: Kernel, strides: list[tuple[int, ...]], target: str) -> None:
+        self.kernel = kernel
+        self.target = target
+        self.name = sanitize(kernel.name)
+        self.domain: Domain = region_domain(kernel)
+        self.types = {p.name: p.type for p in kernel.params}
+        self.types.update({i.name: i.type for i in kernel.body})
+        self.defs = {i.name: i for i in kernel.body}
+        self.param_index = {p.name: i for i, p in enumerate(kernel.params)}
+        self.strides = [tuple(int(s) for s in st) for st in strides]
+        self.ptr_name = [f"p_{sanitize(p.name)}" for p in kernel.params]
+        self.out_name = [f"out{j}" for j in range(len(kernel.yields))]
+        self._names: dict[str, str] = {}
+        self.idx64 = self._needs_int64()
+
+    def var_name(self, name: str) -> str:
+        if name not in self._names:
+            self._names[name] = ("v" + name) if name.isdigit() else "v_" + sanitize(name)
+        return self._names[name]
+
+    def _needs_int64(self) -> bool:
+        reach = [self.domain.rows * max(1, self.domain.reduce_size) + 1 << 1]
+        for p, st in zip(self.kernel.params, self.strides):
+            reach.append(sum(abs(s) * max(d - 1, 0) for s, d in zip(st, p.type.shape)))
+        for t in self.kernel.result_types:
+            reach.append(t.size)
+        for i in self.kernel.body:
+            reach.append(i.type.size)
+        return max(reach) + (1 << 16) > INT32_MAX
+
+    def is_row_level(self, name: str, shape: tuple[int, ...]) -> bool:
+        d = self.domain
+        if not d.reduced or shape == d.shape:
+            return False
+        return shape in (d.kept_shape, d.keepdims_shape)
+
+    def row_coords(self, fn: _Fn, shape: tuple[int, ...]) -> Coords:
+        d = self.domain
+        kept_dims = fn.row_dims
+        if shape == d.kept_shape:
+            return Coords(shape, fn.rows, kept_dims)
+        it = iter(kept_dims)
+        dims = tuple("0" if i in d.reduced else next(it) for i in range(len(d.shape)))
+        return Coords(shape, fn.rows, dims)
+
+    # -- pointers ------------------------------------------------------------------
+    def signature(self, scratch: list[np.dtype] | None = None) -> dict[str, str]:
+        sig = {p: PTR[t.type.dtype] for p, t in zip(self.ptr_name, self.kernel.params)}
+        for o, t in zip(self.out_name, self.kernel.result_types):
+            sig[o] = PTR[t.dtype]
+        return sig
+
+    def store_expr(self, v: str, dtype: np.dtype) -> str:
+        return f"{v}.to(tl.uint8)" if dtype == BOOL else v
+
+    # -- kinds ------------------------------------------------------------------------
+    def emit(self) -> EmittedKernel:
+        k = self.kernel
+        if not self.domain.reduced:
+            fns, launches = self.pointwise()
+        else:
+            fns, launches = self.reduction()
+        head = ["# Generated by fusejit: Triton source for one fused region.",
+                f"# target: {self.target}", "#"]
+        head += ["# " + line for line in _kernel_text(k)]
+        lines = head + ["", "import triton", "import triton.language as tl"]
+        uses_lib = any(f.low.uses_libdevice for f in fns)
+        if uses_lib:
+            lines.append("from triton.language.extra import libdevice")
+        lines += ["", "INF = tl.constexpr(float(\"inf\"))", "NAN = tl.constexpr(float(\"nan\"))", ""]
+        for f in fns:
+            lines += ["", *f.source]
+        source = "\n".join(lines) + "\n"
+        return EmittedKernel(self.name, source, tuple(launches), tuple(self.scratch),
+                             tuple(k.result_types), uses_lib)
+
+    def _header(self, fn_name: str, args: list[str]) -> list[str]:
+        return ["@triton.jit", f"def {fn_name}({', '.join(args)}):"]
+
+    def _pid(self, axis: int = 0) -> str:
+        return f"tl.program_id({axis}).to(tl.int64)" if self.idx64 else f"tl.program_id({axis})"
+
+    def pointwise(self) -> tuple[list[_Fn], list[Launch]]:
+        self.scratch: list[tuple[np.dtype, int]] = []
+        d = self.domain
+        n = math.prod(d.shape)
+        block = min(POINTWISE_BLOCK[self.target], _next_pow2(n))
+        num_warps = 4 if block >= 512 else max(1, block // 128)
+        fn = _Fn(self)
+        fn.out.append(f"pid = {self._pid()}")
+        fn.out.append(f"offs = pid * {block} + tl.arange(0, {block})  # flat output index")
+        fn.level["offs"] = 2
+        fn.used.update({"pid", "offs", "mask"})
+        if n % block:
+            fn.out.append(f"mask = offs < {n}")
+            fn.masks = {0: None, 1: None, 2: "mask"}
+        coords = Coords(d.shape, "offs", None)
+        for j, y in enumerate(self.kernel.yields):
+            v = fn.value(y, coords)
+            mask = ", mask=mask" if n % block else ""
+            fn.out.append(f"tl.store({self.out_name[j]} + offs, "
+                          f"{self.store_expr(v, self.types[y].dtype)}{mask})  # yield %{y}")
+        args = self.ptr_name + self.out_name
+        fn.source = self._header(self.name, args) + ["    " + line for line in fn.out]
+        grid = (max(1, -(-n // block)), 1, 1)
+        launch = Launch(self.name, grid, num_warps,
+                        tuple([("in", i) for i in range(len(self.ptr_name))]
+                              + [("out", j) for j in range(len(self.out_name))]),
+                        self.signature())
+        return [fn], [launch]
+
+    # -- reductions -------------------------------------------------------------------
+    def _stages(self) -> list[list[Instr]]:
+        dep: dict[str, int] = {}
+        stages: dict[int, list[Instr]] = {}
+        for instr in self.kernel.body:
+            s = max([dep.get(a, 0) for a in instr.args] + [0])
+            if instr.op in REDUCE:
+                s += 1
+                stages.setdefault(s, []).append(instr)
+            dep[instr.name] = s
+        return [stages[s] for s in sorted(stages)]
+
+    def _blocks(self) -> tuple[int, int, int, bool]:
+        """(BLOCK_M rows, BLOCK_N columns, num_warps, persistent)."""
+        d = self.domain
+        rows, cols = d.rows, d.reduce_size
+        inner = d.kind != "outer_reduction"
+        if self.target == "interpret":
+            bn = _next_pow2(cols)
+            persistent = bn <= PERSISTENT_LIMIT["interpret"]
+            bn = min(bn, PERSISTENT_LIMIT["interpret"])
+            bm = max(1, min(_next_pow2(rows), (1 << 16) // bn))
+            return bm, bn, 4, persistent
+        if inner:
+            bn = _next_pow2(cols)
+            limit = PERSISTENT_LIMIT["cuda"] // (2 if self._wide() else 1)
+            persistent = bn <= limit
+            if not persistent:
+                bn = 4096
+            bm = max(1, min(_next_pow2(rows), 2048 // bn)) if persistent else 1
+            tile = bm * bn
+            num_warps = 16 if tile >= 8192 else 8 if tile >= 2048 else 4 if tile >= 512 else 2
+            return bm, bn, num_warps, persistent
+        # outer: kept coordinates (contiguous) across the block, loop over the reduction
+        bm = min(_next_pow2(rows), 256)
+        bn = min(_next_pow2(cols), 16 if bm >= 128 else 64)
+        persistent = _next_pow2(cols) == bn
+        return bm, bn, 4 if bm * bn <= 4096 else 8, persistent
+
+    def _wide(self) -> bool:
+        return any(t.dtype.itemsize == 8 for t in self.types.values())
+
+    def reduction(self) -> tuple[list[_Fn], list[Launch]]:
+        self.scratch = []
+        d = self.domain
+        rows, cols = d.rows, d.reduce_size
+        bm, bn, num_warps, persistent = self._blocks()
+        self._bm, self._bn = bm, bn
+        stages = self._stages()
+        fn = _Fn(self)
+        fn.used.update({"pid", "rows", "row_mask", "cols", "col_mask", "mask", "k", "idx"})
+        out = fn.out
+        out.append(f"pid = {self._pid()}")
+        out.append(f"rows = pid * {bm} + tl.arange(0, {bm})[:, None]  # flat kept index")
+        fn.level["rows"] = 1
+        fn.rows = "rows"
+        row_mask = None
+        if rows % bm:
+            out.append(f"row_mask = rows < {rows}")
+            row_mask = "row_mask"
+        fn.masks = {0: None, 1: row_mask, 2: None}
+        fn.row_dims = fn.unravel("rows", d.kept_shape) if d.kept_shape else ()
+        red_shape = tuple(d.shape[i] for i in d.reduced)
+        col_masked = cols % bn != 0 or cols == 0
+
+        def open_tile(looped: bool) -> Coords:
+            tgt = fn.body if looped else fn.out
+            start = "k + " if looped else ""
+            cast = ".to(tl.int64)" if self.idx64 else ""
+            tgt.append(f"cols = {start}tl.arange(0, {bn})[None, :]{cast}  # flat reduced index")
+            fn.level["cols"] = 2
+            masks = []
+            if col_masked:
+                tgt.append(f"col_mask = cols < {cols}")
+                masks.append("col_mask")
+            if row_mask:
+                masks.append("row_mask")
+            tile_mask = None
+            if len(masks) == 2:
+                tgt.append("mask = row_mask & col_mask")
+                tile_mask = "mask"
+            elif masks:
+                tile_mask = masks[0]
+            fn.masks = {0: None, 1: row_mask, 2: tile_mask}
+            red_dims = fn.unravel("cols", red_shape) if red_shape else ()
+            it_k, it_r = iter(fn.row_dims), iter(red_dims)
+            dims = tuple(next(it_r) if i in d.reduced else next(it_k) for i in range(len(d.shape)))
+            if d.kind == "outer_reduction":
+                return Coords(d.shape, None, dims)
+            flat = fn.emit(2, f"rows * {cols} + cols" if cols != 1 else "rows", "idx",
+                           "flat domain index")
+            return Coords(d.shape, flat, dims)
+
+        straight_coords = open_tile(False) if persistent else None
+        for stage in stages:
+            if persistent:
+                coords = straight_coords
+            else:
+                accs = [self._acc_init(fn, r, bm, bn) for r in stage]
+                fn.body = []
+                fn.memo_tile = {}
+                coords = open_tile(True)
+            for i, r in enumerate(stage):
+                x = fn.value(r.args[0], coords)
+                if persistent:
+                    fn.rowvals[r.name] = self._reduce_tile(fn, r, x, None)
+                else:
+                    self._acc_update(fn, r, x, accs[i])
+            if not persistent:
+                self._close_loop(fn, cols, bn)
+                for i, r in enumerate(stage):
+                    fn.rowvals[r.name] = self._reduce_tile(fn, r, None, accs[i])
+        # row-level outputs
+        domain_outs = []
+        for j, y in enumerate(self.kernel.yields):
+            shape = self.types[y].shape
+            if shape == d.shape:
+                domain_outs.append((j, y))
+                continue
+            v = fn.value(y, self.row_coords(fn, shape))
+            m = f", mask={row_mask}" if row_mask else ""
+            fn.out.append(f"tl.store({self.out_name[j]} + rows, "
+                          f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+        if domain_outs:
+            if persistent:
+                coords = straight_coords
+            else:
+                fn.body = []
+                fn.memo_tile = {}
+                coords = open_tile(True)
+            for j, y in domain_outs:
+                v = fn.value(y, coords)
+                flat = fn.flat_of(coords)
+                if fn.lvl(flat) < 2:  # every dim has size 1: a tile-shaped pointer all the same
+                    flat = fn.emit(2, f"rows * 0 + cols * 0 + {flat}", "same")
+                m = f", mask={fn.masks[2]}" if fn.masks[2] else ""
+                fn._target(2).append(f"tl.store({self.out_name[j]} + {flat}, "
+                                     f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+            if not persistent:
+                self._close_loop(fn, cols, bn)
+        args = self.ptr_name + self.out_name
+        fn.source = self._header(self.name, args) + ["    " + line for line in fn.out]
+        grid = (max(1, -(-rows // bm)), 1, 1)
+        launch = Launch(self.name, grid, num_warps,
+                        tuple([("in", i) for i in range(len(self.ptr_name))]
+                              + [("out", j) for j in range(len(self.out_name))]),
+                        self.signature())
+        return [fn], [launch]
+
+    def _close_loop(self, fn: _Fn, cols: int, bn: int) -> None:
+        fn.out.append(f"for k in range(0, {cols}, {bn}):")
+        fn.out.extend("    " + line for line in fn.body)
+        if not fn.body:
+            fn.out.append("    pass")
+        fn.body = None
+        fn.memo_tile = {}
+
+    # accumulators ------------------------------------------------------------------
+    def _acc_dtype(self, r: Instr) -> np.dtype:
+        src = self.types[r.args[0]].dtype
+        if r.op in ("any", "all") or src == BOOL:
+            return np.dtype(np.int8) if r.op in ("any", "all", "max", "min") else r.dtype
+        return compute_dtype(src)
+
+    def _identity(self, r: Instr, dt: np.dtype) -> str:
+        op = r.op
+        if op in ("sum", "any"):
+            return "0"
+        if op in ("prod", "all"):
+            return "1"
+        big = op in ("min", "argmin")
+        if dt.kind == "f":
+            return "INF" if big else "-INF"
+        if dt.kind in "iu":
+            info = np.iinfo(dt)
+            return str(info.max if big else info.min)
+        return "0"
+
+    def _acc_init(self, fn: _Fn, r: Instr, bm: int, bn: int) -> tuple[str, ...]:
+        dt = self._acc_dtype(r)
+        name = fn.fresh(f"acc_{self.var_name(r.name)}")
+        fn.out.append(f"{name} = tl.full([{bm}, {bn}], {self._identity(r, dt)}, {TL[dt]})")
+        if r.op in ("argmax", "argmin"):
+            idx = fn.fresh(f"acci_{self.var_name(r.name)}")
+            it = "tl.int64" if self.idx64 else "tl.int32"
+            fn.out.append(f"{idx} = tl.full([{bm}, {bn}], {INT32_MAX}, {it})")
+            return (name, idx)
+        return (name,)
+
+    def _masked(self, fn: _Fn, r: Instr, x: str, dt: np.dtype) -> str:
+        src = self.types[r.args[0]].dtype
+        xa = x
+        if src != dt:
+            xa = f"{x}.to({TL[dt]})"
+        mask = fn.masks[2]
+        if mask:
+            return fn.emit(2, f"tl.where({mask}, {xa}, {self._identity(r, dt)})",
+                           f"x_{self.var_name(r.name)}")
+        if fn.lvl(x) < 2:  # a value that does not vary over the tile: broadcast it
+            xa = f"tl.broadcast_to({xa}, [{self._bm}, {self._bn}])"
+        return fn.emit(2, xa, f"x_{self.var_name(r.name)}")
+
+    def _acc_update(self, fn: _Fn, r: Instr, x: str, acc: tuple[str, ...]) -> None:
+        dt = self._acc_dtype(r)
+        t = self._masked(fn, r, x, dt)
+        a = acc[0]
+        body = fn.body
+        op = r.op
+        if op in ("sum", "any"):
+            body.append(f"{a} = {a} + {t}" if op == "sum" else f"{a} = tl.maximum({a}, {t})")
+        elif op in ("prod", "all"):
+            body.append(f"{a} = {a} * {t}" if op == "prod" else f"{a} = tl.minimum({a}, {t})")
+        elif op in ("max", "min"):
+            nan = ", propagate_nan=tl.PropagateNan.ALL" if dt.kind == "f" else ""
+            fname = "maximum" if op == "max" else "minimum"
+            body.append(f"{a} = tl.{fname}({a}, {t}{nan})")
+        else:  # argmax / argmin: per lane, the first index of the best value (NaN is best)
+            i = acc[1]
+            cmp = ">" if op == "argmax" else "<"
+            take = f"({i} == {INT32_MAX}) | ({t} {cmp} {a})"
+            if dt.kind == "f":
+                take += f" | (({t} != {t}) & ({a} == {a}))"
+            mask = fn.masks[2]
+            if mask:
+                take = f"{mask} & ({take})"
+            tk = fn.emit(2, take, f"take_{self.var_name(r.name)}")
+            body.append(f"{a} = tl.where({tk}, {t}, {a})")
+            body.append(f"{i} = tl.where({tk}, cols, {i})")
+
+    def _anynan(self, t: str) -> str:
+        return f"tl.reduce(({t} != {t}).to(tl.int8), 1, tl.standard._elementwise_max)[:, None] > 0"
+
+    def _reduce_tile(self, fn: _Fn, r: Instr, x: str | None, acc: tuple[str, ...] | None) -> str:
+        """The row value of reduction ``r`` from a tile (persistent) or an accumulator."""
+        dt = self._acc_dtype(r)
+        t = self._masked(fn, r, x, dt) if acc is None else acc[0]
+        op = r.op
+        comment = _instr_text(r)
+        hint = self.var_name(r.name)
+        out_dt = r.dtype
+        level = 1
+        if op == "sum":
+            v = f"tl.reduce({t}, 1, tl.standard._sum_combine)[:, None]"
+        elif op == "prod":
+            v = f"tl.reduce({t}, 1, _mul)[:, None]"
+            self.need_mul = True
+        elif op in ("any", "all"):
+            fname = "max" if op == "any" else "min"
+            v = f"tl.reduce({t}, 1, tl.standard._elementwise_{fname})[:, None] != 0"
+        elif op in ("max", "min"):
+            v = f"tl.reduce({t}, 1, tl.standard._elementwise_{op})[:, None]"
+            if dt.kind == "f":
+                m = fn.emit(level, v, f"{hint}_nonan")
+                v = f"tl.where({self._anynan(t)}, NAN, {m})"
+        else:
+            m = fn.emit(level, f"tl.reduce({t}, 1, tl.standard._elementwise_{op[3:]})[:, None]",
+                        f"{hint}_best")
+            if dt.kind == "f":
+                m = fn.emit(level, f"tl.where({self._anynan(t)}, NAN, {m})", f"{hint}_best")
+                hit = f"({t} == {m}) | (({t} != {t}) & ({m} != {m}))"
+            else:
+                hit = f"{t} == {m}"
+            idx = acc[1] if acc is not None else "cols"
+            v = (f"tl.reduce(tl.where({hit}, {idx}, {INT32_MAX}), 1, "
+                 f"tl.standard._elementwise_min)[:, None].to(tl.int64)")
+        if out_dt != dt and op not in ("any", "all", "argmax", "argmin"):
+            v = f"({v}).to({TL[out_dt]})"
+        return fn.emit(level, v, hint, comment)
+
+
+def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
+                target: str = "cuda") -> EmittedKernel:
+    """Triton source and launches for one Kernel region.
+
+    ``strides`` gives, per parameter, the element strides of the buffer that
+    will be bound to it (default: contiguous); they are specialized into the
+    source. ``target`` is ``cuda`` (libdevice math) or ``interpret``.
+    """
+    if strides is None:
+        strides = [_contiguous(p.type.shape) for p in kernel.params]
+    em = _Emitter(kernel, list(strides), target)
+    em.need_mul = False
+    em._bm = em._bn = 0
+    emitted = em.emit()
+    if em.need_mul:
+        helper = ("\n@triton.jit\ndef _mul(a, b):\n    return a * b\n\n")
+        marker = 'NAN = tl.constexpr(float("nan"))\n'
+        emitted.source = emitted.source.replace(marker, marker + helper, 1)
+    return emitted
+
+
+def kernel_sources(program: Any, target: str = "cuda") -> list[EmittedKernel]:
+    """Emitted kernels of every Kernel block of a fused Program (contiguous buffers)."""
+    return [emit_kernel(k, None, target) for k in program.kernels]
+

@@ -1,0 +1,133 @@
+"""The ``interpret`` backend: generated Triton run by Triton's interpreter on NumPy buffers.
+
+This is how CI, which has no GPU, executes every emitted kernel. The kernels
+are the ones the ``cuda`` backend compiles, emitted for the ``interpret``
+target (formulas instead of libdevice math, larger blocks), imported from
+the cache directory with Triton's interpreter mode on, and called on NumPy
+arrays through ``HostBuffer``. Inputs are used in place (views keep their
+strides: the strides are specialized into the source).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..ir.program import Instr, Kernel, Program
+from . import kernel_cache as kc
+from .numpy_backend import evaluate_instr
+
+
+class HostBuffer:
+    """A NumPy array seen through the tensor surface Triton's interpreter touches."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+        self.dtype = a.dtype
+
+    def data_ptr(self) -> int:
+        return int(self.a.ctypes.data)
+
+    def untyped_storage(self) -> HostBuffer:
+        return self
+
+    def cpu(self) -> HostBuffer:
+        return self
+
+    def new_empty(self, *args: Any, **kwargs: Any) -> HostBuffer:
+        return HostBuffer(self.a)
+
+    def set_(self, *args: Any) -> HostBuffer:
+        return self
+
+    def storage_offset(self) -> int:
+        return 0
+
+    def size(self) -> tuple[int, ...]:
+        return self.a.shape
+
+    def stride(self) -> tuple[int, ...]:
+        return self.a.strides
+
+    def copy_(self, other: Any) -> None:
+        pass
+
+
+def _host(a: np.ndarray) -> HostBuffer:
+    if a.dtype == np.bool_:
+        a = a.view(np.uint8)
+    return HostBuffer(a)
+
+
+class InterpretBackend:
+    """Runs every Kernel block of a fused Program through Triton's interpreter."""
+
+    name = "interpret"
+    needs_kernels = True
+
+    def __init__(self) -> None:
+        self._fns: dict[Any, Any] = {}
+
+    def to_device(self, array: Any) -> np.ndarray:
+        if isinstance(array, np.ndarray):
+            return array
+        get = getattr(array, "get", None)
+        return np.asarray(get() if get is not None else array)
+
+    def to_numpy(self, buffer: Any) -> np.ndarray:
+        return self.to_device(buffer)
+
+    def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[np.ndarray]:
+        """Run the fused program; returns one new array per program output."""
+        env: dict[str, np.ndarray] = {p.name: self.to_device(b)
+                                      for p, b in zip(program.inputs, buffers)}
+        inputs = {id(v) for v in env.values()}
+        with np.errstate(all="ignore"):
+            for stmt in program.body:
+                if isinstance(stmt, Kernel):
+                    results = self.run_kernel(stmt, [env[a] for a in stmt.args])
+                    env.update(zip(stmt.results, results))
+                else:
+                    assert isinstance(stmt, Instr)
+                    env[stmt.name] = evaluate_instr(stmt, [env[a] for a in stmt.args])
+        outs = []
+        for name in program.outputs:
+            value = env[name]
+            if id(value) in inputs or value.base is not None or not value.flags.writeable:
+                value = np.array(value, copy=True)
+            outs.append(value)
+        return outs
+
+    def run_kernel(self, kernel: Kernel, args: list[np.ndarray]) -> list[np.ndarray]:
+        """Launch one region on host arrays; returns its results."""
+        arrays = []
+        for a, _p in zip(args, kernel.params):
+            a = np.asarray(a)
+            if kc.element_strides(a) is None:
+                a = np.ascontiguousarray(a)
+            arrays.append(a)
+        outs = [np.empty(t.shape, t.dtype) for t in kernel.result_types]
+        if all(o.size == 0 for o in outs):
+            return outs
+        strides = tuple(kc.element_strides(a) for a in arrays)
+        emitted = kc.emitted_for(kernel, strides, "interpret")
+        module = self._module(emitted)
+        scratch = [np.empty(n, dt) for dt, n in emitted.scratch]
+        for launch in emitted.launches:
+            fn = getattr(module, launch.fn_name)
+            bound = []
+            for kind, i in launch.args:
+                src = arrays if kind == "in" else outs if kind == "out" else scratch
+                bound.append(_host(src[i]))
+            fn[launch.grid](*bound)
+        return outs
+
+    def _module(self, emitted: Any) -> Any:
+        key = emitted.source
+        mod = self._fns.get(key)
+        if mod is None:
+            path = kc.write_source(emitted)
+            mod = kc.import_source(path, interpret=True)
+            self._fns[key] = mod
+        return mod

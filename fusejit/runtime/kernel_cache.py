@@ -1,0 +1,141 @@
+"""Shared by the ``cuda`` and ``interpret`` backends: generated source on disk, caches, logging.
+
+Generated source of every kernel is written (atomically) to
+``$FUSEJIT_CACHE_DIR/kernels/<name>_<hash>.py`` (default ``~/.cache/fusejit``)
+and imported from there, because ``triton.jit`` reads a function's source
+through ``inspect``. ``FUSEJIT_LOG=kernels`` prints each kernel's source when
+it is generated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ..codegen import EmittedKernel, emit_kernel
+from ..ir.program import Kernel
+
+_lock = threading.Lock()
+
+
+def cache_dir() -> Path:
+    """The on-disk cache directory (created on first use)."""
+    root = os.environ.get("FUSEJIT_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "fusejit")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def triton_version() -> str:
+    import triton
+    return str(triton.__version__)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def log_enabled(what: str = "kernels") -> bool:
+    return what in os.environ.get("FUSEJIT_LOG", "").split(",")
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:20]
+
+
+def write_source(emitted: EmittedKernel) -> Path:
+    """The generated source as a file in the cache directory (rewritten if corrupt)."""
+    h = source_hash(emitted.source)
+    path = cache_dir() / "kernels" / f"{emitted.name}_{h}.py"
+    data = emitted.source.encode()
+    try:
+        ok = path.read_bytes() == data
+    except OSError:
+        ok = False
+    if not ok:
+        if path.exists():
+            warnings.warn(f"fusejit: rebuilding corrupt cached kernel source {path}", stacklevel=2)
+        atomic_write(path, data)
+    if log_enabled():
+        print(f"# ---- fusejit kernel {emitted.name} ({path})\n{emitted.source}",
+              file=sys.stderr, flush=True)
+    return path
+
+
+def import_source(path: Path, interpret: bool) -> ModuleType:
+    """Import a generated module; with ``interpret`` its functions run in Triton's interpreter."""
+    import triton
+    mode = "interp" if interpret else "jit"
+    modname = f"fusejit_kernels.{mode}.{path.stem}"
+    if modname in sys.modules:
+        return sys.modules[modname]
+    spec = importlib.util.spec_from_file_location(modname, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    knobs = triton.knobs.runtime
+    with _lock:
+        previous = knobs.interpret
+        knobs.interpret = interpret
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            knobs.interpret = previous
+    sys.modules[modname] = module
+    return module
+
+
+def kernel_key(kernel: Kernel) -> str:
+    """Structural text of a Kernel block, computed once per object."""
+    key = kernel.__dict__.get("_fusejit_key")
+    if key is None:
+        from ..codegen.triton_emitter import _kernel_text
+        key = "\n".join(_kernel_text(kernel))
+        kernel.__dict__["_fusejit_key"] = key
+    return key
+
+
+def element_strides(array: Any) -> tuple[int, ...] | None:
+    """Strides in elements, or None when a stride is not a whole number of elements."""
+    itemsize = np.dtype(array.dtype).itemsize
+    out = []
+    for s in array.strides:
+        if s % itemsize:
+            return None
+        out.append(s // itemsize)
+    return tuple(out)
+
+
+_emit_cache: dict[Any, EmittedKernel] = {}
+
+
+def emitted_for(kernel: Kernel, strides: tuple[tuple[int, ...], ...], target: str) -> EmittedKernel:
+    """Emit (cached in memory by structure, strides and target)."""
+    key = (kernel_key(kernel), strides, target)
+    em = _emit_cache.get(key)
+    if em is None:
+        em = emit_kernel(kernel, list(strides), target)
+        _emit_cache[key] = em
+    return em

@@ -1,0 +1,94 @@
+"""Canonical programs shared by the codegen, interpret, cubin and GPU tests.
+
+Each entry is ``name -> (function of (xp, *arrays), input arrays builder(n))``;
+``n`` scales the shapes (small for the interpreter, large on a GPU).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+F32 = np.float32
+
+
+def _rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def _softmax(xp: Any, x: Any) -> Any:
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _log_softmax(xp: Any, x: Any) -> Any:
+    s = x - x.max(axis=-1, keepdims=True)
+    return s - xp.log(xp.exp(s).sum(axis=-1, keepdims=True))
+
+
+def _layernorm(xp: Any, x: Any, w: Any, b: Any) -> Any:
+    mu = x.mean(axis=-1, keepdims=True)
+    d = x - mu
+    var = (d * d).mean(axis=-1, keepdims=True)
+    return d / xp.sqrt(var + F32(1e-5)) * w + b
+
+
+def _rmsnorm(xp: Any, x: Any, w: Any) -> Any:
+    ms = (x * x).mean(axis=-1, keepdims=True)
+    return x / xp.sqrt(ms + F32(1e-6)) * w
+
+
+def _mat(r: int, c: int, dtype: Any = F32, seed: int = 0) -> np.ndarray:
+    return _rng(seed).standard_normal((r, c)).astype(dtype)
+
+
+CANONICAL: dict[str, tuple[Callable[..., Any], Callable[[int], list[np.ndarray]]]] = {
+    "pointwise_chain": (lambda xp, x, b: xp.maximum(x * F32(2) + b, F32(0)) * F32(0.5) - xp.exp(-x),
+                        lambda n: [_mat(n, 3 * n), _mat(1, 3 * n, seed=1)]),
+    "transpose_add": (lambda xp, x, y: x.T + y, lambda n: [_mat(n, 2 * n), _mat(2 * n, n, seed=1)]),
+    "slices_negative_steps": (lambda xp, x: x[::-1, 1::2][1:] * F32(3) + x[:-1, ::-2][:, 1:],
+                              lambda n: [_mat(n + 1, 2 * n + 1)]),
+    "reshape_views": (lambda xp, x: (x.reshape(x.shape[0], 2, -1).transpose(1, 0, 2) + F32(1)).reshape(-1),
+                      lambda n: [_mat(n, 4 * n)]),
+    "softmax": (_softmax, lambda n: [_mat(n, 5 * n + 3)]),
+    "log_softmax": (_log_softmax, lambda n: [_mat(n, 5 * n)]),
+    "layernorm": (_layernorm, lambda n: [_mat(n, 4 * n + 1), _mat(1, 4 * n + 1, seed=1)[0],
+                                         _mat(1, 4 * n + 1, seed=2)[0]]),
+    "rmsnorm": (_rmsnorm, lambda n: [_mat(n, 4 * n), _mat(1, 4 * n, seed=1)[0]]),
+    "sum_max_siblings": (lambda xp, x: (x.sum(axis=1), x.max(axis=1)), lambda n: [_mat(n, 3 * n)]),
+    "mean_var": (lambda xp, x: (x.mean(axis=-1), x.var(axis=-1)), lambda n: [_mat(n, 3 * n)]),
+    "reduce_middle_axis": (lambda xp, x: x.sum(axis=1),
+                           lambda n: [_rng().standard_normal((n, n + 3, 2 * n)).astype(F32)]),
+    "outer_reduction": (lambda xp, x: x.sum(axis=0), lambda n: [_mat(4 * n, 3 * n)]),
+    "full_reduction": (lambda xp, x: x.sum(), lambda n: [_mat(4 * n, 4 * n)]),
+    "argmax_nan": (lambda xp, x: (xp.argmax(x, axis=1), xp.argmin(x, axis=1), x.max(axis=1)),
+                   lambda n: [np.where(_mat(n, 3 * n) > 1.2, np.nan, _mat(n, 3 * n)).astype(F32)]),
+    "int_floordiv_mod": (lambda xp, a, b: (a // b, a % b),
+                         lambda n: [_rng().integers(-20, 20, (n, 2 * n)).astype(np.int32),
+                                    _rng(1).integers(-5, 5, (n, 2 * n)).astype(np.int32)]),
+    "float16": (lambda xp, x: (xp.exp(x) * x + x, (x * x).sum(axis=-1)),
+                lambda n: [_mat(n, 2 * n, np.float16)]),
+    "empty": (lambda xp, x: (x + F32(1), x.sum(axis=1)), lambda n: [np.zeros((n, 0), F32)]),
+    "zero_d": (lambda xp, x: x * F32(2) + F32(1), lambda n: [np.array(3.0, F32)]),
+}
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64"]
+
+
+def dtype_inputs(dtype: str, n: int) -> list[np.ndarray]:
+    """Two arrays of ``dtype`` with values valid for add and casts."""
+    dt = np.dtype(dtype)
+    rng = _rng(3)
+    if dt.kind == "b":
+        return [rng.integers(0, 2, (n, 3 * n)).astype(dt), rng.integers(0, 2, (1, 3 * n)).astype(dt)]
+    if dt.kind in "iu":
+        return [rng.integers(0, 50, (n, 3 * n)).astype(dt), rng.integers(0, 50, (1, 3 * n)).astype(dt)]
+    return [rng.standard_normal((n, 3 * n)).astype(dt), rng.standard_normal((1, 3 * n)).astype(dt)]
+
+
+def dtype_program(xp: Any, a: Any, b: Any) -> Any:
+    """add (with broadcast), cast to float32 and to int16, and a comparison."""
+    s = a + b
+    return s, s.astype(np.float32), s.astype(np.int16), a > b
