@@ -155,6 +155,9 @@ register("check", "parse and verify an IR file; prints ok", _file_argument, _che
 register("fmt", "print an IR file in canonical form", _fmt_arguments, _fmt)
 register("run", "run an IR file on .npy inputs", _run_arguments, _run)
 register("demo", "a short tour of fusejit", _no_arguments, _demo)
+register("triton", "print the generated Triton kernels of an IR file",
+         lambda p: __import__("fusejit.codegen.show", fromlist=["x"]).add_arguments(p),
+         lambda a: __import__("fusejit.codegen.show", fromlist=["x"]).run(a))
 
 
 # -- entry point --------------------------------------------------------------------

@@ -6,7 +6,8 @@ Each entry is ``name -> (function of (xp, *arrays), input arrays builder(n))``;
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

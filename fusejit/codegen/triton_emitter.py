@@ -526,7 +526,7 @@ class _Emitter:
         self._bm, self._bn = bm, bn
         stages = self._stages()
         fn = _Fn(self)
-        fn.used.update({"pid", "rows", "row_mask", "cols", "col_mask", "mask", "k", "idx"})
+        fn.used.update({"pid", "rows", "row_mask", "cols", "col_mask", "mask", "k"})
         out = fn.out
         out.append(f"pid = {self._pid()}")
         out.append(f"rows = pid * {bm} + tl.arange(0, {bm})[:, None]  # flat kept index")
@@ -676,6 +676,8 @@ class _Emitter:
                            f"x_{self.var_name(r.name)}")
         if fn.lvl(x) < 2:  # a value that does not vary over the tile: broadcast it
             xa = f"tl.broadcast_to({xa}, [{self._bm}, {self._bn}])"
+        elif xa in fn.level:
+            return xa
         return fn.emit(2, xa, f"x_{self.var_name(r.name)}")
 
     def _acc_update(self, fn: _Fn, r: Instr, x: str, acc: tuple[str, ...]) -> None:
@@ -727,7 +729,12 @@ class _Emitter:
             v = f"tl.reduce({t}, 1, tl.standard._elementwise_{fname})[:, None] != 0"
         elif op in ("max", "min"):
             v = f"tl.reduce({t}, 1, tl.standard._elementwise_{op})[:, None]"
-            if dt.kind == "f":
+            if dt.kind == "f" and self.target == "cuda":
+                # one pass: a combine that propagates NaN (the interpreter runs custom
+                # combines element by element, so it gets the two-reduction form below)
+                v = f"tl.reduce({t}, 1, _{op}_nan)[:, None]"
+                self.helpers.add(op)
+            elif dt.kind == "f":
                 m = fn.emit(level, v, f"{hint}_nonan")
                 v = f"tl.where({self._anynan(t)}, NAN, {m})"
         else:
@@ -758,10 +765,17 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
         strides = [_contiguous(p.type.shape) for p in kernel.params]
     em = _Emitter(kernel, list(strides), target)
     em.need_mul = False
+    em.helpers = set()
     em._bm = em._bn = 0
     emitted = em.emit()
+    helper = ""
+    for op in sorted(em.helpers):
+        fname = "maximum" if op == "max" else "minimum"
+        helper += (f"\n@triton.jit\ndef _{op}_nan(a, b):\n"
+                   f"    return tl.{fname}(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n")
     if em.need_mul:
-        helper = ("\n@triton.jit\ndef _mul(a, b):\n    return a * b\n\n")
+        helper += "\n@triton.jit\ndef _mul(a, b):\n    return a * b\n\n"
+    if helper:
         marker = 'NAN = tl.constexpr(float("nan"))\n'
         emitted.source = emitted.source.replace(marker, marker + helper, 1)
     return emitted

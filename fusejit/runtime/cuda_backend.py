@@ -1,0 +1,147 @@
+"""The ``cuda`` backend: generated Triton compiled to cubins, loaded and launched by CuPy.
+
+Triton is used as a compiler only (``fusejit.runtime.compile``); its own
+launcher (``kernel[grid]``, ``triton.runtime.driver.active``) imports torch
+and is never touched. A cubin is loaded with ``cupy.cuda.function.Module``
+and launched on CuPy's current stream with ``32 * num_warps`` threads, the
+kernel's shared memory, and NULL for the trailing scratch pointers Triton
+appends (their count is read from the compiled PTX).
+
+Inputs: CuPy arrays are used in place (views keep their strides; the view's
+own data pointer is passed, so offsets cost nothing), NumPy arrays are copied
+to the device once. Outputs are new CuPy arrays; kernels whose outputs are
+all empty launch nothing.
+
+Caching: per Kernel object, a dict from the buffer specialization (strides
+and 16-byte alignment of each argument) to a pre-bound launcher, so a
+repeated ``realize`` does a few dict lookups, allocations and launches.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..ir.program import Instr, Kernel, Program
+from . import kernel_cache as kc
+from .compile import compile_launch
+
+_MAX_STATIC_SHARED = 48 * 1024
+
+
+class CudaBackend:
+    """Runs every Kernel block of a fused Program as compiled Triton on the current CuPy device."""
+
+    name = "cuda"
+    needs_kernels = True
+
+    def __init__(self) -> None:
+        import cupy
+        self.cp = cupy
+        dev = cupy.cuda.Device()
+        self.cc = int(dev.compute_capability)
+        self._modules: dict[Any, Any] = {}
+
+    def to_device(self, array: Any) -> Any:
+        cp = self.cp
+        if isinstance(array, cp.ndarray):
+            return array
+        return cp.asarray(np.asarray(array))
+
+    def to_numpy(self, buffer: Any) -> np.ndarray:
+        if isinstance(buffer, np.ndarray):
+            return buffer
+        return self.cp.asnumpy(buffer)
+
+    def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[Any]:
+        """Run the fused program; returns one CuPy array per program output."""
+        env = {p.name: self.to_device(b) for p, b in zip(program.inputs, buffers)}
+        inputs = {id(v) for v in env.values()}
+        for stmt in program.body:
+            if isinstance(stmt, Kernel):
+                results = self.run_kernel(stmt, [env[a] for a in stmt.args])
+                env.update(zip(stmt.results, results))
+            else:  # a statement left outside kernels: evaluate on the host
+                assert isinstance(stmt, Instr)
+                from .numpy_backend import evaluate_instr
+                host = evaluate_instr(stmt, [self.to_numpy(env[a]) for a in stmt.args])
+                env[stmt.name] = self.cp.asarray(host)
+        outs = []
+        for name in program.outputs:
+            value = env[name]
+            if id(value) in inputs:
+                value = value.copy()
+            outs.append(value)
+        return outs
+
+    # -- one region ----------------------------------------------------------------
+    def run_kernel(self, kernel: Kernel, args: list[Any]) -> list[Any]:
+        """Launch one region; returns its result arrays."""
+        cp = self.cp
+        spec = []
+        for i, a in enumerate(args):
+            itemsize = a.itemsize
+            st = a.strides
+            if any(s % itemsize for s in st):
+                a = cp.ascontiguousarray(a)
+                args[i] = a
+                st = a.strides
+            spec.append((tuple(s // itemsize for s in st), a.data.ptr % 16 == 0))
+        key = tuple(spec)
+        cache = kernel.__dict__.setdefault("_fusejit_cuda", {})
+        runner = cache.get(key)
+        if runner is None:
+            runner = self._build(kernel, key)
+            cache[key] = runner
+        return runner(args)
+
+    def _build(self, kernel: Kernel, spec: tuple[Any, ...]) -> Callable[[list[Any]], list[Any]]:
+        cp = self.cp
+        out_types = [(t.shape, t.dtype) for t in kernel.result_types]
+        if all(int(np.prod(s)) == 0 for s, _ in out_types):
+            return lambda args: [cp.empty(s, d) for s, d in out_types]
+        strides = tuple(s for s, _ in spec)
+        emitted = kc.emitted_for(kernel, strides, "cuda")
+        scratch_specs = list(emitted.scratch)
+        launches = []
+        for launch in emitted.launches:
+            launches.append(self._prepare(emitted, launch, spec))
+        empty = cp.empty
+
+        def run(args: list[Any]) -> list[Any]:
+            outs = [empty(s, d) for s, d in out_types]
+            scratch = [empty(n, d) for d, n in scratch_specs]
+            groups = (args, outs, scratch)
+            for fn, grid, block, shared, selectors, nulls, divisible_out in launches:
+                bound = [groups[g][i] for g, i in selectors]
+                fn(grid, block, bound + nulls, shared_mem=shared)
+            return outs
+
+        return run
+
+    def _prepare(self, emitted: Any, launch: Any, spec: tuple[Any, ...]) -> tuple[Any, ...]:
+        # outputs and scratch are fresh CuPy allocations: always 256-byte aligned
+        divisible = []
+        selectors = []
+        for kind, i in launch.args:
+            g = {"in": 0, "out": 1, "scratch": 2}[kind]
+            selectors.append((g, i))
+            divisible.append(spec[i][1] if kind == "in" else True)
+        compiled = compile_launch(emitted, launch, tuple(divisible), self.cc)
+        mkey = (compiled.cubin, compiled.name)
+        fn = self._modules.get(mkey)
+        if fn is None:
+            module = self.cp.cuda.function.Module()
+            module.load(compiled.cubin)
+            fn = module.get_function(compiled.name)
+            if compiled.shared > _MAX_STATIC_SHARED:
+                drv = self.cp.cuda.driver
+                attr = getattr(drv, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8)
+                drv.funcSetAttribute(fn.ptr, attr, compiled.shared)
+            self._modules[mkey] = (module, fn)
+        else:
+            fn = fn[1]
+        nulls = [None] * (compiled.n_params - compiled.n_args)
+        block = (32 * compiled.num_warps, 1, 1)
+        return (fn, launch.grid, block, compiled.shared, selectors, nulls, True)
