@@ -19,7 +19,8 @@ repeated ``realize`` does a few dict lookups, allocations and launches.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +114,7 @@ class CudaBackend:
             outs = [empty(s, d) for s, d in out_types]
             scratch = [empty(n, d) for d, n in scratch_specs]
             groups = (args, outs, scratch)
-            for fn, grid, block, shared, selectors, nulls, divisible_out in launches:
+            for fn, grid, block, shared, selectors, nulls, _divisible_out in launches:
                 bound = [groups[g][i] for g, i in selectors]
                 fn(grid, block, bound + nulls, shared_mem=shared)
             return outs

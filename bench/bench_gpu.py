@@ -1,0 +1,103 @@
+"""GPU benchmark: fusejit vs torch.compile, CuPy and jax.jit (when importable).
+
+Usage: python bench/bench_gpu.py OUT.json
+Measures achieved GB/s (bytes read + written once / time) for a 2**26-element
+float32 pointwise chain, 16384x4096 float32 softmax and layernorm, and the
+microseconds per cached ``realize`` of a small program. torch and jax are
+imported here only, never by fusejit.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def _timeit(fn: Callable[[], Any], sync: Callable[[], None], reps: int = 20) -> float:
+    for _ in range(3):
+        fn()
+    sync()
+    t = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync()
+    return (time.perf_counter() - t) / reps
+
+
+def main(out_path: str) -> int:
+    import cupy as cp
+
+    import fusejit as fj
+    fj.set_backend("cuda")
+    sync = cp.cuda.get_current_stream().synchronize
+    results: dict[str, dict[str, float]] = {}
+    n = 1 << 26
+    x1 = cp.random.standard_normal(n, dtype=cp.float32)
+    rows, cols = 16384, 4096
+    x2 = cp.random.standard_normal((rows, cols), dtype=cp.float32)
+    w = cp.ones(cols, cp.float32)
+    b = cp.zeros(cols, cp.float32)
+
+    def chain(xp: Any, x: Any) -> Any:
+        return xp.maximum(x * np.float32(2) + np.float32(1), np.float32(0)) * np.float32(0.5)
+
+    def softmax(xp: Any, x: Any) -> Any:
+        e = xp.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def layernorm(xp: Any, x: Any, w: Any, b: Any) -> Any:
+        mu = x.mean(axis=-1, keepdims=True)
+        d = x - mu
+        return d / xp.sqrt((d * d).mean(axis=-1, keepdims=True) + np.float32(1e-5)) * w + b
+
+    cases = {"pointwise_chain_2^26": (chain, [x1], 8 * n),
+             "softmax_16384x4096": (softmax, [x2], 8 * rows * cols),
+             "layernorm_16384x4096": (layernorm, [x2, w, b], 8 * rows * cols)}
+    for name, (fn, args, nbytes) in cases.items():
+        res: dict[str, float] = {}
+        fa = [fj.asarray(a) for a in args]
+        t = _timeit(lambda: fn(fj, *fa).realize(), sync)
+        res["fusejit"] = nbytes / t / 1e9
+        try:
+            res["cupy"] = nbytes / _timeit(lambda: fn(cp, *args), sync) / 1e9
+        except Exception as exc:  # noqa: BLE001
+            print(f"cupy {name}: {exc}", file=sys.stderr)
+        try:
+            import torch
+            targs = [torch.as_tensor(a, device="cuda") for a in args]
+            cfn = torch.compile(lambda *a: fn(torch, *a) if name.startswith("point") else
+                                (torch.softmax(a[0], -1) if name.startswith("softmax") else
+                                 torch.nn.functional.layer_norm(a[0], (cols,), a[1], a[2])))
+            res["torch.compile"] = nbytes / _timeit(lambda: cfn(*targs), torch.cuda.synchronize) / 1e9
+        except Exception as exc:  # noqa: BLE001
+            print(f"torch {name}: {exc}", file=sys.stderr)
+        try:
+            import jax
+            import jax.numpy as jnp
+            jargs = [jnp.asarray(cp.asnumpy(a)) for a in args]
+            jfn = jax.jit(lambda *a: fn(jnp, *a))
+            res["jax.jit"] = nbytes / _timeit(lambda: jfn(*jargs).block_until_ready(),
+                                              lambda: None) / 1e9
+        except Exception as exc:  # noqa: BLE001
+            print(f"jax {name}: {exc}", file=sys.stderr)
+        results[name + " GB/s"] = res
+    small = cp.ones((64, 64), cp.float32)
+    sf = fj.asarray(small)
+    us = _timeit(lambda: (sf * 2 + 1).realize(), sync, reps=2000) * 1e6
+    results["cached realize us"] = {"fusejit": us}
+    with open(out_path, "w") as f:
+        json.dump(results, f, indent=2)
+    print(f"{'case':28s} " + " ".join(f"{k:>14s}" for k in ("fusejit", "cupy", "torch.compile", "jax.jit")))
+    for case, res in results.items():
+        print(f"{case:28s} " + " ".join(f"{res.get(k, float('nan')):14.1f}"
+                                         for k in ("fusejit", "cupy", "torch.compile", "jax.jit")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "bench_gpu.json"))

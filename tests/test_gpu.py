@@ -1,0 +1,131 @@
+"""GPU tests: the ``cuda`` backend against NumPy (marker ``gpu``; skipped without a GPU)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from fusejit.runtime import gpu_available
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")]
+
+import fusejit as fj  # noqa: E402
+from fusejit.testing import assert_matches_numpy  # noqa: E402
+
+from ._canonical import CANONICAL, DTYPES, dtype_inputs, dtype_program  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cuda():
+    with fj.using_backend("cuda"):
+        yield
+
+
+def _check(fn, arrays, device_inputs=None):
+    import cupy as cp
+    with np.errstate(all="ignore"):
+        expected = fn(np, *arrays)
+    ins = device_inputs if device_inputs is not None else arrays
+    got = fn(fj, *[fj.asarray(a) for a in ins])
+    if not isinstance(expected, tuple):
+        expected, got = (expected,), (got,)
+    fj.realize(*got)
+    cp.cuda.get_current_stream().synchronize()
+    for g, e in zip(got, expected):
+        assert_matches_numpy(g.numpy(), np.asarray(e))
+
+
+@pytest.mark.parametrize("name", sorted(CANONICAL))
+@pytest.mark.parametrize("n", [6, 256])
+def test_canonical_cuda(name, n):
+    fn, make = CANONICAL[name]
+    _check(fn, make(n))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_dtype_cuda(dtype):
+    _check(dtype_program, dtype_inputs(dtype, 64))
+
+
+def test_long_rows_looped():
+    fn, _ = CANONICAL["softmax"]
+    _check(fn, [np.random.default_rng(0).standard_normal((8, 70000)).astype(np.float32)])
+    fn, _ = CANONICAL["layernorm"]
+    x = np.random.default_rng(1).standard_normal((4, 40001)).astype(np.float32)
+    _check(fn, [x, np.ones(40001, np.float32), np.zeros(40001, np.float32)])
+
+
+def test_noncontiguous_offset_misaligned_views():
+    import cupy as cp
+    host = np.random.default_rng(0).standard_normal((65, 130)).astype(np.float32)
+    dev = cp.asarray(host)
+    views = [(host.T, dev.T), (host[1:, 3::2], dev[1:, 3::2]), (host[::-1, ::-3], dev[::-1, ::-3]),
+             (host[:, 1:], dev[:, 1:])]  # the last one starts 4 bytes past alignment
+    for h, d in views:
+        _check(lambda xp, a: (a * 2 + 1, a.sum(axis=1), a.max(axis=0)), [h], [d])
+    flat = cp.asarray(host.ravel())[1:1 + 64 * 128].reshape(64, 128)  # misaligned base
+    _check(lambda xp, a: xp.exp(a) + a, [cp.asnumpy(flat)], [flat])
+
+
+def test_int64_indexing_more_than_2_31_elements():
+    import cupy as cp
+    n = 2**31 + 16
+    x = cp.zeros(n, dtype=cp.int8)
+    x[-5:] = 7
+    y = (fj.asarray(x) + np.int8(1)).realize()
+    out = y._node.buffer if hasattr(y._node, "buffer") else None
+    arr = out if out is not None else cp.asarray(y.numpy())
+    assert int(arr[:16].sum()) == 16
+    assert int(arr[-5:].astype(cp.int64).sum()) == 40
+    assert int(arr.astype(cp.int64).sum()) == n + 7 * 5
+    del x, arr, y
+
+
+def test_torch_never_imported():
+    _check(CANONICAL["softmax"][0], CANONICAL["softmax"][1](64))
+    assert "torch" not in sys.modules
+
+
+def test_disk_cache_reused_by_second_process(tmp_path):
+    code = textwrap.dedent("""
+        import time, numpy as np, fusejit as fj
+        from fusejit.runtime import compile as c
+        calls = []
+        orig = c.triton_compile if hasattr(c, "triton_compile") else None
+        import triton
+        real = triton.compile
+        def counting(*a, **k):
+            calls.append(1)
+            return real(*a, **k)
+        triton.compile = counting
+        with fj.using_backend("cuda"):
+            x = fj.asarray(np.ones((128, 1000), np.float32))
+            (fj.exp(x - x.max(axis=1, keepdims=True))).numpy()
+        print("COMPILES", len(calls))
+    """)
+    env = dict(os.environ, FUSEJIT_CACHE_DIR=str(tmp_path))
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert "COMPILES 0" in second.stdout, (first.stdout, second.stdout)
+    assert "COMPILES 0" not in first.stdout
+
+
+def test_cached_realize_is_fast():
+    import time
+    x = np.ones((64, 64), np.float32)
+    for _ in range(3):
+        (fj.asarray(x) * 2 + 1).realize()
+    t = time.perf_counter()
+    for _ in range(200):
+        (fj.asarray(x) * 2 + 1).realize()
+    per_call = (time.perf_counter() - t) / 200
+    print(f"cached realize: {per_call * 1e6:.1f} us")
+    assert per_call < 500e-6
