@@ -27,7 +27,7 @@ def _cuda():
         yield
 
 
-def _check(fn, arrays, device_inputs=None):
+def _check(fn, arrays, device_inputs=None, tol=None):
     import cupy as cp
     with np.errstate(all="ignore"):
         expected = fn(np, *arrays)
@@ -38,14 +38,17 @@ def _check(fn, arrays, device_inputs=None):
     fj.realize(*got)
     cp.cuda.get_current_stream().synchronize()
     for g, e in zip(got, expected):
-        assert_matches_numpy(g.numpy(), np.asarray(e))
+        kw = {"rtol": tol, "atol": tol} if tol and np.asarray(e).dtype == np.float32 else {}
+        assert_matches_numpy(g.numpy(), np.asarray(e), **kw)
 
 
 @pytest.mark.parametrize("name", sorted(CANONICAL))
 @pytest.mark.parametrize("n", [6, 256])
 def test_canonical_cuda(name, n):
     fn, make = CANONICAL[name]
-    _check(fn, make(n))
+    # sums of ~1000 float32 terms: NumPy adds non-contiguous axes sequentially in float32, so
+    # its own rounding error (~1e-5 absolute) exceeds the default tolerance at n=256
+    _check(fn, make(n), tol=1e-4 if n > 64 else None)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

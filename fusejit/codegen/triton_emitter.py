@@ -634,8 +634,11 @@ class _Emitter:
         fn.memo_tile = {}
 
     # accumulators ------------------------------------------------------------------
-    def _acc_dtype(self, r: Instr) -> np.dtype:
+    def _acc_dtype(self, r: Instr, looped: bool = False) -> np.dtype:
         src = self.types[r.args[0]].dtype
+        if looped and r.op == "sum" and src.kind == "f":
+            # a loop adds sequentially per lane: accumulate in float64 to keep NumPy's accuracy
+            return np.dtype(np.float64)
         if r.op in ("any", "all") or src == BOOL:
             return np.dtype(np.int8) if r.op in ("any", "all", "max", "min") else r.dtype
         return compute_dtype(src)
@@ -655,7 +658,7 @@ class _Emitter:
         return "0"
 
     def _acc_init(self, fn: _Fn, r: Instr, bm: int, bn: int) -> tuple[str, ...]:
-        dt = self._acc_dtype(r)
+        dt = self._acc_dtype(r, looped=True)
         name = fn.fresh(f"acc_{self.var_name(r.name)}")
         fn.out.append(f"{name} = tl.full([{bm}, {bn}], {self._identity(r, dt)}, {TL[dt]})")
         if r.op in ("argmax", "argmin"):
@@ -681,7 +684,7 @@ class _Emitter:
         return fn.emit(2, xa, f"x_{self.var_name(r.name)}")
 
     def _acc_update(self, fn: _Fn, r: Instr, x: str, acc: tuple[str, ...]) -> None:
-        dt = self._acc_dtype(r)
+        dt = self._acc_dtype(r, looped=True)
         t = self._masked(fn, r, x, dt)
         a = acc[0]
         body = fn.body
@@ -712,7 +715,7 @@ class _Emitter:
 
     def _reduce_tile(self, fn: _Fn, r: Instr, x: str | None, acc: tuple[str, ...] | None) -> str:
         """The row value of reduction ``r`` from a tile (persistent) or an accumulator."""
-        dt = self._acc_dtype(r)
+        dt = self._acc_dtype(r, looped=acc is not None)
         t = self._masked(fn, r, x, dt) if acc is None else acc[0]
         op = r.op
         comment = _instr_text(r)

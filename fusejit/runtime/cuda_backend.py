@@ -43,12 +43,24 @@ class CudaBackend:
         dev = cupy.cuda.Device()
         self.cc = int(dev.compute_capability)
         self._modules: dict[Any, Any] = {}
+        self._small: dict[Any, Any] = {}
+        self._runners: dict[Any, Any] = {}
 
     def to_device(self, array: Any) -> Any:
         cp = self.cp
         if isinstance(array, cp.ndarray):
             return array
-        return cp.asarray(np.asarray(array))
+        host = np.asarray(array)
+        if host.size <= 16:
+            # small host constants (scalars of a recorded program) are uploaded once: an
+            # upload per realize would be a synchronous copy waiting for earlier kernels
+            key = (host.dtype.str, host.shape, host.tobytes())
+            dev = self._small.get(key)
+            if dev is None:
+                dev = cp.asarray(host)
+                self._small[key] = dev
+            return dev
+        return cp.asarray(host)
 
     def to_numpy(self, buffer: Any) -> np.ndarray:
         if isinstance(buffer, np.ndarray):
@@ -93,7 +105,12 @@ class CudaBackend:
         cache = kernel.__dict__.setdefault("_fusejit_cuda", {})
         runner = cache.get(key)
         if runner is None:
-            runner = self._build(kernel, key)
+            # a structurally equal Kernel object (a plan rebuilt by the fuser) reuses the runner
+            skey = (kc.kernel_key(kernel), key)
+            runner = self._runners.get(skey)
+            if runner is None:
+                runner = self._build(kernel, key)
+                self._runners[skey] = runner
             cache[key] = runner
         return runner(args)
 
