@@ -44,6 +44,10 @@ log = logging.getLogger("fusejit.fusion")
 Shape = tuple[int, ...]
 _NO_LIMIT = 1 << 60
 
+#: Tests set this to run ``region_domain`` on every accepted growth, proving that the
+#: incremental rules never accept what the domain analysis would refuse.
+CHECK_EVERY_GROWTH = False
+
 
 @dataclass
 class Boundary:
@@ -117,7 +121,7 @@ class Region:
 class Choice:
     """How a consumer outside region ``region`` gets operand ``value``."""
 
-    how: str                       # "read" (already written), "write" (materialize), "clone"
+    how: str  # "read" (already written), "write" (materialize), "clone", "stuck" (neither)
     value: str
     region: Region
     cone: list[Instr] = field(default_factory=list)
@@ -214,6 +218,8 @@ class GreedyFuser:
         for regions, sibling in attempts:
             cand, choices = self._candidate(instr, regions, sibling)
             refusal = first_refusal(cand)
+            if refusal is None and CHECK_EVERY_GROWTH and not cand.needs_probe and regions:
+                self._check_growth(cand)
             if refusal is None:
                 self._commit(instr, k, regions, cand, choices, refusals)
                 return
@@ -226,6 +232,14 @@ class GreedyFuser:
                           "+".join(f"r{r.id}" for r in regions), *refusal)
         cand, choices = self._candidate(instr, (), False)
         self._commit(instr, k, (), cand, choices, refusals)
+
+    def _check_growth(self, cand: Candidate) -> None:
+        try:
+            region_domain(cand.probe())
+        except RegionError as exc:
+            raise FusejitError(f"internal error in the fusion pass: the rules accepted "
+                               f"%{cand.instr.name} into {'+'.join(cand.regions)} but the domain "
+                               f"analysis refuses it: {exc.reason}") from None
 
     def _siblings(self, instr: Instr) -> list[Region]:
         """Live regions that read an operand of ``instr`` (latest first, a few at most)."""
@@ -281,23 +295,29 @@ class GreedyFuser:
                 or shape == tuple(1 if i in axes else x for i, x in enumerate(d))
         return all(s == shape for s in region.yields.values())
 
-    def _choose(self, region: Region, value: str) -> Choice:
-        """Recompute (cheap and free), read (already written) or write ``value`` of ``region``."""
+    def _choose(self, region: Region, value: str, avoid: set[str]) -> Choice:
+        """Recompute (cheap and free), read (already written) or write ``value`` of ``region``.
+
+        A cone that reads a value of ``avoid`` (computed from a reduction in the
+        consumer's region) is not cloned: the clone would stop being free there.
+        """
         if value in region.yields:
             return Choice("read", value, region)
         cone = self._cone(region, value, cost.MAX_RECOMPUTE_COST, cost.MAX_RECOMPUTE_LOADS)
-        if cone is not None:
+        if cone is not None and avoid.isdisjoint(cone[1]):
             return Choice("clone", value, region, cone[0], cone[1], cone[2],
                           f"free of reductions and cheap (cost {cone[2]} <= "
                           f"{cost.MAX_RECOMPUTE_COST}, {len(cone[1])} loads)")
         if self._fits(region, value):
             return Choice("write", value, region)
         cone = self._cone(region, value, _NO_LIMIT, _NO_LIMIT)
-        if cone is not None:
+        if cone is not None and avoid.isdisjoint(cone[1]):
             return Choice("clone", value, region, cone[0], cone[1], cone[2],
                           f"its shape {list(self.shapes[value])} is not one its kernel can "
                           f"write, and it is free of reductions")
-        return Choice("write", value, region)
+        return Choice("stuck", value, region, reason=(
+            f"%{value} can neither be written by its kernel (shape {list(self.shapes[value])}) "
+            f"nor recomputed here"))
 
     # -- candidates ------------------------------------------------------------------
     def _candidate(self, instr: Instr, regions: tuple[Region, ...], sibling: bool
@@ -312,6 +332,10 @@ class GreedyFuser:
                 instrs.update(r.instrs)
         else:
             instrs = regions[0].instrs if regions else {}
+        if merged:
+            avoid = set().union(*(r.row for r in regions))
+        else:
+            avoid = regions[0].row if regions else set()
         choices: list[Choice] = []
         clones: dict[str, Instr] = {}
         new_params: dict[str, None] = {}
@@ -327,7 +351,7 @@ class GreedyFuser:
                 continue
             if r in members:
                 continue
-            choice = self._choose(r, a)
+            choice = self._choose(r, a, avoid)
             choices.append(choice)
             if choice.how == "clone":
                 for ins in choice.cone:
@@ -390,6 +414,7 @@ class GreedyFuser:
             reductions=reductions, row_instrs=row_instrs, row=row, shapes=self.shapes,
             yields=yields, anchor=regions[0].anchor if regions else None, cycle=cycle,
             probe=probe, needs_probe=bool(regions) and (merged or is_reduction or bool(row_instrs)),
+            stuck=next((c.reason for c in choices if c.how == "stuck"), None),
             extra={"is_reduction": is_reduction, "clones": clones, "params": params,
                    "added": added})
         return cand, choices
@@ -475,7 +500,7 @@ class GreedyFuser:
                     log.debug("%%%s recomputed in r%d for %%%s: %s", choice.value, target.id,
                               instr.name, choice.reason)
                 continue
-            if choice.how == "write":
+            if choice.how in ("write", "stuck"):
                 r.yields[choice.value] = self.shapes[choice.value]
             rule, reason = refusals.get(r, ("", ""))
             if not rule:

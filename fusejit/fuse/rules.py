@@ -62,6 +62,8 @@ class Candidate:
     #: builds the grown region as a Kernel for ``region_domain``
     probe: Callable[[], Kernel]
     needs_probe: bool
+    #: why an operand from another region could be neither written there nor recomputed here
+    stuck: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -94,6 +96,18 @@ def rule_user_kernels_fixed(c: Candidate) -> str | None:
     if c.frozen:
         return "it is a kernel block written in the program text, used as written"
     return None
+
+
+def rule_operands_available(c: Candidate) -> str | None:
+    """Every operand computed in another region reaches this one: recomputed here, or written there.
+
+    Fuses: consumers of values from other kernels. Refuses: a growth where an
+    operand's kernel cannot write it (its shape does not fit that kernel's
+    domain) and recomputing it here would read a value computed from this
+    region's reduction (the copy would no longer be free). Why: the operand
+    would have no way in.
+    """
+    return c.stuck
 
 
 def rule_region_size(c: Candidate) -> str | None:
@@ -288,6 +302,7 @@ def rule_domain_analysis(c: Candidate) -> str | None:
 #: The rules in the order the pass asks them (cheap first, the domain analysis last).
 RULES: tuple[Callable[[Candidate], str | None], ...] = (
     rule_user_kernels_fixed,
+    rule_operands_available,
     rule_region_size,
     rule_region_inputs,
     rule_one_reduction_domain,
