@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -214,6 +215,12 @@ def _kind(x: Tensor | Scalar) -> Any:
 
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     """NumPy's broadcast of several shapes, or ShapeError naming them."""
+    nonscalar = [s for s in shapes if s]
+    if not nonscalar:
+        return ()
+    first = nonscalar[0]
+    if all(s == first for s in nonscalar):  # the common case, on every recorded op
+        return first
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(ndim):
@@ -256,12 +263,21 @@ def normalize_axes(axis: int | Iterable[int] | None, ndim: int) -> tuple[int, ..
 
 # -- node builders ---------------------------------------------------------------
 
-def const_node(value: Scalar, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
-    """A constant filled with ``value`` rounded to ``dtype`` (no host buffer)."""
+@lru_cache(maxsize=4096)
+def _rounded(kind: type, bits: object, dtype: np.dtype) -> Scalar:
+    # keyed by the float's hex form so that 0.0 and -0.0 (equal as keys) stay apart
+    value = float.fromhex(bits) if kind is float else bits  # type: ignore[arg-type]
     with np.errstate(all="ignore"):
         stored = np.asarray(value).astype(dtype).item()
-    if isinstance(stored, float):
-        stored = float(stored)
+    return float(stored) if isinstance(stored, float) else stored
+
+
+def const_node(value: Scalar, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
+    """A constant filled with ``value`` rounded to ``dtype`` (no host buffer)."""
+    if isinstance(value, float):
+        stored = _rounded(float, float(value).hex(), dtype)
+    else:
+        stored = _rounded(type(value), value, dtype)
     return make("const", (), {"value": stored}, dtype, shape)
 
 

@@ -26,7 +26,8 @@ from ..dtypes import ir_name
 from .program import Instr, Param, Program, TensorType
 
 _INPUT_SERIAL = itertools.count()
-_NODES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+#: structural key -> weak reference to the one live node with that structure
+_NODES: dict[tuple, weakref.KeyedRef] = {}
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -62,19 +63,28 @@ class Node:
         return TensorType(self.dtype, self.shape)
 
 
+def _forget(ref: weakref.KeyedRef) -> None:
+    # a node died: drop its table entry unless a newer node took the key meanwhile
+    if _NODES.get(ref.key) is ref:
+        del _NODES[ref.key]
+
+
 def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype,
          shape: tuple[int, ...]) -> Node:
     """The unique node with this structure (created on first request)."""
-    key = (op, tuple(id(s) for s in srcs), tuple((k, _freeze(v)) for k, v in attrs.items()),
-           dtype.str, shape)
-    node = _NODES.get(key)
-    if node is not None and node.srcs == srcs:
-        return node
+    frozen = tuple([(k, _freeze(v)) for k, v in attrs.items()]) if attrs else ()
+    key = (op, tuple(map(id, srcs)), frozen, dtype.str, shape)
+    ref = _NODES.get(key)
+    if ref is not None:
+        node = ref()
+        # sources are held by the node, so their ids cannot have been reused while it lives
+        if node is not None:
+            return node
     node = Node()
     node.op, node.srcs, node.attrs, node.dtype, node.shape = op, srcs, attrs, dtype, shape
     node.key, node._hash = key, hash(key)
     node.buffer, node.name = None, None
-    _NODES[key] = node
+    _NODES[key] = weakref.KeyedRef(node, _forget, key)
     return node
 
 
@@ -118,18 +128,34 @@ def linearize(outputs: list[Node], name: str = "main") -> tuple[tuple, list[Any]
     hits the plan cache, no Program is built. Buffers appear in the key only as
     their position, dtype and shape.
     """
-    order = topological_order(outputs)
+    order: list[Node] = []
     index: dict[int, int] = {}
     buffers: list[Any] = []
     key: list[Any] = [name]
-    for position, node in enumerate(order):
-        index[id(node)] = position
-        if node.op == "input":
-            buffers.append(node.buffer)
-            key.append((node.name, node.dtype.str, node.shape))
-        else:
-            key.append((node.key[0], tuple(index[id(s)] for s in node.srcs), node.key[2],
-                        node.key[3], node.shape))
+    # iterative post-order (as topological_order), numbering and keying nodes as they finish
+    for root in outputs:
+        if id(root) in index:
+            continue
+        stack: list[tuple[Node, int]] = [(root, 0)]
+        while stack:
+            node, i = stack[-1]
+            srcs = node.srcs
+            if i < len(srcs):
+                stack[-1] = (node, i + 1)
+                if id(srcs[i]) not in index:
+                    stack.append((srcs[i], 0))
+                continue
+            stack.pop()
+            if id(node) in index:
+                continue
+            index[id(node)] = len(order)
+            order.append(node)
+            if node.op == "input":
+                buffers.append(node.buffer)
+                key.append((node.name, node.dtype.str, node.shape))
+            else:
+                key.append((node.key[0], tuple([index[id(s)] for s in srcs]), node.key[2],
+                            node.key[3], node.shape))
     key.append(tuple(index[id(n)] for n in outputs))
     return tuple(key), buffers, order
 
