@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import FusejitError
@@ -137,6 +137,10 @@ class FusedRegion:
     kernel: Kernel
     domain: Domain
     region: Region
+
+
+def _copy(i: Instr) -> Instr:
+    return Instr(i.name, i.op, i.args, dict(i.attrs), i.type, i.line, i.column)
 
 
 class GreedyFuser:
@@ -396,8 +400,11 @@ class GreedyFuser:
                 yields[instr.name] = instr.shape
         else:
             yields = regions[0].yields if regions else {}
-        ext = [self._region_of(p) for p in (params if merged else added)]
-        ext_regions = {r for r in ext if r is not None and r not in members}
+        ext_regions: dict[Region, str] = {}
+        for p in (params if merged else added):
+            r = self._region_of(p)
+            if r is not None and r not in members:
+                ext_regions.setdefault(r, p)
 
         def cycle() -> str | None:
             return self._cycle(regions, ext_regions)
@@ -435,8 +442,11 @@ class GreedyFuser:
                 row_instrs.append(ins)
         return row, row_instrs
 
-    def _cycle(self, regions: tuple[Region, ...], ext: set[Region]) -> str | None:
-        """A sentence when some region read by the grown region depends on one of ``regions``."""
+    def _cycle(self, regions: tuple[Region, ...], ext: dict[Region, str]) -> str | None:
+        """A sentence when some region read by the grown region depends on one of ``regions``.
+
+        ``ext`` maps each region the grown region would read to a value read from it.
+        """
         if not regions or not ext:
             return None
         members = set(regions)
@@ -450,8 +460,8 @@ class GreedyFuser:
                     continue
                 seen.add(r)
                 if r in members:
-                    return (f"kernel r{start.id} reads a value of this kernel and is read by it, "
-                            f"so the two would depend on each other")
+                    return (f"the kernel would read %{ext[start]} from another kernel that "
+                            f"itself needs a value of this one (a cycle)")
                 # a region with nothing after the members' first instruction cannot depend on them
                 if r.max_index < low:
                     continue
@@ -562,11 +572,15 @@ class GreedyFuser:
         instrs = {**a.instrs, **b.instrs}
         own = a.own | b.own
         params = {p: None for r in regions for p in r.params if p not in own}
-        ext = {self._region_of(p) for p in params} - {None, a, b}
+        ext: dict[Region, str] = {}
+        for p in params:
+            r = self._region_of(p)
+            if r is not None and r is not a and r is not b:
+                ext.setdefault(r, p)
         yields = {**a.yields, **b.yields}
 
         def cycle() -> str | None:
-            return self._cycle(regions, ext)  # type: ignore[arg-type]
+            return self._cycle(regions, ext)
 
         def probe() -> Kernel:
             return self._kernel("probe", instrs, yields)
@@ -579,8 +593,13 @@ class GreedyFuser:
             needs_probe=True, extra={"params": params})
 
     # -- finishing: writes, order, Kernel blocks -----------------------------------------
-    def _kernel(self, name: str, body_map: dict[str, Instr], yields: Any) -> Kernel:
-        """A Kernel block from a region's instructions (body in program order)."""
+    def _kernel(self, name: str, body_map: dict[str, Instr], yields: Any, copy: bool = False
+                ) -> Kernel:
+        """A Kernel block from a region's instructions (body in program order).
+
+        Probes share the program's Instr objects; emitted kernels (``copy``)
+        get their own, so that no two kernels (or the input program) alias one.
+        """
         body = sorted(body_map.values(), key=lambda i: self.index[i.name])
         defined: set[str] = set()
         params: dict[str, None] = {}
@@ -593,7 +612,7 @@ class GreedyFuser:
         ordered = sorted(params, key=self.index.__getitem__)
         return Kernel(name, ys, tuple(ordered),
                       tuple(Param(p, self.types[p]) for p in ordered),
-                      [replace(i) for i in body], ys, tuple(self.types[y] for y in ys),
+                      [_copy(i) for i in body] if copy else body, ys, tuple(self.types[y] for y in ys),
                       {"kind": ""})
 
     def _finish(self) -> list[FusedRegion]:
@@ -617,7 +636,7 @@ class GreedyFuser:
             yields = [y for y in r.own if y in needed]
             if not yields:
                 continue  # every use was recomputed elsewhere
-            kernel = self._kernel(r.kernel_name, r.instrs, yields)
+            kernel = self._kernel(r.kernel_name, r.instrs, yields, copy=True)
             try:
                 domain = region_domain(kernel)
             except RegionError as exc:
