@@ -4,6 +4,7 @@
     fusejit fmt FILE [--in-place]           canonical reprint
     fusejit run FILE --input x=x.npy ... --output out.npz
     fusejit demo                            the tour (fusejit.demo)
+    fusejit plan FILE [--explain]           the fused IR (and why each boundary exists)
 
 Subcommands live in one table, ``COMMANDS``: name -> ``Command(help,
 add_arguments, handler)``. Adding one is a function taking the parsed
@@ -151,10 +152,29 @@ def _demo(args: argparse.Namespace) -> int:
     return result if isinstance(result, int) else 0
 
 
+# -- plan -------------------------------------------------------------------------
+
+def _plan_arguments(p: argparse.ArgumentParser) -> None:
+    _file_argument(p)
+    p.add_argument("--explain", action="store_true",
+                   help="also print what each kernel fused and why each boundary exists")
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from .fuse import plan_for
+    from .ir.textio import load
+    plan = plan_for(load(args.file))
+    print(plan, end="")
+    if args.explain:  # as comments, so the output is still IR text that parses
+        print("".join(f"# {line}\n" for line in plan.explain().splitlines()), end="")
+    return 0
+
+
 register("check", "parse and verify an IR file; prints ok", _file_argument, _check)
 register("fmt", "print an IR file in canonical form", _fmt_arguments, _fmt)
 register("run", "run an IR file on .npy inputs", _run_arguments, _run)
 register("demo", "a short tour of fusejit", _no_arguments, _demo)
+register("plan", "print the fused IR of a file (--explain: why)", _plan_arguments, _plan)
 register("triton", "print the generated Triton kernels of an IR file",
          lambda p: __import__("fusejit.codegen.show", fromlist=["x"]).add_arguments(p),
          lambda a: __import__("fusejit.codegen.show", fromlist=["x"]).run(a))

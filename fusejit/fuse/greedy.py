@@ -164,7 +164,10 @@ class GreedyFuser:
     # -- the walk ----------------------------------------------------------------------
     def run(self) -> list[FusedRegion]:
         """Fuse the whole program; returns the finished regions in launch order."""
+        live = self._live()
         for k, stmt in enumerate(self.program.body):
+            if isinstance(stmt, Instr) and stmt.name not in live:
+                continue  # dead code (possible in text programs): not computed at all
             if isinstance(stmt, Kernel):
                 self._add_frozen(stmt, k)
             else:
@@ -172,6 +175,16 @@ class GreedyFuser:
                 self._add(stmt, k)
         self._horizontal()
         return self._finish()
+
+    def _live(self) -> set[str]:
+        """Names the outputs depend on (kernel blocks are kept whole, so their args are live)."""
+        live = set(self.program.outputs)
+        for stmt in reversed(self.program.body):
+            if isinstance(stmt, Kernel):
+                live.update(stmt.args)
+            elif stmt.name in live:
+                live.update(stmt.args)
+        return live
 
     def _new_region(self, index: int) -> Region:
         region = Region(len(self.regions), index)
