@@ -352,9 +352,16 @@ def test_illegal_region_is_an_ir_verify_error_with_position_and_reason():
     with pytest.raises(fj.IRVerifyError) as info:
         fj.parse(ILLEGAL).run(np.zeros((4, 8), np.float32))
     err = info.value
-    assert err.line == 7 and err.column is not None
+    assert err.line == 3 and err.column == 3  # the kernel block's line
     assert "permute moves a value computed from a reduction" in str(err)
     assert "@bad" in str(err)
+
+
+def test_plan_for_rejects_illegal_kernel_built_in_code():
+    from fusejit.ir.parser import parse_unverified
+    program = parse_unverified(ILLEGAL)[0]   # skips the verifier: plan_for must catch it
+    with pytest.raises(fj.IRVerifyError, match=r"@bad cannot be one kernel: %2 = permute moves"):
+        fuse.plan_for(program)
 
 
 def test_region_check_hook():

@@ -34,6 +34,7 @@ from typing import Any
 from ..errors import IRVerifyError
 from ..ir.domain import SPLIT_REDUCTION, RegionError, region_domain
 from ..ir.program import Instr, Kernel, Program
+from ..ir.verify import register_region_check
 from . import cost
 from .greedy import GreedyFuser
 from .plan import Launch, Plan, kernel_base_name, launches_of, unique_name
@@ -129,14 +130,18 @@ def region_check(kernel: Kernel) -> str | None:
     return found[0] if found is not None else None
 
 
+# every verified program (``fj.parse``, ``fj.load``) checks its kernel blocks with this pass's rule
+register_region_check(region_check)
+
+
 def _check_user_kernels(program: Program) -> None:
     for k in program.kernels:
         found = _region_error(k)
         if found is not None:
             reason, instr = found
-            where = instr if instr is not None and instr.line is not None else k
-            raise IRVerifyError(f"kernel @{k.name} cannot be one kernel: {reason}",
-                                line=where.line, column=where.column)
+            at = f" (at line {instr.line})" if instr is not None and instr.line else ""
+            raise IRVerifyError(f"kernel @{k.name} cannot be one kernel: {reason}{at}",
+                                line=k.line, column=k.column)
 
 
 # -- building a plan ------------------------------------------------------------------
