@@ -100,3 +100,32 @@ def test_launch_count_never_exceeds_unfused(recipe):
     non_leaf = [i for i in program.body if i.op not in ("const", "iota")]
     blocks = len(plan.program.kernels)
     assert blocks <= max(len(non_leaf), len(program.outputs), 1)
+
+
+def _random_model(seed: int) -> list[fj.Tensor]:
+    """A larger random program than Hypothesis draws: composites, views, both reduction axes."""
+    import random
+    rnd, rng = random.Random(seed), np.random.default_rng(seed)
+    vals = [fj.asarray(rng.standard_normal((4, 6)).astype(np.float32)) for _ in range(3)]
+    steps = [
+        lambda a, b: a + b, lambda a, b: fj.exp(a * 0.1),
+        lambda a, b: a - a.max(rnd.choice([0, 1]), keepdims=True),
+        lambda a, b: fj.softmax(a, axis=rnd.choice([0, -1])), lambda a, b: a.T.T * b,
+        lambda a, b: a + a.sum(1, keepdims=True), lambda a, b: a * a.mean(),
+        lambda a, b: fj.layer_norm(a), lambda a, b: a[::-1] + b[:, ::-1],
+        lambda a, b: (a.reshape(6, 4) * 2).reshape(4, 6),
+        lambda a, b: fj.where(a > b, a, b.sum(0)), lambda a, b: a * fj.sqrt(fj.abs(b)).max(0),
+    ]
+    for _ in range(rnd.randint(5, 60)):
+        vals.append(rnd.choice(steps)(rnd.choice(vals), rnd.choice(vals)))
+    return rnd.sample(vals[3:], min(3, len(vals) - 3))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_larger_random_models_fuse_exactly(seed):
+    outs = _random_model(seed)
+    program, buffers, _ = lower([o._node for o in outs])
+    plan = fuse.build_plan(program)
+    for a, b in zip(BACKEND.execute(plan.program, buffers, plan), BACKEND.execute(program, buffers)):
+        _same(a, b)
+    assert str(fj.parse(str(plan))) == str(plan)
