@@ -35,6 +35,7 @@ from numpy import (float16, float32, float64, int8, int16, int32, int64,  # noqa
 __all__ = [
     "FusejitError", "ShapeError", "AxisError", "DTypeError", "BackendError", "InputError",
     "IRError", "IRSyntaxError", "IRVerifyError", "IndexingError", "Tensor", "Program", "Kernel",
-    "asarray", "realize", "plan", "Plan", "dump", "parse", "load", "get_backend", "set_backend", "using_backend",
+    "asarray", "realize", "plan", "Plan", "dump", "parse", "load",
+    "get_backend", "set_backend", "using_backend",
     *[n for n in _frontend_names if not n.startswith("_") and callable(_frontend_names[n])],
 ]

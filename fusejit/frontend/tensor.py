@@ -365,6 +365,8 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
     """Record NumPy's ``ufunc(a, b)`` with NumPy's promotion and broadcasting."""
     a, b = _operand(a), _operand(b)
     in_a, in_b, out = resolve_ufunc(ufunc, (_kind(a), _kind(b)))
+    if ufunc in _LOGICAL:  # NumPy's loops test truth values: the IR's logical ops take bools
+        in_a = in_b = BOOL
     shape = broadcast_shapes(a.shape if isinstance(a, Tensor) else (),
                              b.shape if isinstance(b, Tensor) else ())
     op = _BINARY_OPS[ufunc]
@@ -386,6 +388,8 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
         return Tensor(make(op, (na, nb), {}, out, shape))
     raise DTypeError(f"{ufunc}: unsupported operand dtypes {in_a} and {in_b}")  # pragma: no cover
 
+
+_LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor"})
 
 #: comparison -> the comparison with its operands swapped
 _FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
@@ -415,6 +419,8 @@ def unary(ufunc: str, x: ArrayLike) -> Tensor:
         xt = asarray(np.asarray(xt))
     typed_as = _TYPED_LIKE.get(ufunc, ufunc)
     in_dt, out = resolve_ufunc(typed_as, (xt.dtype,))
+    if ufunc == "logical_not":
+        in_dt = BOOL
     node = cast_node(xt._node, in_dt)
     if ufunc == "positive":
         return Tensor(node)
