@@ -93,3 +93,32 @@ def dtype_program(xp: Any, a: Any, b: Any) -> Any:
     """add (with broadcast), cast to float32 and to int16, and a comparison."""
     s = a + b
     return s, s.astype(np.float32), s.astype(np.int16), a > b
+
+
+def _vec(n: int, dtype: Any = F32, seed: int = 0) -> np.ndarray:
+    return _rng(seed).standard_normal(n).astype(dtype)
+
+
+def _full_reductions(xp: Any, x: Any) -> Any:
+    return x.sum(), x.max(), x.min(), (x > 0).any(), (x > -9).all()
+
+
+#: Programs the fuser runs as split reductions (small output, long reduction): the same
+#: ``name -> (function, builder(n))`` form, ``n`` being the number of reduced elements
+#: (at least ``2**16`` for the fuser to split; ``2**26`` on a GPU).
+SPLIT: dict[str, tuple[Callable[..., Any], Callable[[int], list[np.ndarray]]]] = {
+    "full_f32": (_full_reductions, lambda n: [_vec(n)]),
+    "full_nan": (_full_reductions,
+                 lambda n: [np.where(_rng(5).random(n) < 1e-5, np.nan, _vec(n)).astype(F32)]),
+    "full_int32": (lambda xp, x: (x.sum(), x.prod(), x.max(), x.min(), x.mean()),
+                   lambda n: [_rng(2).integers(-1000, 1000, n).astype(np.int32)]),
+    "full_float16": (lambda xp, x: (x.sum(), x.max(), x.min(), x.mean()),
+                     lambda n: [_vec(n, np.float16)]),
+    "prod_near_one": (lambda xp, x: x.prod(),
+                      lambda n: [(1 + _vec(n) * np.float32(1e-3)).astype(F32)]),
+    "column_sums": (lambda xp, x: (x.sum(0), x.max(0)), lambda n: [_mat(max(n // 64, 1 << 16), 64)]),
+    "mean": (lambda xp, x: x.mean(), lambda n: [_vec(n)]),
+    # var reduces a value computed from the mean: a chain of reductions, not split (yet)
+    "var": (lambda xp, x: x.var(), lambda n: [_vec(n)]),
+    "norm_plus_one": (lambda xp, x: xp.sqrt((x * x).sum()) + F32(1), lambda n: [_vec(n)]),
+}

@@ -11,7 +11,7 @@ import fusejit as fj  # noqa: E402
 from fusejit.codegen import emit_kernel  # noqa: E402
 from fusejit.runtime.compile import compile_all  # noqa: E402
 
-from ._canonical import CANONICAL, DTYPES, dtype_inputs, dtype_program  # noqa: E402
+from ._canonical import CANONICAL, DTYPES, SPLIT, dtype_inputs, dtype_program  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -65,6 +65,16 @@ def test_looped_and_large_rows_compile():
     fn, _ = CANONICAL["layernorm"]
     _compile(fn, [np.zeros((2, 20000), np.float32), np.zeros(20000, np.float32),
                   np.zeros(20000, np.float32)])
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT))
+def test_split_reductions_compile(name):
+    """Both launches (partials and final) of every split reduction compile for sm_90."""
+    fn, make = SPLIT[name]
+    kernels = _kernels(fn, make(1 << 20))
+    if name != "var":
+        assert any(len(emit_kernel(k, None, "cuda").launches) == 2 for k in kernels)
+    _compile(fn, make(1 << 20))
 
 
 def test_int64_indexing_compiles():

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.gpu,
 import fusejit as fj  # noqa: E402
 from fusejit.testing import assert_matches_numpy  # noqa: E402
 
-from ._canonical import CANONICAL, DTYPES, dtype_inputs, dtype_program  # noqa: E402
+from ._canonical import CANONICAL, DTYPES, SPLIT, dtype_inputs, dtype_program  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -88,6 +88,40 @@ def test_int64_indexing_more_than_2_31_elements():
     assert int(arr[-5:].astype(cp.int64).sum()) == 40
     assert int(arr.astype(cp.int64).sum()) == n + 7 * 5
     del x, arr, y
+
+
+#: (compare with NumPy in float64, rtol, atol) per split case at 2**26 elements: NumPy
+#: sums columns and multiplies sequentially in float32, less accurately than the split
+#: kernels; a float32 product rounds 2**26 - 1 times in any order (~sqrt(n) * eps).
+_SPLIT_TOL = {"column_sums": (True, 1e-5, 1e-2), "prod_near_one": (True, 2e-3, 0.0),
+              "full_float16": (False, 1e-2, 1e-2), "full_f32": (False, 1e-5, 1e-2),
+              "full_nan": (False, 1e-5, 1e-2), "norm_plus_one": (False, 1e-5, 1e-5),
+              "var": (False, 1e-4, 1e-5)}
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT))
+def test_split_reductions_2_26(name):
+    """Split reductions (partials + final launch) over 2**26 elements against NumPy."""
+    import cupy as cp
+    fn, make = SPLIT[name]
+    arrays = make(1 << 26)
+    ref64, rtol, atol = _SPLIT_TOL.get(name, (False, None, None))
+    with np.errstate(all="ignore"):
+        ref = [a.astype(np.float64) if ref64 and a.dtype == np.float32 else a for a in arrays]
+        expected = fn(np, *ref)
+    got = fn(fj, *[fj.asarray(cp.asarray(a)) for a in arrays])
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    got = got if isinstance(got, tuple) else (got,)
+    stages = [launch.stage for launch in fj.plan(*got).kernels]
+    assert ("partial" in stages) == (name != "var"), stages
+    fj.realize(*got)
+    cp.cuda.get_current_stream().synchronize()
+    for g, e in zip(got, expected):
+        e = np.asarray(e)
+        if ref64:
+            e = e.astype(g.dtype)
+        kw = {"rtol": rtol, "atol": atol} if rtol is not None and e.dtype.kind == "f" else {}
+        assert_matches_numpy(g.numpy(), e, **kw)
 
 
 def test_torch_never_imported():
