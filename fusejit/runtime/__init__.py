@@ -123,13 +123,27 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
         if plan is None:  # first time this structure is seen: build, fuse, remember
             plan = plan_for(build_program(order, nodes), key)
             _plans[key] = plan
-        outs = current().execute(plan.program, buffers, plan)
+        backend = current()
+        if backend.device_memory and any(type(b) is np.ndarray for b in buffers):
+            buffers = _move_inputs_to_device(backend, order)
+        outs = backend.execute(plan.program, buffers, plan)
         by_node = {id(n): out for n, out in zip(nodes, outs)}
         for t in tensors:
             if id(t._node) in by_node:
                 node = t._node
                 t._node = make_input(by_node[id(node)], node.dtype, node.shape, None)
     return tensors
+
+
+def _move_inputs_to_device(backend: Any, order: list[Any]) -> list[Any]:
+    """Copy host inputs to the device once: the leaf keeps the device copy for later realizes."""
+    buffers = []
+    for node in order:
+        if node.op == "input":
+            if type(node.buffer) is np.ndarray:
+                node.buffer = backend.to_device(node.buffer)
+            buffers.append(node.buffer)
+    return buffers
 
 
 def check_inputs(program: Program, arrays: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:

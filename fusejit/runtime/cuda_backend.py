@@ -35,6 +35,8 @@ class CudaBackend:
     """Runs every Kernel block of a fused Program as compiled Triton on the current CuPy device."""
 
     name = "cuda"
+    #: whether buffers live in device memory (host inputs are then copied there once)
+    device_memory = True
     needs_kernels = True
 
     def __init__(self) -> None:

@@ -64,6 +64,8 @@ class InterpretBackend:
     """Runs every Kernel block of a fused Program through Triton's interpreter."""
 
     name = "interpret"
+    #: whether buffers live in device memory (host inputs are then copied there once)
+    device_memory = False
     needs_kernels = True
 
     def __init__(self) -> None:

@@ -91,6 +91,8 @@ class NumpyBackend:
     """Reference backend on host NumPy arrays."""
 
     name = "numpy"
+    #: whether buffers live in device memory (host inputs are then copied there once)
+    device_memory = False
     needs_kernels = False
 
     def to_device(self, array: Any) -> np.ndarray:
