@@ -77,6 +77,17 @@ def test_split_reductions_compile(name):
     _compile(fn, make(1 << 20))
 
 
+def test_tiled_transposes_compile():
+    """2-D tiled pointwise kernels (transposed reads) compile for sm_90, masked or not."""
+    x, y = np.zeros((8192, 8192), np.float32), np.zeros((8192, 8192), np.float32)
+    _compile(lambda xp, a, b: a.T + b, [x, y])
+    _compile(lambda xp, a, b: a.T + b, [np.zeros((100, 37), np.float16),
+                                        np.zeros((37, 100), np.float16)])
+    _compile(lambda xp, a: xp.exp(a.transpose(0, 2, 1)) > 1, [np.zeros((3, 40, 72), np.float32)])
+    src = emit_kernel(_kernels(lambda xp, a, b: a.T + b, [x, y])[0], None, "cuda").source
+    assert "i_m" in src and "i_n" in src
+
+
 def test_int64_indexing_compiles():
     """More than 2**31 elements switch the index math to 64 bits (only the source is built)."""
     from fusejit.ir.program import Instr, Kernel, Param, TensorType

@@ -7,7 +7,12 @@ One formulation covers every kind. A program instance owns a block of
 input once), else in a loop per reduction *stage* (a stage is the set of
 reductions that depend only on earlier stages; each stage re-reads the row),
 plus a final loop that stores the domain-shaped outputs. A pointwise region
-is the degenerate case: a 1-D block over the flattened output.
+is the degenerate case: a 1-D block over the flattened output, or 2-D
+``[TILE, TILE]`` tiles when an input is read transposed (contiguous along an
+output axis other than the last), so that both the read and the write
+coalesce. A ``kind=split_reduction`` region is two functions,
+``<name>_partials`` (prologue and one chunk of the reduced extent per
+program, into scratch) and ``<name>_final`` (combine the partials, epilogue).
 
 Values are evaluated *at coordinates*: a parameter is loaded at
 ``sum(coord_i * stride_i)``; a view maps the coordinates backward (permute
@@ -38,6 +43,8 @@ INT32_MAX = 2**31 - 1
 #: Block-size table by target and kind (see ``_blocks``).
 PERSISTENT_LIMIT = {"cuda": 16384, "interpret": 1 << 16}
 POINTWISE_BLOCK = {"cuda": 1024, "interpret": 1 << 14}
+#: Tile edge of a 2-D pointwise kernel (an input read transposed): 64x64 on a GPU.
+TILE_2D = {"cuda": 64, "interpret": 128}
 
 #: Split reductions (``kind=split_reduction``): reductions whose partial results combine again.
 SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all"})
@@ -474,7 +481,131 @@ class _Emitter:
     def _pid(self, axis: int = 0) -> str:
         return f"tl.program_id({axis}).to(tl.int64)" if self.idx64 else f"tl.program_id({axis})"
 
+    # -- 2-D tiles for transposed reads ---------------------------------------------------
+    def _points(self, name: str, at: tuple[int, ...], memo: dict[Any, Any]) -> list[tuple[int, int]]:
+        """(param, element offset) of every load that computing ``name`` at ``at`` makes."""
+        key = (name, at)
+        if key in memo:
+            return memo[key]
+        if name in self.param_index:
+            i = self.param_index[name]
+            res = [(i, sum(c * s for c, s in zip(at, self.strides[i])))]
+        else:
+            instr = self.defs[name]
+            op = instr.op
+            src = instr.args[0] if instr.args else None
+            sshape = self.types[src].shape if src is not None else ()
+            if op == "permute":
+                src_at = [0] * len(at)
+                for i, p in enumerate(instr.attrs["perm"]):
+                    src_at[p] = at[i]
+                res = self._points(src, tuple(src_at), memo)
+            elif op == "expand":
+                lead = len(at) - len(sshape)
+                res = self._points(src, tuple(0 if n == 1 else c
+                                              for c, n in zip(at[lead:], sshape)), memo)
+            elif op == "slice":
+                res = self._points(src, tuple(a + st * c for c, a, st in zip(
+                    at, instr.attrs["start"], instr.attrs["step"])), memo)
+            elif op == "reshape":
+                flat = sum(c * s for c, s in zip(at, _contiguous(instr.shape)))
+                res = self._points(src, tuple(int(v) for v in np.unravel_index(flat, sshape))
+                                   if sshape else (), memo)
+            else:  # elementwise ops and casts read their operands at the same coordinates
+                res = [p for a in instr.args for p in self._points(a, at, memo)]
+        memo[key] = res
+        return res
+
+    def _transposed_axis(self) -> int | None:
+        """An output axis along which some input is contiguous while it is not along the last.
+
+        Such a region gets 2-D tiles over (that axis, the last axis): Triton's
+        layout conversion then coalesces both the transposed read and the write.
+        """
+        shape = self.domain.shape
+        if len(shape) < 2 or shape[-1] < 8 or math.prod(shape) < 1024:
+            return None
+        origin = tuple(0 for _ in shape)
+        memo: dict[Any, Any] = {}
+
+        def loads(at: tuple[int, ...]) -> list[tuple[int, int]]:
+            return [p for y in self.kernel.yields for p in self._points(y, at, memo)]
+
+        base = loads(origin)
+        last = loads(origin[:-1] + (1,))
+        for axis in range(len(shape) - 1):
+            if shape[axis] < 8:
+                continue
+            step = loads(tuple(1 if i == axis else 0 for i in range(len(shape))))
+            for (_, o0), (_, o1), (_, o2) in zip(base, last, step):
+                if abs(o1 - o0) > 1 and o2 - o0 == 1:
+                    return axis
+        return None
+
+    def pointwise_2d(self, axis: int) -> tuple[list[_Fn], list[Launch]]:
+        """A pointwise region in ``[TILE, TILE]`` tiles over output axes ``axis`` and the last.
+
+        Other axes are enumerated by the program id (outermost), so one program
+        writes one tile; loads and stores use each buffer's own strides.
+        """
+        self.scratch = []
+        d = self.domain
+        shape = d.shape
+        last = len(shape) - 1
+        tm = min(TILE_2D[self.target], _next_pow2(shape[axis]))
+        tn = min(TILE_2D[self.target], _next_pow2(shape[last]))
+        n_m, n_n = -(-shape[axis] // tm), -(-shape[last] // tn)
+        batch = [i for i in range(len(shape)) if i not in (axis, last)]
+        n_batch = math.prod(shape[i] for i in batch)
+        fn = _Fn(self)
+        fn.used.update({"pid", "tile_m", "tile_n", "b", "i_m", "i_n", "mask_m", "mask_n", "mask"})
+        out = fn.out
+        out.append(f"pid = {self._pid()}")
+        out.append(f"tile_n = pid % {n_n}  # tile along output axis {last}")
+        out.append(f"tile_m = (pid // {n_n}) % {n_m}  # tile along output axis {axis}")
+        fn.level.update({"tile_n": 1, "tile_m": 1})
+        dims: list[str] = ["0"] * len(shape)
+        if n_batch > 1:
+            out.append(f"b = pid // {n_m * n_n}  # the other axes {batch}, flattened")
+            fn.level["b"] = 1
+            bdims = fn.unravel("b", tuple(shape[i] for i in batch))
+            for i, bd in zip(batch, bdims):
+                dims[i] = bd
+        out.append(f"i_m = tile_m * {tm} + tl.arange(0, {tm})[:, None]  # index along axis {axis}")
+        out.append(f"i_n = tile_n * {tn} + tl.arange(0, {tn})[None, :]  # index along axis {last}")
+        fn.level.update({"i_m": 2, "i_n": 2})
+        dims[axis], dims[last] = "i_m", "i_n"
+        masks = []
+        if shape[axis] % tm:
+            out.append(f"mask_m = i_m < {shape[axis]}")
+            masks.append("mask_m")
+        if shape[last] % tn:
+            out.append(f"mask_n = i_n < {shape[last]}")
+            masks.append("mask_n")
+        mask = masks[0] if len(masks) == 1 else None
+        if len(masks) == 2:
+            out.append("mask = mask_m & mask_n")
+            mask = "mask"
+        fn.masks = {0: None, 1: None, 2: mask}
+        coords = Coords(shape, None, tuple(dims))
+        for j, y in enumerate(self.kernel.yields):
+            v = fn.value(y, coords)
+            flat = fn.flat_of(coords)
+            m = f", mask={mask}" if mask else ""
+            out.append(f"tl.store({self.out_name[j]} + {flat}, "
+                       f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+        args = self.ptr_name + self.out_name
+        fn.source = self._header(self.name, args) + ["    " + line for line in fn.out]
+        launch = Launch(self.name, (n_batch * n_m * n_n, 1, 1), 4 if tm * tn >= 1024 else 1,
+                        tuple([("in", i) for i in range(len(self.ptr_name))]
+                              + [("out", j) for j in range(len(self.out_name))]),
+                        self.signature())
+        return [fn], [launch]
+
     def pointwise(self) -> tuple[list[_Fn], list[Launch]]:
+        axis = self._transposed_axis()
+        if axis is not None:
+            return self.pointwise_2d(axis)
         self.scratch: list[tuple[np.dtype, int]] = []
         d = self.domain
         n = math.prod(d.shape)
