@@ -2,8 +2,10 @@
 
 Usage: python bench/bench_gpu.py OUT.json
 Measures achieved GB/s (bytes read + written once / time) for a 2**26-element
-float32 pointwise chain, 16384x4096 float32 softmax and layernorm, and the
-microseconds per cached ``realize`` of a small program. torch and jax are
+float32 pointwise chain, 16384x4096 float32 softmax and layernorm, a full
+``sum`` of 2**26 float32 (a split reduction: partials + final launch), an
+8192x8192 float32 ``x.T + y`` (2-D tiles), and the microseconds per cached
+``realize`` of a small program. torch and jax are
 imported here only, never by fusejit.
 """
 
@@ -13,6 +15,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -27,6 +30,23 @@ def _timeit(fn: Callable[[], Any], sync: Callable[[], None], reps: int = 20) -> 
         fn()
     sync()
     return (time.perf_counter() - t) / reps
+
+
+def _realize(fj: Any, fn: Callable[..., Any], args: list[Any]) -> Any:
+    """Build the lazy program of ``fn`` on fusejit arrays and realize it."""
+    return fn(fj, *args).realize()
+
+
+def _jax_call(jfn: Callable[..., Any], args: list[Any]) -> Any:
+    return jfn(*args).block_until_ready()
+
+
+def _no_sync() -> None:
+    pass
+
+
+def _small_program(xp: Any, x: Any) -> Any:
+    return x * 2 + 1
 
 
 def main(out_path: str) -> int:
@@ -55,46 +75,64 @@ def main(out_path: str) -> int:
         d = x - mu
         return d / xp.sqrt((d * d).mean(axis=-1, keepdims=True) + np.float32(1e-5)) * w + b
 
+    t = 8192
+    xt = cp.random.standard_normal((t, t), dtype=cp.float32)
+    yt = cp.random.standard_normal((t, t), dtype=cp.float32)
+
+    def full_sum(xp: Any, x: Any) -> Any:
+        return x.sum()
+
+    def transpose_add(xp: Any, x: Any, y: Any) -> Any:
+        return x.T + y
+
+    def torch_fn(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        import torch
+        if name.startswith("softmax"):
+            return lambda x: torch.softmax(x, -1)
+        if name.startswith("layernorm"):
+            return lambda x, w, b: torch.nn.functional.layer_norm(x, (cols,), w, b)
+        return lambda *a: fn(torch, *a)
+
+    # name -> (function of (xp, *arrays), arrays, bytes moved once: reads + writes)
     cases = {"pointwise_chain_2^26": (chain, [x1], 8 * n),
              "softmax_16384x4096": (softmax, [x2], 8 * rows * cols),
-             "layernorm_16384x4096": (layernorm, [x2, w, b], 8 * rows * cols)}
+             "layernorm_16384x4096": (layernorm, [x2, w, b], 8 * rows * cols),
+             "sum_2^26": (full_sum, [x1], 4 * n),
+             "transpose_add_8192x8192": (transpose_add, [xt, yt], 12 * t * t)}
     for name, (fn, args, nbytes) in cases.items():
         res: dict[str, float] = {}
         fa = [fj.asarray(a) for a in args]
-        t = _timeit(lambda: fn(fj, *fa).realize(), sync)
-        res["fusejit"] = nbytes / t / 1e9
+        res["fusejit"] = nbytes / _timeit(partial(_realize, fj, fn, fa), sync) / 1e9
         try:
-            res["cupy"] = nbytes / _timeit(lambda: fn(cp, *args), sync) / 1e9
+            res["cupy"] = nbytes / _timeit(partial(fn, cp, *args), sync) / 1e9
         except Exception as exc:  # noqa: BLE001
             print(f"cupy {name}: {exc}", file=sys.stderr)
         try:
             import torch
             targs = [torch.as_tensor(a, device="cuda") for a in args]
-            cfn = torch.compile(lambda *a: fn(torch, *a) if name.startswith("point") else
-                                (torch.softmax(a[0], -1) if name.startswith("softmax") else
-                                 torch.nn.functional.layer_norm(a[0], (cols,), a[1], a[2])))
-            res["torch.compile"] = nbytes / _timeit(lambda: cfn(*targs), torch.cuda.synchronize) / 1e9
+            cfn = torch.compile(torch_fn(name, fn))
+            res["torch.compile"] = nbytes / _timeit(partial(cfn, *targs),
+                                                    torch.cuda.synchronize) / 1e9
         except Exception as exc:  # noqa: BLE001
             print(f"torch {name}: {exc}", file=sys.stderr)
         try:
             import jax
             import jax.numpy as jnp
             jargs = [jnp.asarray(cp.asnumpy(a)) for a in args]
-            jfn = jax.jit(lambda *a: fn(jnp, *a))
-            res["jax.jit"] = nbytes / _timeit(lambda: jfn(*jargs).block_until_ready(),
-                                              lambda: None) / 1e9
+            jfn = jax.jit(partial(fn, jnp))
+            res["jax.jit"] = nbytes / _timeit(partial(_jax_call, jfn, jargs), _no_sync) / 1e9
         except Exception as exc:  # noqa: BLE001
             print(f"jax {name}: {exc}", file=sys.stderr)
         results[name + " GB/s"] = res
     small = cp.ones((64, 64), cp.float32)
     sf = fj.asarray(small)
-    us = _timeit(lambda: (sf * 2 + 1).realize(), sync, reps=2000) * 1e6
+    us = _timeit(partial(_realize, fj, _small_program, [sf]), sync, reps=2000) * 1e6
     results["cached realize us"] = {"fusejit": us}
     with open(out_path, "w") as f:
         json.dump(results, f, indent=2)
-    print(f"{'case':28s} " + " ".join(f"{k:>14s}" for k in ("fusejit", "cupy", "torch.compile", "jax.jit")))
+    print(f"{'case':32s} " + " ".join(f"{k:>14s}" for k in ("fusejit", "cupy", "torch.compile", "jax.jit")))
     for case, res in results.items():
-        print(f"{case:28s} " + " ".join(f"{res.get(k, float('nan')):14.1f}"
+        print(f"{case:32s} " + " ".join(f"{res.get(k, float('nan')):14.1f}"
                                          for k in ("fusejit", "cupy", "torch.compile", "jax.jit")))
     return 0
 
