@@ -149,9 +149,7 @@ def _check_user_kernels(program: Program) -> None:
 def _normalize_user_kernel(k: Kernel) -> tuple[Kernel, Any]:
     domain = region_domain(k)
     attrs = dict(k.attrs)
-    if k.kind == SPLIT_REDUCTION:
-        attrs.setdefault("split", cost.split_factor(domain.rows, domain.reduce_size))
-    else:
+    if k.kind != SPLIT_REDUCTION:
         attrs["kind"] = domain.kind
     if attrs != k.attrs:
         k = replace(k, attrs=attrs)
@@ -181,8 +179,9 @@ def build_plan(program: Program) -> Plan:
             kernel, domain = _normalize_user_kernel(kernel)
         else:
             if rule_split_reduction(kernel, domain) is None:
+                # how many partials is the emitter's call (it knows its tiles); a user's
+                # split=N attribute overrides it
                 kernel.attrs["kind"] = SPLIT_REDUCTION
-                kernel.attrs["split"] = cost.split_factor(domain.rows, domain.reduce_size)
             kernel.name = unique_name(kernel_base_name(kernel, domain), used)
         names[f.region] = kernel.name
         body.append(kernel)

@@ -16,7 +16,8 @@ one file. The model is deliberately small:
   reduction in its cone, or expensive, is materialized.
 * A reduction whose output is small and whose reductions are large runs as
   a *split reduction* (partials, then a final launch), so that the whole GPU
-  works on it: ``split_factor``.
+  works on it (``should_split``; how many partials is the emitter's choice, since
+  it depends on its tiles).
 """
 
 from __future__ import annotations
@@ -42,10 +43,6 @@ EXPENSIVE_OPS = frozenset({
 SPLIT_MAX_ROWS = 1024
 #: ... and each of them combines at least this many elements.
 SPLIT_MIN_REDUCE = 2 ** 16
-#: Elements one partial program of a split reduction combines, at least.
-SPLIT_CHUNK = 2 ** 14
-#: Aim for about this many partial programs in all (enough to fill an H100/H200 several times).
-SPLIT_TARGET_PROGRAMS = 2048
 
 
 def op_cost(op: str) -> int:
@@ -64,15 +61,3 @@ def should_split(rows: int, reduce_size: int) -> bool:
     column sums of a 2**20 x 64 matrix (64 rows) split; softmax rows do not.
     """
     return rows < SPLIT_MAX_ROWS and reduce_size >= SPLIT_MIN_REDUCE
-
-
-def split_factor(rows: int, reduce_size: int) -> int:
-    """Number of partials per output: a power of two, each partial at least ``SPLIT_CHUNK`` long.
-
-    About ``SPLIT_TARGET_PROGRAMS`` partial programs in all, between 2 and 1024
-    partials per output.
-    """
-    by_size = max(reduce_size // SPLIT_CHUNK, 2)
-    by_programs = max(SPLIT_TARGET_PROGRAMS // max(rows, 1), 2)
-    n = min(by_size, by_programs, 1024)
-    return 1 << (n.bit_length() - 1)

@@ -78,8 +78,10 @@ class Plan:
                 where = f", domain {list(dom.shape)}"
                 if dom.reduced:
                     where += f" reduced over axes {list(dom.reduced)}"
-            split = f", split={k.attrs['split']} (partial + final launch)" \
-                if k.kind == SPLIT_REDUCTION else ""
+            split = ""
+            if k.kind == SPLIT_REDUCTION:
+                count = f"split={k.attrs['split']}, " if "split" in k.attrs else ""
+                split = f", {count}partial + final launch"
             lines.append(f"kernel @{k.name} ({k.kind}{where}{split})")
             ops = ", ".join(f"%{i.name} = {i.op}" for i in k.body)
             lines.append(f"  fuses {len(k.body)} instruction{'s' if len(k.body) != 1 else ''}: "
