@@ -111,7 +111,7 @@ def test_full_sum_splits_into_two_launches():
     assert [k.stage for k in plan.kernels] == ["partial", "final"]
     k = plan.regions[0]
     assert k.kind == "split_reduction" and "split" not in k.attrs  # the emitter's choice
-    assert "split=" in str(plan) and "partial + final launch" in plan.explain()
+    assert "kind=split_reduction" in str(plan) and "partial + final launch" in plan.explain()
 
 
 def test_column_sums_of_tall_matrix_split_but_rows_do_not():
