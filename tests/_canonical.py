@@ -106,6 +106,13 @@ def _full_reductions(xp: Any, x: Any) -> Any:
 #: Programs the fuser runs as split reductions (small output, long reduction): the same
 #: ``name -> (function, builder(n))`` form, ``n`` being the number of reduced elements
 #: (at least ``2**16`` for the fuser to split; ``2**26`` on a GPU).
+def _exact_factors(n: int) -> np.ndarray:
+    x = np.ones(n, F32)
+    where = np.random.default_rng(7).choice(n, size=min(n, 96), replace=False)
+    x[where] = np.random.default_rng(8).choice(np.array([2.0, 0.5, -1.0], F32), size=where.size)
+    return x
+
+
 SPLIT: dict[str, tuple[Callable[..., Any], Callable[[int], list[np.ndarray]]]] = {
     "full_f32": (_full_reductions, lambda n: [_vec(n)]),
     "full_nan": (_full_reductions,
@@ -114,8 +121,9 @@ SPLIT: dict[str, tuple[Callable[..., Any], Callable[[int], list[np.ndarray]]]] =
                    lambda n: [_rng(2).integers(-1000, 1000, n).astype(np.int32)]),
     "full_float16": (lambda xp, x: (x.sum(), x.max(), x.min(), x.mean()),
                      lambda n: [_vec(n, np.float16)]),
-    "prod_near_one": (lambda xp, x: x.prod(),
-                      lambda n: [(1 + _vec(n) * np.float32(1e-3)).astype(F32)]),
+    # ones with a few factors of 2, 1/2 and -1: the product is exact in float32 in any order,
+    # so it is compared exactly (a product of 2**26 general floats carries ~n*eps of rounding)
+    "prod_exact": (lambda xp, x: x.prod(), lambda n: [_exact_factors(n)]),
     "column_sums": (lambda xp, x: (x.sum(0), x.max(0)), lambda n: [_mat(max(n // 64, 1 << 16), 64)]),
     "mean": (lambda xp, x: x.mean(), lambda n: [_vec(n)]),
     # var reduces a value computed from the mean: a chain of reductions, not split (yet)
