@@ -202,8 +202,10 @@ def _operand(x: ArrayLike) -> Tensor | Scalar:
         return x
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
         return x
-    if isinstance(x, np.generic):  # NumPy scalars are strong: 0-d arrays of their dtype
-        return asarray(np.asarray(x))
+    if isinstance(x, np.generic):
+        # NumPy scalars are strongly typed constants: a 0-d const of their dtype, hash-consed
+        # like Python scalars (a buffer per call would cost an input, and on the GPU an upload)
+        return Tensor(const_node(x.item(), as_dtype(x.dtype, where="scalar"), ()))
     return asarray(x)
 
 
