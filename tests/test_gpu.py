@@ -167,14 +167,17 @@ def test_disk_cache_reused_by_second_process(tmp_path):
     assert "COMPILES 0" not in first.stdout
 
 
-def test_cached_realize_is_fast():
-    import time
-    x = np.ones((64, 64), np.float32)
-    for _ in range(3):
-        (fj.asarray(x) * 2 + 1).realize()
-    t = time.perf_counter()
-    for _ in range(200):
-        (fj.asarray(x) * 2 + 1).realize()
-    per_call = (time.perf_counter() - t) / 200
-    print(f"cached realize: {per_call * 1e6:.1f} us")
-    assert per_call < 500e-6
+def test_cached_realize_does_no_codegen_or_compile(monkeypatch):
+    # speed is measured by bench/bench_gpu.py; here: a repeated realize reuses everything
+    import cupy as cp
+
+    import fusejit.runtime.cuda_backend as cuda_backend
+    import fusejit.runtime.kernel_cache as kernel_cache
+    x = fj.asarray(cp.ones((64, 64), cp.float32))
+    (x * 2 + 1).realize()
+    calls = []
+    monkeypatch.setattr(kernel_cache, "emitted_for", lambda *a, **k: calls.append("emit"))
+    monkeypatch.setattr(cuda_backend, "compile_launch", lambda *a, **k: calls.append("compile"))
+    y = (x * 2 + 1).realize()
+    assert calls == []
+    np.testing.assert_array_equal(y.numpy(), np.full((64, 64), 3, np.float32))
