@@ -181,3 +181,29 @@ def test_cached_realize_does_no_codegen_or_compile(monkeypatch):
     y = (x * 2 + 1).realize()
     assert calls == []
     np.testing.assert_array_equal(y.numpy(), np.full((64, 64), 3, np.float32))
+
+
+def test_numpy_input_is_copied_to_the_device_once():
+    import cupy as cp
+    host = np.arange(4096, dtype=np.float32)
+    x = fj.asarray(host)
+    first = (x * 2).realize()
+    moved = x._node.buffer
+    assert isinstance(moved, cp.ndarray)           # the leaf now holds the device copy
+    second = (x + 1).realize()
+    assert x._node.buffer is moved                 # no second upload
+    np.testing.assert_array_equal(first.numpy(), host * 2)
+    np.testing.assert_array_equal(second.numpy(), host + 1)
+
+
+def test_results_are_cupy_arrays_and_program_run_returns_cupy():
+    import cupy as cp
+    x = cp.linspace(-3, 3, 1 << 16, dtype=cp.float32).reshape(256, 256)
+    y = fj.softmax(fj.asarray(x, name="x")).realize()
+    assert isinstance(y._node.buffer, cp.ndarray)
+    program = fj.parse(fj.dump(fj.softmax(fj.asarray(x, name="x"))))
+    (out,) = program.run(x=x)
+    assert isinstance(out, cp.ndarray)
+    ref = np.exp(cp.asnumpy(x) - cp.asnumpy(x).max(-1, keepdims=True))
+    ref /= ref.sum(-1, keepdims=True)
+    np.testing.assert_allclose(cp.asnumpy(out), ref, rtol=1e-5, atol=1e-7)  # f32: a few ulps

@@ -98,29 +98,6 @@ def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str |
     return node
 
 
-def topological_order(outputs: list[Node]) -> list[Node]:
-    """Every node under ``outputs``, each after its sources (iterative post-order)."""
-    order: list[Node] = []
-    done: set[int] = set()
-    for root in outputs:
-        if id(root) in done:
-            continue
-        stack: list[tuple[Node, int]] = [(root, 0)]
-        while stack:
-            node, i = stack[-1]
-            if i < len(node.srcs):
-                stack[-1] = (node, i + 1)
-                src = node.srcs[i]
-                if id(src) not in done:
-                    stack.append((src, 0))
-                continue
-            stack.pop()
-            if id(node) not in done:
-                done.add(id(node))
-                order.append(node)
-    return order
-
-
 def linearize(outputs: list[Node], name: str = "main") -> tuple[tuple, list[Any], list[Node]]:
     """Structural key, input buffers and topological order of the graph under ``outputs``.
 
@@ -132,7 +109,7 @@ def linearize(outputs: list[Node], name: str = "main") -> tuple[tuple, list[Any]
     index: dict[int, int] = {}
     buffers: list[Any] = []
     key: list[Any] = [name]
-    # iterative post-order (as topological_order), numbering and keying nodes as they finish
+    # iterative post-order (no recursion limit), numbering and keying nodes as they finish
     for root in outputs:
         if id(root) in index:
             continue
