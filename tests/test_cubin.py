@@ -97,3 +97,18 @@ def test_int64_indexing_compiles():
     emitted = emit_kernel(k, None, "cuda")
     assert "tl.int64" in emitted.source
     compile_all(emitted, 90, True)
+
+
+def test_corrupt_disk_cache_entry_is_rebuilt_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    x = fj.asarray(np.ones((4, 32), np.float32))
+    (kernel,) = fj.plan(fj.exp(x) + 1).program.kernels
+    emitted = emit_kernel(kernel, None, "cuda")
+    (first,) = compile_all(emitted, 90, True)
+    (cubin,) = (tmp_path / "cubin").glob("*.cubin")
+    cubin.write_bytes(b"not a cubin")          # e.g. a crash mid-write by an older version
+    with pytest.warns(UserWarning, match="rebuilding corrupt cubin cache entry"):
+        (again,) = compile_all(emitted, 90, True)
+    assert again.cubin[:4] == b"\x7fELF" and cubin.read_bytes() == again.cubin
+    (cached,) = compile_all(emitted, 90, True)   # the rebuilt entry is used as is
+    assert cached.cubin == again.cubin and first.name == again.name
