@@ -482,3 +482,17 @@ def test_ten_thousand_op_chain_records_lowers_and_runs() -> None:
         for _ in range(10_000):
             z = z - 1
         assert fj.dump(z).count("sub") == 10_000
+
+
+def test_repeated_recording_keeps_value_dependent_checks():
+    # the second recording of an op takes a memoized fast path; value checks must still apply
+    x = fj.asarray(np.array([1, 2, 3], np.int8))
+    assert (x + 1).dtype == np.int8
+    with pytest.raises(fj.DTypeError, match="out of bounds for int8"):
+        x + 1000
+    np.testing.assert_array_equal((x < 5).numpy(), [True, True, True])
+    np.testing.assert_array_equal((x < 300).numpy(), np.array([1, 2, 3], np.int8) < 300)
+    np.testing.assert_array_equal((x * 2.5).numpy(), np.array([1, 2, 3], np.int8) * 2.5)
+    b = fj.asarray(np.array([True, False]))
+    np.testing.assert_array_equal((b + True).numpy(), np.array([True, False]) + True)
+    np.testing.assert_array_equal((b + 2).numpy(), np.array([True, False]) + 2)

@@ -363,8 +363,39 @@ _UNARY_OPS = {
 _TYPED_LIKE = {"rsqrt": "sqrt", "sigmoid": "exp", "erf": "sqrt"}
 
 
+#: (ufunc, kind and shape of each operand) -> (op, input dtypes, output dtype, shape) for
+#: operand kinds whose recording was regular: repeated recordings skip promotion and checks.
+_RESOLVED: dict[tuple, tuple] = {}
+
+
+def _fast_side(x: Any) -> tuple[Any, Any] | None:
+    """(kind, shape) of a Tensor or a plain Python float/int, else None (no fast path)."""
+    t = type(x)
+    if t is Tensor:
+        return x._node.dtype, x._node.shape
+    if t is float or t is int:
+        return t, None
+    return None
+
+
+def _fast_operand(x: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Node | None:
+    if type(x) is Tensor:
+        return broadcast_node(cast_node(x._node, dtype), shape)
+    if type(x) is int and (dtype.kind == "b" or dtype.kind in "iu" and not fits(x, dtype)):
+        return None  # value-dependent checks: take the full path
+    return const_node(x, dtype, shape)
+
+
 def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
     """Record NumPy's ``ufunc(a, b)`` with NumPy's promotion and broadcasting."""
+    side_a, side_b = _fast_side(a), _fast_side(b)
+    fast_key = (ufunc, side_a, side_b) if side_a is not None and side_b is not None else None
+    resolved = _RESOLVED.get(fast_key) if fast_key is not None else None
+    if resolved is not None:
+        op, in_a, in_b, out, shape = resolved
+        na, nb = _fast_operand(a, in_a, shape), _fast_operand(b, in_b, shape)
+        if na is not None and nb is not None:
+            return Tensor(make(op, (na, nb), {}, out, shape))
     a, b = _operand(a), _operand(b)
     in_a, in_b, out = resolve_ufunc(ufunc, (_kind(a), _kind(b)))
     if ufunc in _LOGICAL:  # NumPy's loops test truth values: the IR's logical ops take bools
@@ -387,6 +418,8 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
     if is_bool(in_a) and is_bool(in_b):
         op = _BOOL_BINARY.get(op, op)
     if op in ("shl", "shr") or in_a == in_b:
+        if fast_key is not None:
+            _RESOLVED[fast_key] = (op, in_a, in_b, out, shape)
         return Tensor(make(op, (na, nb), {}, out, shape))
     raise DTypeError(f"{ufunc}: unsupported operand dtypes {in_a} and {in_b}")  # pragma: no cover
 
