@@ -207,3 +207,20 @@ def test_results_are_cupy_arrays_and_program_run_returns_cupy():
     ref = np.exp(cp.asnumpy(x) - cp.asnumpy(x).max(-1, keepdims=True))
     ref /= ref.sum(-1, keepdims=True)
     np.testing.assert_allclose(cp.asnumpy(out), ref, rtol=1e-5, atol=1e-7)  # f32: a few ulps
+
+
+def test_random_programs_cuda():
+    # differential: random programs (broadcasting, views, reductions, every dtype, NaN/inf,
+    # empty and 0-d) on the GPU against NumPy; odd sides up to 37 exercise the masked edges.
+    # Each example compiles its own kernels, so the count is kept modest.
+    from hypothesis import HealthCheck, given, settings
+
+    from fusejit.testing import check_program, programs
+
+    @settings(max_examples=60, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(programs(max_steps=8, max_side=37, max_outputs=3))
+    def check(recipe):
+        check_program(recipe, backend="cuda")
+
+    check()
