@@ -53,10 +53,6 @@ def is_float(dtype: np.dtype) -> bool:
     return dtype.kind == "f"
 
 
-def is_int(dtype: np.dtype) -> bool:
-    return dtype.kind in "iu"
-
-
 def is_bool(dtype: np.dtype) -> bool:
     return dtype.kind == "b"
 

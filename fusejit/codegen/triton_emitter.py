@@ -137,12 +137,6 @@ class Coords:
         return (self.shape, self.flat) if self.flat is not None else (self.shape, self.dims)
 
 
-@dataclass
-class _Reduction:
-    instr: Instr
-    stage: int
-
-
 def _instr_text(instr: Instr) -> str:
     try:
         from ..ir.printer import _instr

@@ -37,7 +37,6 @@ class CudaBackend:
     name = "cuda"
     #: whether buffers live in device memory (host inputs are then copied there once)
     device_memory = True
-    needs_kernels = True
 
     def __init__(self) -> None:
         import cupy

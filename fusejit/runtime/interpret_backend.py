@@ -66,7 +66,6 @@ class InterpretBackend:
     name = "interpret"
     #: whether buffers live in device memory (host inputs are then copied there once)
     device_memory = False
-    needs_kernels = True
 
     def __init__(self) -> None:
         self._fns: dict[Any, Any] = {}

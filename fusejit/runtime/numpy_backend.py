@@ -93,7 +93,6 @@ class NumpyBackend:
     name = "numpy"
     #: whether buffers live in device memory (host inputs are then copied there once)
     device_memory = False
-    needs_kernels = False
 
     def to_device(self, array: Any) -> np.ndarray:
         if isinstance(array, np.ndarray):
