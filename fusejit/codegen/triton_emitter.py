@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..ir.domain import SPLIT_REDUCTION, Domain, region_domain
-from ..ir.ops import REDUCE
+from ..ir.ops import REDUCE, SPLITTABLE
 from ..ir.program import Instr, Kernel, TensorType
 from .lowering import BOOL, PTR, TL, Lowering, compute_dtype, float_literal
 
@@ -46,8 +46,6 @@ POINTWISE_BLOCK = {"cuda": 1024, "interpret": 1 << 14}
 #: Tile edge of a 2-D pointwise kernel (an input read transposed): 64x64 on a GPU.
 TILE_2D = {"cuda": 64, "interpret": 128}
 
-#: Split reductions (``kind=split_reduction``): reductions whose partial results combine again.
-SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all"})
 #: Partial programs to aim for when a region has no ``split`` attribute: 4 per SM of an
 #: H100/H200 (132 SMs), so every SM has several programs and the tail is short.
 SPLIT_TARGET_PROGRAMS = 4 * 132

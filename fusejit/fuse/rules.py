@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ir.domain import INNER_REDUCTION, RegionError, reduction_kind, region_domain
+from ..ir.ops import SPLITTABLE
 from ..ir.program import Instr, Kernel
 from . import cost
 
@@ -331,10 +332,6 @@ def first_refusal(c: Candidate) -> tuple[str, str] | None:
 
 
 # -- split reductions (decided on finished regions) ------------------------------------
-
-#: Reductions that combine associatively, so partial results can be combined again.
-SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all"})
-
 
 def rule_split_reduction(kernel: Kernel, domain: Any, check_size: bool = True) -> str | None:
     """A finished reduction region runs as a split reduction (partials, then a final launch).

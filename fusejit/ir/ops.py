@@ -92,6 +92,8 @@ ELEMENTWISE = frozenset(op.name for op in _ELEMENTWISE)
 REDUCE = frozenset(op.name for op in _REDUCE)
 VIEW = frozenset(op.name for op in _VIEW)
 LEAF = frozenset(("const", "iota"))
+#: Reductions that combine associatively: partial results (of a split reduction) combine again.
+SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all"})
 #: Ops computed per element (elementwise ops, casts and leaves): what a pointwise region holds.
 POINTWISE = ELEMENTWISE | {"cast"} | LEAF
 

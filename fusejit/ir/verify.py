@@ -27,11 +27,9 @@ import numpy as np
 
 from ..dtypes import BOOL, INT64, ir_name
 from ..errors import IRVerifyError
+from .domain import KINDS as KERNEL_KINDS  # the launch kinds a kernel block may declare
 from .ops import ATTRS, OPS
 from .program import Instr, Kernel, Program, TensorType
-
-#: Launch kinds a kernel block may declare with ``kind=``.
-KERNEL_KINDS = ("pointwise", "inner_reduction", "outer_reduction", "split_reduction")
 
 RegionCheck = Callable[[Kernel], "str | None"]
 
