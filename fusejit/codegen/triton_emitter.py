@@ -679,15 +679,7 @@ class _Emitter:
         fn.used.update({"pid", "rows", "row_mask", "cols", "col_mask", "mask", "k"})
         out = fn.out
         out.append(f"pid = {self._pid()}")
-        out.append(f"rows = pid * {bm} + tl.arange(0, {bm})[:, None]  # flat kept index")
-        fn.level["rows"] = 1
-        fn.rows = "rows"
-        row_mask = None
-        if rows % bm:
-            out.append(f"row_mask = rows < {rows}")
-            row_mask = "row_mask"
-        fn.masks = {0: None, 1: row_mask, 2: None}
-        fn.row_dims = fn.unravel("rows", d.kept_shape) if d.kept_shape else ()
+        row_mask = self._open_rows(fn, bm, rows)
         col_masked = cols % bn != 0 or cols == 0
 
         def open_tile(looped: bool) -> Coords:
@@ -806,15 +798,7 @@ class _Emitter:
         out = fn.out
         out.append(f"pid = {self._pid(0)}  # block of {bm} output rows")
         out.append(f"chunk = {self._pid(1)}  # chunk of {chunk} reduced elements, of {n_split}")
-        out.append(f"rows = pid * {bm} + tl.arange(0, {bm})[:, None]  # flat kept index")
-        fn.level["rows"] = 1
-        fn.rows = "rows"
-        row_mask = None
-        if rows % bm:
-            out.append(f"row_mask = rows < {rows}")
-            row_mask = "row_mask"
-        fn.masks = {0: None, 1: row_mask, 2: None}
-        fn.row_dims = fn.unravel("rows", d.kept_shape) if d.kept_shape else ()
+        row_mask = self._open_rows(fn, bm, rows)
         col_masked = cols != n_split * chunk or cols == 0
         accs = [self._acc_init(fn, r, bm, bn) for r in stage]
         fn.body = []
@@ -896,6 +880,23 @@ class _Emitter:
         """Indices of the parameters whose pointer a function body mentions."""
         text = "\n".join(lines)
         return [i for i, p in enumerate(self.ptr_name) if re.search(rf"\b{p}\b", text)]
+
+    def _open_rows(self, fn: _Fn, bm: int, rows: int) -> str | None:
+        """Start ``fn`` on its block of ``bm`` rows (flat kept indices); returns the row mask name.
+
+        The mask is None when the block size divides the number of rows.
+        """
+        fn.out.append(f"rows = pid * {bm} + tl.arange(0, {bm})[:, None]  # flat kept index")
+        fn.level["rows"] = 1
+        fn.rows = "rows"
+        row_mask = None
+        if rows % bm:
+            fn.out.append(f"row_mask = rows < {rows}")
+            row_mask = "row_mask"
+        fn.masks = {0: None, 1: row_mask, 2: None}
+        kept = self.domain.kept_shape
+        fn.row_dims = fn.unravel("rows", kept) if kept else ()
+        return row_mask
 
     def _open_tile(self, fn: _Fn, start: str, looped: bool, col_masked: bool,
                    row_mask: str | None) -> Coords:
