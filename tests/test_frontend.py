@@ -496,3 +496,21 @@ def test_repeated_recording_keeps_value_dependent_checks():
     b = fj.asarray(np.array([True, False]))
     np.testing.assert_array_equal((b + True).numpy(), np.array([True, False]) + True)
     np.testing.assert_array_equal((b + 2).numpy(), np.array([True, False]) + 2)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "float16", "float32", "float64"])
+@pytest.mark.parametrize("exponent", [2, 2.0, 0.5, -1, -1.0, 3, 1])
+def test_power_operator_follows_numpys_fast_scalar_paths(dtype, exponent):
+    # NumPy's ** turns a scalar exponent of 2 into square (bool ** 2 is int8, not int64)
+    # and, on floats, 0.5 into sqrt (sqrt(-0.0) is -0.0) and -1 into reciprocal
+    a = np.array([1, 0, 1, 3], dtype) if dtype == "bool" or dtype[0] in "iu" else \
+        np.array([-0.0, 0.0, 2.0, -np.inf], dtype)
+    try:
+        with np.errstate(all="ignore"):
+            expected = a ** exponent
+    except ValueError:  # integers to negative integer powers
+        pytest.skip("NumPy rejects this power")
+    got = (fj.asarray(a) ** exponent).numpy()
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))

@@ -388,7 +388,8 @@ class Lowering:
                 f"{sign}1.0 / {2 * k + 1}.0"
         r = self.tmp(f"4.0 * {t} * {poly}", "at")
         r = self.tmp(f"tl.where({big}, {HALF_PI} - {r}, {r})", "at")
-        return self.tmp(f"tl.where({x} < 0, -{r}, {r})", "at")
+        # odd, including the sign of zero (signbit, since -0.0 < 0 is false)
+        return self.tmp(f"tl.where({x}.to(tl.int64, bitcast=True) < 0, -{r}, {r})", "at")
 
     def formula(self, op: str, xs: list[str]) -> str:
         x = xs[0]
@@ -405,8 +406,13 @@ class Lowering:
         if op == "tan":
             return f"tl.sin({x}) / tl.cos({x})"
         if op == "sinh":
-            e = self._expm1(x)
-            return f"0.5 * ({e} + {e} / ({e} + 1.0))"
+            # odd: work on |x| (expm1 of a large negative x cancels to -1), and past 20 the
+            # e / (e + 1) term is 1 (it would be inf / inf at infinity)
+            ax = self.tmp(f"tl.abs({x})", "ax")
+            e = self._expm1(ax)
+            r = self.tmp(f"tl.where({ax} > 20.0, 0.5 * tl.exp({ax}), 0.5 * ({e} + {e} / ({e} + 1.0)))",
+                         "sh")
+            return f"tl.where({x} < 0, -{r}, {r})"
         if op == "cosh":
             return f"0.5 * (tl.exp({x}) + tl.exp(-{x}))"
         if op == "tanh":
@@ -431,13 +437,25 @@ class Lowering:
             r = self._atan(self.tmp(f"tl.sqrt((1.0 - {x}) / (1.0 + {x}))", "w"))
             return f"tl.where(tl.abs({x}) <= 1.0, 2.0 * {r}, NAN)"
         if op == "atan2":
+            # IEEE atan2, as NumPy: quadrants from the signs (signbit, so -0.0 counts), the
+            # axes and the infinities handled apart from atan(y / x)
             y, xx = xs
             r = self._atan(self.tmp(f"{y} / {xx}", "w"))
+            sy = self.tmp(f"{y}.to(tl.int64, bitcast=True) < 0", "sy")
+            sx = self.tmp(f"{xx}.to(tl.int64, bitcast=True) < 0", "sx")
             # python-float branches of tl.where would be float32: keep float64 operands
-            hp = self.tmp(f"0.0 * {y} + {HALF_PI}", "hp")
-            wrap = self.tmp(f"tl.where({y} < 0, {r} - {PI}, {r} + {PI})", "wr")
-            return (f"tl.where({xx} > 0, {r}, tl.where({xx} < 0, {wrap}, "
-                    f"tl.where({y} == 0, 0.0 * {y}, tl.where({y} > 0, {hp}, -{hp}))))")
+            zero = self.tmp(f"{sy}.to(tl.float64) * 0.0", "z0")  # a float64 0 (0 * inf is nan)
+            pi = self.tmp(f"{zero} + {PI}", "pi")
+            left = self.tmp(f"tl.where({sy}, {r} - {pi}, {r} + {pi})", "wr")
+            on_axis = self.tmp(f"tl.where({y} == 0, tl.where({sx}, tl.where({sy}, -{pi}, {pi}), "
+                               f"{y}), tl.where({y} > 0, 0.5 * {pi}, -0.5 * {pi}))", "ax")
+            corner = self.tmp(f"tl.where({sx}, 0.75 * {pi}, 0.25 * {pi})", "cr")
+            corner = self.tmp(f"tl.where({sy}, -{corner}, {corner})", "cr")
+            finite = self.tmp(f"tl.where({xx} > 0, {r}, tl.where({xx} < 0, {left}, {on_axis}))",
+                              "at2")
+            both_inf = self.tmp(f"(tl.abs({xx}) == INF) & (tl.abs({y}) == INF)", "ii")
+            nan = self.tmp(f"({xx} != {xx}) | ({y} != {y})", "nn")
+            return f"tl.where({nan}, {xx} + {y}, tl.where({both_inf}, {corner}, {finite}))"
         if op == "pow":
             a, b = xs
             aa = self.tmp(f"tl.abs({a})", "aa")

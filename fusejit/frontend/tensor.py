@@ -120,7 +120,7 @@ class Tensor:
     def __rfloordiv__(self, o: ArrayLike) -> Tensor: return binary("floor_divide", o, self)
     def __mod__(self, o: ArrayLike) -> Tensor: return binary("remainder", self, o)
     def __rmod__(self, o: ArrayLike) -> Tensor: return binary("remainder", o, self)
-    def __pow__(self, o: ArrayLike) -> Tensor: return binary("power", self, o)
+    def __pow__(self, o: ArrayLike) -> Tensor: return _power_operator(self, o)
     def __rpow__(self, o: ArrayLike) -> Tensor: return binary("power", o, self)
     def __and__(self, o: ArrayLike) -> Tensor: return binary("bitwise_and", self, o)
     def __rand__(self, o: ArrayLike) -> Tensor: return binary("bitwise_and", o, self)
@@ -473,6 +473,19 @@ def unary(ufunc: str, x: ArrayLike) -> Tensor:
     if op in ("floor", "ceil", "trunc", "rint") and not is_float(in_dt):
         return Tensor(node)  # identity on integers, as in NumPy 2
     return Tensor(make(op, (node,), {}, out, node.shape))
+
+
+def _power_operator(x: Tensor, exponent: ArrayLike) -> Tensor:
+    """``x ** exponent`` as NumPy's operator computes it: a Python scalar exponent of 2 is
+    ``square`` (so bool ** 2 is int8), and on floats 0.5 is ``sqrt`` and -1 ``reciprocal``."""
+    if type(exponent) in (int, float):
+        if exponent == 2 and (type(exponent) is int or is_float(x.dtype)):
+            return unary("square", x)  # (an int array ** 2.0 promotes to float64 instead)
+        if is_float(x.dtype) and exponent == 0.5:
+            return unary("sqrt", x)
+        if is_float(x.dtype) and exponent == -1:
+            return unary("reciprocal", x)
+    return binary("power", x, exponent)
 
 
 def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
