@@ -508,7 +508,7 @@ def test_power_operator_follows_numpys_fast_scalar_paths(dtype, exponent):
     try:
         with np.errstate(all="ignore"):
             expected = a ** exponent
-    except ValueError:  # integers to negative integer powers
+    except (ValueError, OverflowError):  # integers to negative integer powers
         pytest.skip("NumPy rejects this power")
     got = (fj.asarray(a) ** exponent).numpy()
     assert got.dtype == expected.dtype
