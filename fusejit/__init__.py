@@ -23,6 +23,9 @@ __version__ = "0.1.0"
 
 def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
     """Compute several tensors together with one plan; returns them (now holding buffers)."""
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise FusejitError(f"realize takes fusejit Tensors, not {type(t).__name__}")
     _realize(*tensors)
     return tensors
 

@@ -129,8 +129,11 @@ def _load_array(path: str) -> Any:
     import numpy as np
     try:
         value = np.load(path, allow_pickle=False)  # data, never code
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read input array {path}: {exc}") from None
+    except (OSError, ValueError, EOFError) as exc:
+        # NumPy takes any file that is not .npy or .npz for a pickle, and says so
+        reason = ("it is not a .npy file of plain numbers (pickled Python objects are never "
+                  "loaded)") if "pickle" in str(exc) else str(exc)
+        raise InputError(f"cannot read input array {path}: {reason}") from None
     if not isinstance(value, np.ndarray):
         raise InputError(f"{path} holds several arrays; give one .npy file per input")
     return value

@@ -113,6 +113,16 @@ def test_run_shape_mismatch_and_bad_file(prog: Path, tmp_path: Path, capsys) -> 
     assert code == 1 and "NAME=PATH.npy" in err
 
 
+@pytest.mark.parametrize("content, message", [
+    (b"", "No data left in file"),
+    (b"not an array", "it is not a .npy file of plain numbers"),
+])
+def test_run_unreadable_npy(prog: Path, tmp_path: Path, capsys, content: bytes, message: str) -> None:
+    (tmp_path / "bad.npy").write_bytes(content)
+    code, _, err = run_cli(capsys, "run", prog, "--input", f"x={tmp_path / 'bad.npy'}")
+    assert code == 1 and err.startswith("error: cannot read input array") and message in err
+
+
 def test_subcommand_table_is_extensible(capsys) -> None:
     calls = []
     cli.register("hello", "say hello", lambda p: p.add_argument("who"),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -103,3 +104,59 @@ def test_fusejit_backend_env_var_is_checked(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("FUSEJIT_BACKEND", "gpu9000")
     with pytest.raises(fj.BackendError, match=re.escape("FUSEJIT_BACKEND='gpu9000' is not a backend")):
         runtime.default_backend_name()
+
+
+# -- errors of dependencies (NumPy, the OS, missing packages) arrive as FusejitErrors --------
+
+@pytest.mark.parametrize("make, exc, message", [
+    (lambda: X.reshape("a"), fj.ShapeError, "the new shape must be integers, got ('a',)"),
+    (lambda: X.reshape(2.0, 3), fj.ShapeError, "the new shape must be integers, got (2.0, 3)"),
+    (lambda: fj.var(X, ddof="1"), fj.FusejitError, "var: ddof must be a number, got '1'"),
+    (lambda: fj.plan(X, 3), fj.FusejitError, "plan takes fusejit Tensors, not int"),
+    (lambda: fj.realize(X, [1.0]), fj.FusejitError, "realize takes fusejit Tensors, not list"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_dependency_error_becomes_fusejit_error(make: object, exc: type, message: str) -> None:
+    with pytest.raises(exc, match=re.escape(message)):
+        make()  # type: ignore[operator]
+
+
+def test_dump_to_a_directory_is_a_fusejit_error(tmp_path) -> None:
+    with pytest.raises(fj.FusejitError, match=re.escape(f"cannot write {tmp_path}: ")):
+        fj.dump(X + 1, path=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the temporary file is removed
+
+
+def test_program_run_rejects_unconvertible_inputs(numpy_backend: str) -> None:
+    program = fj.parse(fj.dump(fj.asarray(np.ones((2, 3), np.float32), name="x") * 2))
+    with pytest.raises(fj.InputError, match=re.escape("input 'x': cannot convert list to an array")):
+        program.run([[1.0, 2.0, 3.0], [4.0]])
+    with pytest.raises(fj.InputError, match=re.escape("input 'x': cannot convert list")):
+        program.run(x=[[1.0], [2.0, 3.0]])
+    odd = type("Odd", (), {"dtype": "no such dtype", "shape": (2, 3)})()
+    with pytest.raises(fj.InputError, match=re.escape("input 'x': 'no such dtype' is not a NumPy dtype")):
+        program.run(odd)
+
+
+@pytest.mark.parametrize("backend, package, message", [
+    ("cuda", "cupy", "the cuda backend needs CuPy"),
+    ("interpret", "triton", "the interpret backend needs Triton"),
+])
+def test_backend_without_its_package(monkeypatch: pytest.MonkeyPatch, backend: str, package: str,
+                                     message: str) -> None:
+    from fusejit import runtime
+    monkeypatch.setitem(sys.modules, package, None)  # makes `import package` fail
+    monkeypatch.setattr(runtime, "_backends", {})
+    with pytest.raises(fj.BackendError, match=re.escape(message)):
+        with fj.using_backend(backend):
+            (X + 1).realize()
+
+
+def test_unusable_cache_dir_is_a_backend_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from fusejit.runtime import kernel_cache
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(blocker / "cache"))
+    with pytest.raises(fj.BackendError, match=re.escape("FUSEJIT_CACHE_DIR")):
+        kernel_cache.cache_dir()
+    with pytest.raises(fj.BackendError, match=re.escape(f"cannot write the cache file {tmp_path}")):
+        kernel_cache.atomic_write(tmp_path, b"x")  # the target is a directory

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import BOOL, FLOAT64, INT64, as_dtype, is_float, reduction_dtype
-from ..errors import ShapeError
+from ..errors import FusejitError, ShapeError
 from ..ir.graph import Node, make, num_elements
 from .tensor import (
     Tensor,
@@ -150,6 +150,8 @@ def var(x: Any, axis: Axis = None, keepdims: bool = False, ddof: int = 0) -> Ten
     """Variance over ``axis``: ``sum(|x - mean|**2) / (n - ddof)``, as NumPy computes it."""
     x = _tensor(x)
     axes = normalize_axes(axis, x.ndim)
+    if not isinstance(ddof, (int, float, np.integer, np.floating)):
+        raise FusejitError(f"var: ddof must be a number, got {ddof!r}")
     out_dt = reduction_dtype("var", x.dtype, ddof)
     acc = _accumulation_dtype(out_dt)
     xa = cast_node(x._node, acc)

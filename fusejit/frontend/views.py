@@ -33,7 +33,11 @@ def reshape(x: Any, *shape: Any) -> Tensor:
     x = _tensor(x)
     if len(shape) == 1 and not isinstance(shape[0], (int,)) and shape[0] is not None:
         shape = tuple(shape[0])
-    dims = [operator.index(d) for d in shape]
+    try:
+        dims = [operator.index(d) for d in shape]
+    except TypeError:
+        raise ShapeError(f"cannot reshape {x.shape}: the new shape must be integers, got "
+                         f"{shape!r}") from None
     size = x.size
     if dims.count(-1) > 1:
         raise ShapeError(f"cannot reshape {x.shape}: only one dimension can be -1, got {tuple(dims)}")

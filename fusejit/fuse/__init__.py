@@ -90,7 +90,8 @@ def plan_for(program: Program, key: Any = None) -> Plan:
 def plan(*tensors: Any) -> Plan:
     """The fusion plan that ``fj.realize(*tensors)`` would run (nothing runs)."""
     from ..ir.graph import lower
-    program, _, key = lower([t._node for t in tensors])
+    from ..ir.textio import tensor_nodes
+    program, _, key = lower(tensor_nodes(tensors, "plan"))
     return plan_for(program, key)
 
 

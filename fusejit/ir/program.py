@@ -19,6 +19,7 @@ from typing import Any, Union
 import numpy as np
 
 from ..dtypes import ir_name
+from ..errors import InputError
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,26 @@ class Program:
     def run(self, *arrays: Any, **named: Any) -> list[Any]:
         """Run on the current backend; inputs by position or by name; returns one array per output."""
         from ..runtime import run_program
+        names = [p.name for p in self.inputs] + [f"#{i}" for i in range(len(self.inputs), len(arrays))]
+        arrays = tuple(_as_array(a, n) for a, n in zip(arrays, names))
+        named = {n: _as_array(a, n) for n, a in named.items()}
         return run_program(self, arrays, named)
 
     def key(self) -> str:
         """Structural identity: the canonical text (names included)."""
         return str(self)
+
+
+def _as_array(value: Any, name: str) -> Any:
+    """An input with a NumPy dtype and a shape (lists and scalars become arrays), or InputError."""
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        try:
+            np.dtype(value.dtype)
+        except TypeError:
+            raise InputError(f"input {name!r}: {value.dtype!r} is not a NumPy dtype") from None
+        return value
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"input {name!r}: cannot convert {type(value).__name__} to an array: "
+                         f"{exc}") from None

@@ -30,13 +30,7 @@ def dump(*tensors: Any, path: str | os.PathLike[str] | None = None, fused: bool 
     """
     if not tensors:
         raise FusejitError("dump needs at least one tensor")
-    nodes = []
-    for t in tensors:
-        node = getattr(t, "_node", None)
-        if node is None:
-            raise FusejitError(f"dump takes fusejit Tensors, not {type(t).__name__}")
-        nodes.append(node)
-    program, _, key = lower(nodes)
+    program, _, key = lower(tensor_nodes(tensors, "dump"))
     if fused:
         from ..fuse import plan_for
         program = plan_for(program, key).program
@@ -44,6 +38,17 @@ def dump(*tensors: Any, path: str | os.PathLike[str] | None = None, fused: bool 
     if path is not None:
         write_atomic(Path(path), text)
     return text
+
+
+def tensor_nodes(tensors: tuple[Any, ...], caller: str) -> list[Any]:
+    """The graph nodes of fusejit Tensors; a FusejitError naming ``caller`` for anything else."""
+    nodes = []
+    for t in tensors:
+        node = getattr(t, "_node", None)
+        if node is None:
+            raise FusejitError(f"{caller} takes fusejit Tensors, not {type(t).__name__}")
+        nodes.append(node)
+    return nodes
 
 
 def parse(text: str, filename: str | None = None) -> Program:
@@ -72,8 +77,10 @@ def write_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # e.g. path is a directory, or the disk is full
+            raise FusejitError(f"cannot write {path}: {exc.strerror or exc}") from None
         raise
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import BackendError
 from ..ir.program import Instr, Kernel, Program
 from . import kernel_cache as kc
 from .compile import compile_launch
@@ -39,10 +40,16 @@ class CudaBackend:
     device_memory = True
 
     def __init__(self) -> None:
-        import cupy
+        try:
+            import cupy
+        except ImportError as exc:
+            raise BackendError(f"the cuda backend needs CuPy (install fusejit[cuda12] or "
+                               f"fusejit[cuda13]): {exc}") from None
         self.cp = cupy
-        dev = cupy.cuda.Device()
-        self.cc = int(dev.compute_capability)
+        try:
+            self.cc = int(cupy.cuda.Device().compute_capability)
+        except Exception as exc:  # noqa: BLE001  (no driver or no device: CuPy's errors vary)
+            raise BackendError(f"the cuda backend found no usable GPU: {exc}") from None
         self._modules: dict[Any, Any] = {}
         self._small: dict[Any, Any] = {}
         self._runners: dict[Any, Any] = {}

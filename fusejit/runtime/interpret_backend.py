@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import BackendError
 from ..ir.program import Instr, Kernel, Program
 from . import kernel_cache as kc
 from .numpy_backend import evaluate_instr
@@ -68,6 +69,11 @@ class InterpretBackend:
     device_memory = False
 
     def __init__(self) -> None:
+        try:
+            import triton  # noqa: F401  (checked here so that a missing Triton is named at once)
+        except ImportError as exc:
+            raise BackendError(f"the interpret backend needs Triton (install fusejit[triton]): "
+                               f"{exc}") from None
         self._fns: dict[Any, Any] = {}
 
     def to_device(self, array: Any) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..codegen import EmittedKernel, emit_kernel
+from ..errors import BackendError
 from ..ir.program import Kernel
 
 _lock = threading.Lock()
@@ -33,7 +34,11 @@ def cache_dir() -> Path:
     root = os.environ.get("FUSEJIT_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "fusejit")
     path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BackendError(f"cannot use the cache directory {root} (set FUSEJIT_CACHE_DIR to a "
+                           f"writable folder): {exc.strerror or exc}") from None
     return path
 
 
@@ -44,17 +49,23 @@ def triton_version() -> str:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    except OSError as exc:
+        raise BackendError(f"cannot write the cache file {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):  # a full disk, a folder where the file should be...
+            raise BackendError(f"cannot write the cache file {path}: {exc.strerror or exc}") \
+                from None
         raise
 
 
