@@ -404,6 +404,16 @@ def test_fusejit_log_env_switch_logs_to_stderr():
     assert "broadcast_back_inner_only" in run.stderr
 
 
+@pytest.mark.parametrize("value, kernels", [
+    ("kernels", True), ("fusion, kernels", True), ("all", True), ("fusion", False), ("", False),
+])
+def test_fusejit_log_kernels_switch(monkeypatch, value, kernels):
+    """FUSEJIT_LOG reads like the fusion switch: comma-separated, spaces allowed, 'all'."""
+    from fusejit.runtime import kernel_cache
+    monkeypatch.setenv("FUSEJIT_LOG", value)
+    assert kernel_cache.log_enabled("kernels") is kernels
+
+
 def test_planning_is_near_linear():
     import time
     x = t(8, 32)

@@ -43,6 +43,7 @@ def cache_dir() -> Path:
 
 
 def triton_version() -> str:
+    """The installed Triton's version (part of every cubin cache key)."""
     import triton
     return str(triton.__version__)
 
@@ -70,10 +71,13 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def log_enabled(what: str = "kernels") -> bool:
-    return what in os.environ.get("FUSEJIT_LOG", "").split(",")
+    """Whether ``FUSEJIT_LOG`` (comma-separated switches, or ``all``) turns on ``what``."""
+    switches = {s.strip() for s in os.environ.get("FUSEJIT_LOG", "").split(",")}
+    return what in switches or "all" in switches
 
 
 def source_hash(source: str) -> str:
+    """A short hash of generated source: names its cache file and keys its cubins."""
     return hashlib.sha256(source.encode()).hexdigest()[:20]
 
 
