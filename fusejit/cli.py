@@ -5,6 +5,7 @@
     fusejit run FILE --input x=x.npy ... --output out.npz
     fusejit demo                            the tour (fusejit.demo)
     fusejit plan FILE [--explain]           the fused IR (and why each boundary exists)
+    fusejit triton FILE [--target T]        the generated Triton source of every kernel
 
 Subcommands live in one table, ``COMMANDS``: name -> ``Command(help,
 add_arguments, handler)``. Adding one is a function taking the parsed

@@ -50,10 +50,12 @@ def ir_name(dtype: np.dtype) -> str:
 
 
 def is_float(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is a floating-point dtype."""
     return dtype.kind == "f"
 
 
 def is_bool(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is bool."""
     return dtype.kind == "b"
 
 

@@ -83,19 +83,24 @@ class Lowering:
 
     # -- helpers ---------------------------------------------------------------
     def up(self, x: str, dtype: np.dtype) -> str:
+        """Widen a float16 expression to float32 (where float16 math happens)."""
         return f"{x}.to(tl.float32)" if dtype == F16 else x
 
     def down(self, expr: str, dtype: np.dtype) -> str:
+        """Round a float32 result back to float16 (the inverse of ``up``)."""
         return f"({expr}).to(tl.float16)" if dtype == F16 else expr
 
     def lib(self, fn: str, *args: str) -> str:
+        """A libdevice call (and a note that the source must import libdevice)."""
         self.uses_libdevice = True
         return f"libdevice.{fn}({', '.join(args)})"
 
     def f64(self, x: str, dtype: np.dtype) -> str:
+        """``x`` in float64, where the interpreter formulas are evaluated."""
         return x if dtype == F64 else f"{x}.to(tl.float64)"
 
     def back(self, expr: str, dtype: np.dtype) -> str:
+        """A float64 formula result converted back to ``dtype``."""
         return expr if dtype == F64 else f"({expr}).to({TL[dtype]})"
 
     # -- the table ---------------------------------------------------------------
@@ -110,9 +115,11 @@ class Lowering:
         raise NotImplementedError(f"no Triton lowering for op {op!r}")
 
     def unary_float(self, expr_fn: Callable[[str], str], a: str, dt: np.dtype) -> str:
+        """``expr_fn`` applied in the compute dtype of ``dt`` (float16 via float32)."""
         return self.down(expr_fn(self.up(a, dt)), dt)
 
     def binary_arith(self, sym: str, args: list[str], dt: np.dtype) -> str:
+        """``a sym b`` with float16 computed in float32 and rounded once."""
         a, b = args
         if dt.kind == "f":
             return self.down(f"{self.up(a, dt)} {sym} {self.up(b, dt)}", dt)
@@ -355,6 +362,7 @@ class Lowering:
 
     # math with a libdevice lowering on cuda and formulas in the interpreter -----
     def math(self, op: str, args: list[str], dt: np.dtype) -> str:
+        """libdevice-only math: libdevice on ``cuda``, float64 formulas in the interpreter."""
         if self.target == "cuda":
             ups = [self.up(x, dt) for x in args]
             name = _LIBDEVICE_UNARY.get(op, op)
@@ -392,6 +400,7 @@ class Lowering:
         return self.tmp(f"tl.where({x}.to(tl.int64, bitcast=True) < 0, -{r}, {r})", "at")
 
     def formula(self, op: str, xs: list[str]) -> str:
+        """The interpreter's float64 formula for ``op`` from exp, log, sqrt, sin and cos."""
         x = xs[0]
         if op == "expm1":
             return self._expm1(x)
@@ -412,7 +421,7 @@ class Lowering:
             e = self._expm1(ax)
             r = self.tmp(f"tl.where({ax} > 20.0, 0.5 * tl.exp({ax}), 0.5 * ({e} + {e} / ({e} + 1.0)))",
                          "sh")
-            return f"tl.where({x} < 0, -{r}, {r})"
+            return f"tl.where({x}.to(tl.int64, bitcast=True) < 0, -{r}, {r})"
         if op == "cosh":
             return f"0.5 * (tl.exp({x}) + tl.exp(-{x}))"
         if op == "tanh":
@@ -422,9 +431,15 @@ class Lowering:
             ax = self.tmp(f"tl.abs({x})", "ax")
             r = self._log1p(self.tmp(f"{ax} + {ax} * {ax} / (1.0 + tl.sqrt(1.0 + {ax} * {ax}))",
                                      "w"))
-            return f"tl.where({x} < 0, -{r}, {r})"
+            # past 2**28, asinh(x) = log(2x) to double precision (and ax * ax would overflow)
+            r = self.tmp(f"tl.where({ax} > 268435456.0, tl.log({ax}) + 0.6931471805599453, {r})",
+                         "ash")
+            return f"tl.where({x}.to(tl.int64, bitcast=True) < 0, -{r}, {r})"
         if op == "acosh":
-            return f"tl.log({x} + tl.sqrt({x} * {x} - 1.0))"
+            # past 2**28, acosh(x) = log(2x) to double precision (and x * x would overflow)
+            r = self.tmp(f"tl.where({x} > 268435456.0, tl.log({x}) + 0.6931471805599453, "
+                         f"tl.log({x} + tl.sqrt({x} * {x} - 1.0)))", "ach")
+            return f"tl.where({x} < 1.0, NAN, {r})"
         if op == "atanh":
             r = self._log1p(self.tmp(f"2.0 * {x} / (1.0 - {x})", "w"))
             return f"0.5 * {r}"

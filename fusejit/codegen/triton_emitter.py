@@ -132,6 +132,7 @@ class Coords:
     dims: tuple[str, ...] | None = None
 
     def key(self) -> tuple[Any, ...]:
+        """Hashable identity of the coordinates, for memoizing values computed at them."""
         return (self.shape, self.flat) if self.flat is not None else (self.shape, self.dims)
 
 

@@ -145,6 +145,7 @@ def flip(x: Any, axis: int | Sequence[int] | None = None) -> Tensor:
 
 def slice_node(x: Tensor, starts: tuple[int, ...], stops: tuple[int, ...],
                steps: tuple[int, ...]) -> Tensor:
+    """``x`` sliced per dimension by resolved bounds (as ``slice.indices`` gives them)."""
     shape = tuple(len(range(a, b, c)) for a, b, c in zip(starts, stops, steps))
     if all(st == 1 for st in steps) and shape == x.shape:
         return x

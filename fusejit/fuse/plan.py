@@ -33,6 +33,7 @@ class Launch:
 
     @property
     def name(self) -> str:
+        """Name of the Kernel block it runs."""
         return self.kernel.name
 
 
@@ -53,6 +54,7 @@ class Plan:
 
     @property
     def num_launches(self) -> int:
+        """Number of kernel launches (a split reduction counts two)."""
         return len(self.kernels)
 
     @property

@@ -61,10 +61,12 @@ class Domain:
 
     @property
     def kept_shape(self) -> tuple[int, ...]:
+        """``D`` without the reduced axes: the shape of a reduction's result."""
         return tuple(self.shape[i] for i in self.kept)
 
     @property
     def keepdims_shape(self) -> tuple[int, ...]:
+        """``D`` with the reduced axes set to 1: a reduction's result with ``keepdims``."""
         return tuple(1 if i in self.reduced else d for i, d in enumerate(self.shape))
 
     @property

@@ -5,7 +5,8 @@ Each op has a category that fixes its typing rule:
 * ``elementwise``: operands of one shape; ``operand`` says what the operand
   dtypes must be (``same``: all equal; ``where``: bool then two equal) and
   ``result`` gives the result dtype (``same`` or ``bool``). Their NumPy
-  reference is ``numpy`` (a function name in NumPy or in ``EXTRA_NUMPY``).
+  reference is ``numpy`` (a NumPy function name; the numpy backend supplies
+  ``rsqrt``, ``sigmoid``, ``erf`` and ``reciprocal`` itself).
 * ``reduce``: one operand, attributes ``axes`` and ``keepdims``.
 * ``view``: one operand, index arithmetic only (reshape, permute, expand, slice).
 * ``leaf``: no operands (``const``, ``iota``).
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class OpInfo:
+    """One op of the IR: its name, typing category, operand count and NumPy reference."""
+
     name: str
     category: str          # elementwise | reduce | view | leaf | cast
     arity: int

@@ -34,6 +34,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
+        """Number of elements."""
         n = 1
         for d in self.shape:
             n *= d
@@ -62,10 +63,12 @@ class Instr:
 
     @property
     def dtype(self) -> np.dtype:
+        """The value's dtype."""
         return self.type.dtype
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The value's shape."""
         return self.type.shape
 
 
@@ -92,6 +95,7 @@ class Kernel:
 
     @property
     def kind(self) -> str:
+        """The launch kind (``pointwise``, ``inner_reduction``...; "" when not set)."""
         return str(self.attrs.get("kind", ""))
 
 
@@ -120,15 +124,18 @@ class Program:
 
     @property
     def output_types(self) -> tuple[TensorType, ...]:
+        """Type of each returned value, in order."""
         env = self.types()
         return tuple(env[name] for name in self.outputs)
 
     @property
     def kernels(self) -> list[Kernel]:
+        """The Kernel blocks of the body, in order."""
         return [s for s in self.body if isinstance(s, Kernel)]
 
     @property
     def is_fused(self) -> bool:
+        """Whether the body holds Kernel blocks (fused, or user-edited fused text)."""
         return any(isinstance(s, Kernel) for s in self.body)
 
     def __str__(self) -> str:

@@ -55,6 +55,7 @@ class CudaBackend:
         self._runners: dict[Any, Any] = {}
 
     def to_device(self, array: Any) -> Any:
+        """``array`` as a buffer this backend computes on (copied only when needed)."""
         cp = self.cp
         if isinstance(array, cp.ndarray):
             return array
@@ -71,6 +72,7 @@ class CudaBackend:
         return cp.asarray(host)
 
     def to_numpy(self, buffer: Any) -> np.ndarray:
+        """A host NumPy array of ``buffer``."""
         if isinstance(buffer, np.ndarray):
             return buffer
         return self.cp.asnumpy(buffer)

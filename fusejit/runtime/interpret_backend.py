@@ -77,12 +77,14 @@ class InterpretBackend:
         self._fns: dict[Any, Any] = {}
 
     def to_device(self, array: Any) -> np.ndarray:
+        """``array`` as a buffer this backend computes on (copied only when needed)."""
         if isinstance(array, np.ndarray):
             return array
         get = getattr(array, "get", None)
         return np.asarray(get() if get is not None else array)
 
     def to_numpy(self, buffer: Any) -> np.ndarray:
+        """A host NumPy array of ``buffer``."""
         return self.to_device(buffer)
 
     def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[np.ndarray]:

@@ -95,15 +95,18 @@ class NumpyBackend:
     device_memory = False
 
     def to_device(self, array: Any) -> np.ndarray:
+        """``array`` as a buffer this backend computes on (copied only when needed)."""
         if isinstance(array, np.ndarray):
             return array
         get = getattr(array, "get", None)  # a CuPy array
         return np.asarray(get() if get is not None else array)
 
     def to_numpy(self, buffer: Any) -> np.ndarray:
+        """A host NumPy array of ``buffer``."""
         return self.to_device(buffer)
 
     def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[np.ndarray]:
+        """Run the program op by op; returns one new array per program output."""
         env = {p.name: self.to_device(b) for p, b in zip(program.inputs, buffers)}
         inputs = {id(v) for v in env.values()}
         evaluate_body(program.body, env)
