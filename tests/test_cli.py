@@ -135,6 +135,19 @@ def test_subcommand_table_is_extensible(capsys) -> None:
         assert name in cli.COMMANDS
 
 
+def test_closed_output_pipe_is_not_a_traceback(tmp_path: Path) -> None:
+    h = fj.asarray(np.ones(4, np.float32), name="x")
+    for _ in range(3000):  # about 150 kB of text: more than a pipe holds
+        h = h + 1
+    big = tmp_path / "big.fir"
+    fj.dump(h, path=big)
+    reader = subprocess.Popen([sys.executable, "-m", "fusejit", "fmt", str(big)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader.stdout.close()  # like `fusejit fmt big.fir | head -0`
+    err = reader.stderr.read().decode()
+    assert reader.wait(timeout=120) == 141 and "Error" not in err, err
+
+
 def test_python_dash_m(prog: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "fusejit", "check", str(prog)], capture_output=True,
                           text=True, timeout=120)
