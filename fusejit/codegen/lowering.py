@@ -468,8 +468,11 @@ class Lowering:
             corner = self.tmp(f"tl.where({sy}, -{corner}, {corner})", "cr")
             finite = self.tmp(f"tl.where({xx} > 0, {r}, tl.where({xx} < 0, {left}, {on_axis}))",
                               "at2")
-            both_inf = self.tmp(f"(tl.abs({xx}) == INF) & (tl.abs({y}) == INF)", "ii")
-            nan = self.tmp(f"({xx} != {xx}) | ({y} != {y})", "nn")
+            # counted rather than combined with & and |: the interpreter refuses those when
+            # one side comes from a 0-d constant
+            both_inf = self.tmp(f"(tl.abs({xx}) == INF).to(tl.int8) + "
+                                f"(tl.abs({y}) == INF).to(tl.int8) == 2", "ii")
+            nan = self.tmp(f"({xx} != {xx}).to(tl.int8) + ({y} != {y}).to(tl.int8) > 0", "nn")
             return f"tl.where({nan}, {xx} + {y}, tl.where({both_inf}, {corner}, {finite}))"
         if op == "pow":
             a, b = xs
