@@ -137,3 +137,14 @@ def test_interpreter_atan2_quadrants_signed_zeros_and_constants():
     # a constant operand (a 0-d constant in the kernel)
     f = np.array([1.0, np.inf, -np.inf, np.nan], np.float16)
     np.testing.assert_array_equal(fj.arctan2(f, True).numpy(), np.arctan2(f, True))
+
+
+@pytest.mark.parametrize("scalar", [np.array(0.5, np.float16), np.array(0.0, np.float32),
+                                    np.array(2, np.int8), np.array(True)])
+def test_scalar_truth_values_combine_with_blocks(scalar):
+    # a 0-d input's comparison is a scalar in the kernel; the interpreter needs it typed as
+    # a proper bool before `&` / `|` with a block
+    a = np.array([[0], [1], [3]], np.int8)
+    np.testing.assert_array_equal(fj.logical_and(a, scalar).numpy(), np.logical_and(a, scalar))
+    np.testing.assert_array_equal(fj.logical_or(a < scalar, a > 2).numpy(),
+                                  np.logical_or(a < scalar, a > 2))

@@ -357,7 +357,14 @@ class _Fn:
             expr = self.low.cast(args[0], dtypes[0], instr.dtype)
         else:
             expr = self.low.lower(op, args, dtypes, instr.dtype)
+        if level == 0 and instr.dtype == BOOL:
+            expr = self._interpreter_safe_scalar_bool(expr)
         return self.emit(level, expr, hint, comment)
+
+    def _interpreter_safe_scalar_bool(self, expr: str) -> str:
+        # Triton's interpreter gives a scalar comparison a type that `&`/`|` with a block
+        # then refuse; a round trip through int8 gives it a proper bool there
+        return f"({expr}).to(tl.int8) != 0" if self.em.target == "interpret" else expr
 
     def load(self, name: str, coords: Coords) -> str:
         em = self.em
@@ -384,6 +391,8 @@ class _Fn:
         expr = f"tl.load({addr}{m})"
         if em.types[name].dtype == BOOL:
             expr += " != 0"
+            if level == 0:
+                expr = self._interpreter_safe_scalar_bool(expr)
         return self.emit(level, expr, em.var_name(name), f"load %{name}")
 
 
