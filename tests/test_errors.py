@@ -160,3 +160,14 @@ def test_unusable_cache_dir_is_a_backend_error(monkeypatch: pytest.MonkeyPatch, 
         kernel_cache.cache_dir()
     with pytest.raises(fj.BackendError, match=re.escape(f"cannot write the cache file {tmp_path}")):
         kernel_cache.atomic_write(tmp_path, b"x")  # the target is a directory
+
+
+def test_full_and_arange_reject_what_numpy_rejects():
+    with pytest.raises(fj.DTypeError, match="Python integer 300 is out of bounds for int8"):
+        fj.full((2,), 300, dtype=np.int8)
+    with pytest.raises(fj.DTypeError, match="fill_value must be a real scalar, got str"):
+        fj.full(2, "x")
+    for bad in (float("nan"), float("inf"), "a"):
+        with pytest.raises(fj.FusejitError, match="finite real numbers"):
+            fj.arange(bad)
+    assert fj.full((2,), np.float32(1.5)).dtype == np.float32  # a NumPy scalar keeps its dtype

@@ -284,6 +284,7 @@ def const_node(value: Scalar, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
 
 
 def cast_node(node: Node, dtype: np.dtype) -> Node:
+    """``node`` converted to ``dtype`` (folded into a new constant when ``node`` is one)."""
     if node.dtype == dtype:
         return node
     if node.op == "const":  # fold: a constant of the new dtype
@@ -294,6 +295,7 @@ def cast_node(node: Node, dtype: np.dtype) -> Node:
 
 
 def reshape_node(node: Node, shape: tuple[int, ...]) -> Node:
+    """``node`` seen with ``shape`` (same size); a reshape of a reshape is one reshape."""
     if node.shape == shape:
         return node
     if node.op == "const":
@@ -522,8 +524,14 @@ def astype(x: ArrayLike, dtype: Any) -> Tensor:
 def full(shape: int | Sequence[int], fill_value: Scalar, dtype: Any = None) -> Tensor:
     """A lazy constant tensor (no host buffer is allocated)."""
     shape = _shape_arg(shape)
+    if not isinstance(fill_value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        raise DTypeError(f"full: fill_value must be a real scalar, got {type(fill_value).__name__}")
     dt = as_dtype(dtype, where="full") if dtype is not None else \
         as_dtype(np.asarray(fill_value).dtype, where="full")
+    if isinstance(fill_value, np.generic):
+        fill_value = fill_value.item()
+    if not fits(fill_value, dt):  # NumPy 2 refuses to wrap a Python int
+        raise DTypeError(f"full: Python integer {fill_value} is out of bounds for {dt}")
     return Tensor(const_node(fill_value, dt, shape))
 
 
@@ -544,6 +552,11 @@ def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1,
     """Evenly spaced values in [start, stop), NumPy's arange, as a lazy ``iota``."""
     if stop is None:
         start, stop = 0, start
+    bounds = (start, stop, step)
+    if not all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+               and np.isfinite(v) for v in bounds):
+        raise FusejitError(f"arange: start, stop and step must be finite real numbers, got "
+                           f"{bounds}")
     if step == 0:
         raise FusejitError("arange: step must not be zero")
     n = max(int(np.ceil((stop - start) / step)), 0)

@@ -60,6 +60,7 @@ class Node:
 
     @property
     def type(self) -> TensorType:
+        """dtype and shape as the IR's ``TensorType``."""
         return TensorType(self.dtype, self.shape)
 
 
@@ -169,4 +170,5 @@ def lower(outputs: list[Node], name: str = "main") -> tuple[Program, list[Any], 
 
 
 def num_elements(shape: tuple[int, ...]) -> int:
+    """Number of elements of an array of ``shape`` (1 for 0-d)."""
     return math.prod(shape)

@@ -55,6 +55,7 @@ def gpu_available() -> bool:
 
 
 def default_backend_name() -> str:
+    """``FUSEJIT_BACKEND`` if set, else ``cuda`` when CuPy sees a GPU, else ``numpy``."""
     env = os.environ.get("FUSEJIT_BACKEND")
     if env:
         if env not in BACKEND_NAMES:
@@ -93,6 +94,7 @@ def using_backend(name: str) -> Iterator[None]:
 
 
 def current() -> Any:
+    """The instance of the selected backend."""
     return backend_instance(get_backend())
 
 
@@ -106,6 +108,8 @@ def to_numpy(buffer: Any) -> np.ndarray:
 
 #: Graph structure -> plan, so a repeated realize of the same structure skips lowering and fusion.
 _plans: dict[tuple, Any] = {}
+#: Plans kept at most; past that the oldest half is dropped (a program generator must not leak).
+MAX_PLANS = 4096
 
 
 def realize(*tensors: Any) -> tuple[Any, ...]:
@@ -122,6 +126,9 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
         plan = _plans.get(key)
         if plan is None:  # first time this structure is seen: build, fuse, remember
             plan = plan_for(build_program(order, nodes), key)
+            if len(_plans) >= MAX_PLANS:
+                for old in list(_plans)[:MAX_PLANS // 2]:
+                    del _plans[old]
             _plans[key] = plan
         backend = current()
         if backend.device_memory and any(type(b) is np.ndarray for b in buffers):
