@@ -381,6 +381,15 @@ class Lowering:
         return self.tmp(f"tl.where({u} == 1.0, {x}, tl.where(tl.abs({x}) < 0.5, "
                         f"tl.log({u}) * {x} / ({u} - 1.0), tl.log({u})))", "l1p")
 
+    def _signbit(self, x: str) -> str:
+        """Whether the float64 ``x`` has its sign bit set (-0.0 and -inf included, NaN not).
+
+        Through 1 / x rather than a bitcast: Triton 3.6's interpreter loses the sign of -0.0
+        in ``x.to(tl.int64, bitcast=True)``; counted with int8 rather than ``|`` (see
+        ``tl.where`` of scalars in the emitter).
+        """
+        return self.tmp(f"({x} < 0).to(tl.int8) + (1.0 / {x} < 0).to(tl.int8) > 0", "neg")
+
     def _atan(self, x: str) -> str:
         ax = self.tmp(f"tl.abs({x})", "ax")
         big = self.tmp(f"{ax} > 1.0", "big")
@@ -397,7 +406,7 @@ class Lowering:
         r = self.tmp(f"4.0 * {t} * {poly}", "at")
         r = self.tmp(f"tl.where({big}, {HALF_PI} - {r}, {r})", "at")
         # odd, including the sign of zero (signbit, since -0.0 < 0 is false)
-        return self.tmp(f"tl.where({x}.to(tl.int64, bitcast=True) < 0, -{r}, {r})", "at")
+        return self.tmp(f"tl.where({self._signbit(x)}, -{r}, {r})", "at")
 
     def formula(self, op: str, xs: list[str]) -> str:
         """The interpreter's float64 formula for ``op`` from exp, log, sqrt, sin and cos."""
@@ -421,7 +430,7 @@ class Lowering:
             e = self._expm1(ax)
             r = self.tmp(f"tl.where({ax} > 20.0, 0.5 * tl.exp({ax}), 0.5 * ({e} + {e} / ({e} + 1.0)))",
                          "sh")
-            return f"tl.where({x}.to(tl.int64, bitcast=True) < 0, -{r}, {r})"
+            return f"tl.where({self._signbit(x)}, -{r}, {r})"
         if op == "cosh":
             return f"0.5 * (tl.exp({x}) + tl.exp(-{x}))"
         if op == "tanh":
@@ -434,7 +443,7 @@ class Lowering:
             # past 2**28, asinh(x) = log(2x) to double precision (and ax * ax would overflow)
             r = self.tmp(f"tl.where({ax} > 268435456.0, tl.log({ax}) + 0.6931471805599453, {r})",
                          "ash")
-            return f"tl.where({x}.to(tl.int64, bitcast=True) < 0, -{r}, {r})"
+            return f"tl.where({self._signbit(x)}, -{r}, {r})"
         if op == "acosh":
             # past 2**28, acosh(x) = log(2x) to double precision (and x * x would overflow)
             r = self.tmp(f"tl.where({x} > 268435456.0, tl.log({x}) + 0.6931471805599453, "
@@ -456,8 +465,8 @@ class Lowering:
             # axes and the infinities handled apart from atan(y / x)
             y, xx = xs
             r = self._atan(self.tmp(f"{y} / {xx}", "w"))
-            sy = self.tmp(f"{y}.to(tl.int64, bitcast=True) < 0", "sy")
-            sx = self.tmp(f"{xx}.to(tl.int64, bitcast=True) < 0", "sx")
+            sy = self.tmp(self._signbit(y), "sy")
+            sx = self.tmp(self._signbit(xx), "sx")
             # python-float branches of tl.where would be float32: keep float64 operands
             zero = self.tmp(f"{sy}.to(tl.float64) * 0.0", "z0")  # a float64 0 (0 * inf is nan)
             pi = self.tmp(f"{zero} + {PI}", "pi")

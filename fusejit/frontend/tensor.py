@@ -503,12 +503,25 @@ def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
 
 
 def _where_operand(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
-    """A ``where`` branch: NumPy casts a Python int into the result dtype, wrapping around."""
+    """A ``where`` branch: a Python int out of the result dtype's range is wrapped around or
+    refused, as the installed NumPy does (NumPy 2.4 wraps, 2.5 raises OverflowError)."""
     if isinstance(x, Tensor):
         return coerce(x, dtype, shape, "where")
     if dtype.kind in "biu" and not _fits_c_long(x):
         raise DTypeError(f"where: Python integer {x} is too large to convert to {dtype}")
+    if type(x) is int and dtype.kind in "iu" and not fits(x, dtype) and not _numpy_wraps_in_where():
+        raise DTypeError(f"where: Python integer {x} is out of bounds for {dtype}")
     return const_node(x, dtype, shape)
+
+
+@lru_cache(maxsize=1)
+def _numpy_wraps_in_where() -> bool:
+    try:
+        with np.errstate(all="ignore"):
+            np.where(True, np.zeros((), np.int8), 300)
+    except OverflowError:
+        return False
+    return True
 
 
 def _kind_for_result_type(x: Tensor | Scalar) -> Any:
