@@ -224,3 +224,18 @@ def test_random_programs_cuda():
         check_program(recipe, backend="cuda")
 
     check()
+
+
+def test_signed_zeros_and_special_values_cuda():
+    # libdevice math and the emitter's own lowerings keep NumPy's infinities, NaNs and signed
+    # zeros (negation is x * -1.0: Triton lowers -x as 0 - x)
+    import cupy as cp
+    x = np.array([np.inf, -np.inf, -0.0, 0.0, 1e-30, -2.5, 0.5, np.nan, 700.0, -700.0])
+    for name in ("negative", "sinh", "tanh", "arcsinh", "arctan", "expm1", "log1p", "sqrt"):
+        with np.errstate(all="ignore"):
+            expected = getattr(np, name)(x)
+        got = getattr(fj, name)(fj.asarray(cp.asarray(x))).numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-13, atol=0, err_msg=name)
+        finite = ~np.isnan(expected)
+        np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(expected[finite]),
+                                      err_msg=name)

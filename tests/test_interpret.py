@@ -109,7 +109,7 @@ _SPECIAL = np.array([np.inf, -np.inf, 1e200, -1e300, -0.0, 0.0, 1e-300, 3.0, np.
                      -2.5, 0.3, -0.7, 30.0, -30.0, 1e-8, -1e-8, 700.0, -700.0, 0.5, -0.5])
 
 
-@pytest.mark.parametrize("name", ["arcsinh", "sinh", "cosh", "tanh", "expm1", "log1p", "arctanh",
+@pytest.mark.parametrize("name", ["negative", "arcsinh", "sinh", "cosh", "tanh", "expm1", "log1p", "arctanh",
                                   "arccosh", "arctan", "arcsin", "arccos", "exp2", "log10", "tan"])
 def test_interpreter_math_formulas_at_special_values(name):
     # the interpreter has no libdevice: these run as formulas in float64, which must keep

@@ -127,7 +127,9 @@ class Lowering:
 
     # unary ---------------------------------------------------------------------
     def op_neg(self, a, d, o):
-        return f"-{a[0]}"
+        # floats: times -1, exact and keeps signed zeros (Triton 3.6 lowers -x as 0 - x,
+        # which turns -(0.0) into +0.0 where NumPy gives -0.0)
+        return f"{a[0]} * -1.0" if d[0].kind == "f" else f"-{a[0]}"
 
     def op_abs(self, a, d, o):
         if d[0].kind == "u" or d[0] == BOOL:
@@ -406,7 +408,7 @@ class Lowering:
         r = self.tmp(f"4.0 * {t} * {poly}", "at")
         r = self.tmp(f"tl.where({big}, {HALF_PI} - {r}, {r})", "at")
         # odd, including the sign of zero (signbit, since -0.0 < 0 is false)
-        return self.tmp(f"tl.where({self._signbit(x)}, -{r}, {r})", "at")
+        return self.tmp(f"tl.where({self._signbit(x)}, {r} * -1.0, {r})", "at")
 
     def formula(self, op: str, xs: list[str]) -> str:
         """The interpreter's float64 formula for ``op`` from exp, log, sqrt, sin and cos."""
@@ -430,7 +432,7 @@ class Lowering:
             e = self._expm1(ax)
             r = self.tmp(f"tl.where({ax} > 20.0, 0.5 * tl.exp({ax}), 0.5 * ({e} + {e} / ({e} + 1.0)))",
                          "sh")
-            return f"tl.where({self._signbit(x)}, -{r}, {r})"
+            return f"tl.where({self._signbit(x)}, {r} * -1.0, {r})"
         if op == "cosh":
             return f"0.5 * (tl.exp({x}) + tl.exp(-{x}))"
         if op == "tanh":
@@ -443,7 +445,7 @@ class Lowering:
             # past 2**28, asinh(x) = log(2x) to double precision (and ax * ax would overflow)
             r = self.tmp(f"tl.where({ax} > 268435456.0, tl.log({ax}) + 0.6931471805599453, {r})",
                          "ash")
-            return f"tl.where({self._signbit(x)}, -{r}, {r})"
+            return f"tl.where({self._signbit(x)}, {r} * -1.0, {r})"
         if op == "acosh":
             # past 2**28, acosh(x) = log(2x) to double precision (and x * x would overflow)
             r = self.tmp(f"tl.where({x} > 268435456.0, tl.log({x}) + 0.6931471805599453, "
@@ -489,7 +491,7 @@ class Lowering:
             mag = self.tmp(f"tl.exp2({b} * tl.log2({aa}))", "mag")
             bint = self.tmp(f"tl.floor({b}) == {b}", "bint")
             odd = self.tmp(f"(tl.floor({b} * 0.5) * 2.0) != {b}", "odd")
-            neg = self.tmp(f"tl.where({bint}, tl.where({odd}, -{mag}, {mag}), NAN)", "neg")
-            r = self.tmp(f"tl.where({a} < 0, {neg}, {mag})", "pw")
+            neg = self.tmp(f"tl.where({bint}, tl.where({odd}, {mag} * -1.0, {mag}), NAN)", "neg")
+            r = self.tmp(f"tl.where({self._signbit(a)}, {neg}, {mag})", "pw")
             return f"tl.where({b} == 0, 1.0, tl.where({a} == 1.0, 1.0, {r}))"
         raise NotImplementedError(op)
