@@ -282,6 +282,8 @@ class Lowering:
         q = self.tmp(f"tl.where(({m} != 0) & (({uy} < 0) != ({m} < 0)), {q} - 1.0, {q})", "q")
         fl = self.tmp(f"tl.floor({q})", "fl")
         q = self.tmp(f"tl.where({q} - {fl} > 0.5, {fl} + 1.0, {fl})", "q")
+        # NumPy's npy_divmod: a zero quotient takes the sign of x / y; y == 0 gives x / y
+        q = self.tmp(f"tl.where({q} == 0, ({ux} / {uy}) * 0.0, {q})", "q")
         return self.down(f"tl.where({uy} == 0, {ux} / {uy}, {q})", dt)
 
     def op_mod(self, a, d, o):
@@ -297,7 +299,10 @@ class Lowering:
             return f"tl.where({zero}, 0, tl.where({fix}, {r} + {y}, {r}))"
         ux, uy = self.tmp(self.up(x, dt), "x"), self.tmp(self.up(y, dt), "y")
         m = self.tmp(f"{ux} % {uy}", "m")
-        return self.down(f"tl.where(({m} != 0) & (({uy} < 0) != ({m} < 0)), {m} + {uy}, {m})", dt)
+        r = self.tmp(f"tl.where(({m} != 0) & (({uy} < 0) != ({m} < 0)), {m} + {uy}, {m})", "r")
+        # NumPy's npy_divmod: a zero remainder takes the sign of y
+        zero = self.tmp(f"tl.where({uy} < 0, tl.abs({m}) * -1.0, tl.abs({m}))", "z")
+        return self.down(f"tl.where({m} == 0, {zero}, {r})", dt)
 
     def op_pow(self, a, d, o):
         x, y = a
