@@ -239,3 +239,22 @@ def test_signed_zeros_and_special_values_cuda():
         finite = ~np.isnan(expected)
         np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(expected[finite]),
                                       err_msg=name)
+
+
+def test_float_floor_divide_and_remainder_bit_for_bit_cuda():
+    import itertools
+
+    import cupy as cp
+    values = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 3.0, -3.0, np.inf, -np.inf, np.nan,
+                       2.5, -7.25, 1e-300])
+    xs, ys = (np.array(v) for v in zip(*itertools.product(values, values)))
+    for dtype in (np.float64, np.float32, np.float16):
+        x, y = xs.astype(dtype), ys.astype(dtype)
+        with np.errstate(all="ignore"):
+            expected = (np.remainder(x, y), np.floor_divide(x, y))
+        dx, dy = fj.asarray(cp.asarray(x)), fj.asarray(cp.asarray(y))
+        got = (fj.remainder(dx, dy).numpy(), fj.floor_divide(dx, dy).numpy())
+        for g, e in zip(got, expected):
+            np.testing.assert_array_equal(g, e)
+            finite = ~np.isnan(e)
+            np.testing.assert_array_equal(np.signbit(g[finite]), np.signbit(e[finite]))
