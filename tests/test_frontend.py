@@ -514,3 +514,12 @@ def test_power_operator_follows_numpys_fast_scalar_paths(dtype, exponent):
     assert got.dtype == expected.dtype
     np.testing.assert_array_equal(got, expected)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+
+
+@pytest.mark.parametrize("args", [(6.0,), (0, 6.0), (2, 9, 2.0), (np.float32(5),), (np.int8(3), 7),
+                                  (0, np.uint64(4)), (5, 0, -1), (1.5, 4.0, 0.5)])
+def test_arange_dtype_and_values_follow_numpy(args):
+    expected = np.arange(*args)
+    got = fj.arange(*args)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got.numpy(), expected)

@@ -166,3 +166,11 @@ def test_float_floor_divide_and_remainder_match_numpy_exactly():
             np.testing.assert_array_equal(g, e)
             finite = ~np.isnan(e)
             np.testing.assert_array_equal(np.signbit(g[finite]), np.signbit(e[finite]))
+
+
+def test_iota_at_a_coordinate_fixed_by_a_view():
+    # a length-1 slice fixes the iota's coordinate to a literal in the kernel
+    np.testing.assert_array_equal(fj.arange(3)[2:].numpy(), np.arange(3)[2:])
+    np.testing.assert_array_equal((-fj.arange(5).reshape(5, 1)[3:4]).numpy(),
+                                  -np.arange(5).reshape(5, 1)[3:4])
+    np.testing.assert_array_equal(fj.arange(6.0)[::-2][1:2].numpy(), np.arange(6.0)[::-2][1:2])

@@ -335,7 +335,8 @@ class _Fn:
             start, step = instr.attrs["start"], instr.attrs["step"]
             s = float_literal(start) if dt.kind == "f" else str(int(start))
             t = float_literal(step) if dt.kind == "f" else str(int(step))
-            base = "tl.full([], 0, tl.int64)" if d == "0" else f"{d}.to(tl.int64)"
+            # a coordinate fixed by a view is a literal: a Python int has no .to()
+            base = f"tl.full([], {d}, tl.int64)" if d.lstrip("-").isdigit() else f"{d}.to(tl.int64)"
             expr = f"({s} + {base}.to({wide}) * {t}).to({TL[dt]})"
             return self.emit(self.lvl(d), expr, hint, comment)
         if op in REDUCE and not em.domain.reduced:

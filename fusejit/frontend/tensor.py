@@ -573,8 +573,10 @@ def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1,
     if step == 0:
         raise FusejitError("arange: step must not be zero")
     n = max(int(np.ceil((stop - start) / step)), 0)
-    dt = as_dtype(dtype if dtype is not None else np.arange(start, start + step, step).dtype,
-                  where="arange")
+    # NumPy picks the dtype from the types of all three (arange(6.0) is float64): ask it
+    # with small values of the same types
+    inferred = np.arange(type(start)(0), type(stop)(1), type(step)(1)).dtype
+    dt = as_dtype(dtype if dtype is not None else inferred, where="arange")
     if is_float(dt):
         start, step = float(start), float(step)
     else:
