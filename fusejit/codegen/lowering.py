@@ -277,7 +277,7 @@ class Lowering:
             fix = self.tmp(f"({r} != 0) & (({r} < 0) != ({y} < 0))", "fix")
             return f"tl.where({zero}, 0, {q} - {fix}.to({TL[dt]}))"
         ux, uy = self.tmp(self.up(x, dt), "x"), self.tmp(self.up(y, dt), "y")
-        m = self.tmp(f"{ux} % {uy}", "m")  # fmod
+        m = self.tmp(self._fmod(ux, uy), "m")
         q = self.tmp(f"({ux} - {m}) / {uy}", "q")
         q = self.tmp(f"tl.where(({m} != 0) & (({uy} < 0) != ({m} < 0)), {q} - 1.0, {q})", "q")
         fl = self.tmp(f"tl.floor({q})", "fl")
@@ -285,6 +285,11 @@ class Lowering:
         # NumPy's npy_divmod: a zero quotient takes the sign of x / y; y == 0 gives x / y
         q = self.tmp(f"tl.where({q} == 0, ({ux} / {uy}) * 0.0, {q})", "q")
         return self.down(f"tl.where({uy} == 0, {ux} / {uy}, {q})", dt)
+
+    def _fmod(self, x: str, y: str) -> str:
+        """C's exact fmod: libdevice on the GPU, where Triton's float % is not exact
+        (1 % 1e-300, inf % inf); the interpreter's float % is NumPy's fmod already."""
+        return self.lib("fmod", x, y) if self.target == "cuda" else f"{x} % {y}"
 
     def op_mod(self, a, d, o):
         x, y = a
@@ -298,7 +303,7 @@ class Lowering:
             fix = self.tmp(f"({r} != 0) & (({r} < 0) != ({y} < 0))", "fix")
             return f"tl.where({zero}, 0, tl.where({fix}, {r} + {y}, {r}))"
         ux, uy = self.tmp(self.up(x, dt), "x"), self.tmp(self.up(y, dt), "y")
-        m = self.tmp(f"{ux} % {uy}", "m")
+        m = self.tmp(self._fmod(ux, uy), "m")
         r = self.tmp(f"tl.where(({m} != 0) & (({uy} < 0) != ({m} < 0)), {m} + {uy}, {m})", "r")
         # NumPy's npy_divmod: a zero remainder takes the sign of y
         zero = self.tmp(f"tl.where({uy} < 0, tl.abs({m}) * -1.0, tl.abs({m}))", "z")
