@@ -130,3 +130,28 @@ SPLIT: dict[str, tuple[Callable[..., Any], Callable[[int], list[np.ndarray]]]] =
     "var": (lambda xp, x: x.var(), lambda n: [_vec(n)]),
     "norm_plus_one": (lambda xp, x: xp.sqrt((x * x).sum()) + F32(1), lambda n: [_vec(n)]),
 }
+
+
+def check_float_divmod_bit_for_bit(to_array: Callable[[np.ndarray], Any]) -> None:
+    """floor_divide and remainder over special floats, bit for bit against NumPy.
+
+    NumPy's npy_divmod: remainders take the divisor's sign (zero ones too), a zero quotient
+    takes the sign of x / y, division by zero gives x / y. ``to_array`` puts an input where
+    the backend under test reads it.
+    """
+    import itertools
+
+    import fusejit as fj
+    values = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 3.0, -3.0, np.inf, -np.inf, np.nan,
+                       2.5, -7.25, 1e-300])
+    xs, ys = (np.array(v) for v in zip(*itertools.product(values, values)))
+    for dtype in (np.float64, np.float32, np.float16):
+        x, y = xs.astype(dtype), ys.astype(dtype)
+        with np.errstate(all="ignore"):
+            expected = (np.remainder(x, y), np.floor_divide(x, y))
+        fx, fy = fj.asarray(to_array(x)), fj.asarray(to_array(y))
+        got = (fj.remainder(fx, fy).numpy(), fj.floor_divide(fx, fy).numpy())
+        for g, e in zip(got, expected):
+            np.testing.assert_array_equal(g, e)
+            finite = ~np.isnan(e)
+            np.testing.assert_array_equal(np.signbit(g[finite]), np.signbit(e[finite]))

@@ -112,3 +112,10 @@ def test_corrupt_disk_cache_entry_is_rebuilt_with_a_warning(tmp_path, monkeypatc
     assert again.cubin[:4] == b"\x7fELF" and cubin.read_bytes() == again.cubin
     (cached,) = compile_all(emitted, 90, True)   # the rebuilt entry is used as is
     assert cached.cubin == again.cubin and first.name == again.name
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.uint8])
+def test_floor_divide_and_remainder_compile(dtype):
+    # float ones go through libdevice fmod on the GPU
+    _compile(lambda xp, x, y: (xp.floor_divide(x, y), xp.remainder(x, y)),
+             [np.ones(64, dtype), np.ones(64, dtype)])

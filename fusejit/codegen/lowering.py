@@ -265,6 +265,19 @@ class Lowering:
         r = self.tmp(f"{a} % {safe}", "r")
         return zero, q, r
 
+    def _signed_floor_fix(self, y: str, r: str) -> str:
+        """Whether a truncated quotient needs flooring: a remainder whose sign is not y's."""
+        return self.tmp(f"({r} != 0) & (({r} < 0) != ({y} < 0))", "fix")
+
+    def _float_fmod(self, x: str, y: str, dt: np.dtype) -> tuple[str, str, str, str]:
+        """(x, y in the compute dtype, fmod(x, y), whether fmod's sign is not y's)."""
+        ux, uy = self.tmp(self.up(x, dt), "x"), self.tmp(self.up(y, dt), "y")
+        # C's exact fmod: libdevice on the GPU, where Triton's float % is not exact
+        # (1 % 1e-300, inf % inf); the interpreter's float % is NumPy's fmod already
+        fmod = self.lib("fmod", ux, uy) if self.target == "cuda" else f"{ux} % {uy}"
+        m = self.tmp(fmod, "m")
+        return ux, uy, m, self.tmp(f"({m} != 0) & (({uy} < 0) != ({m} < 0))", "fix")
+
     def op_floordiv(self, a, d, o):
         x, y = a
         dt = d[0]
@@ -274,22 +287,16 @@ class Lowering:
             zero, q, r = self._int_divmod(x, y, dt)
             if dt.kind == "u":
                 return f"tl.where({zero}, 0, {q})"
-            fix = self.tmp(f"({r} != 0) & (({r} < 0) != ({y} < 0))", "fix")
-            return f"tl.where({zero}, 0, {q} - {fix}.to({TL[dt]}))"
-        ux, uy = self.tmp(self.up(x, dt), "x"), self.tmp(self.up(y, dt), "y")
-        m = self.tmp(self._fmod(ux, uy), "m")
+            return f"tl.where({zero}, 0, {q} - {self._signed_floor_fix(y, r)}.to({TL[dt]}))"
+        ux, uy, m, fix = self._float_fmod(x, y, dt)
+        # NumPy's npy_divmod, step by step
         q = self.tmp(f"({ux} - {m}) / {uy}", "q")
-        q = self.tmp(f"tl.where(({m} != 0) & (({uy} < 0) != ({m} < 0)), {q} - 1.0, {q})", "q")
+        q = self.tmp(f"tl.where({fix}, {q} - 1.0, {q})", "q")
         fl = self.tmp(f"tl.floor({q})", "fl")
         q = self.tmp(f"tl.where({q} - {fl} > 0.5, {fl} + 1.0, {fl})", "q")
-        # NumPy's npy_divmod: a zero quotient takes the sign of x / y; y == 0 gives x / y
+        # a zero quotient takes the sign of x / y; y == 0 gives x / y
         q = self.tmp(f"tl.where({q} == 0, ({ux} / {uy}) * 0.0, {q})", "q")
         return self.down(f"tl.where({uy} == 0, {ux} / {uy}, {q})", dt)
-
-    def _fmod(self, x: str, y: str) -> str:
-        """C's exact fmod: libdevice on the GPU, where Triton's float % is not exact
-        (1 % 1e-300, inf % inf); the interpreter's float % is NumPy's fmod already."""
-        return self.lib("fmod", x, y) if self.target == "cuda" else f"{x} % {y}"
 
     def op_mod(self, a, d, o):
         x, y = a
@@ -300,11 +307,9 @@ class Lowering:
             zero, q, r = self._int_divmod(x, y, dt)
             if dt.kind == "u":
                 return f"tl.where({zero}, 0, {r})"
-            fix = self.tmp(f"({r} != 0) & (({r} < 0) != ({y} < 0))", "fix")
-            return f"tl.where({zero}, 0, tl.where({fix}, {r} + {y}, {r}))"
-        ux, uy = self.tmp(self.up(x, dt), "x"), self.tmp(self.up(y, dt), "y")
-        m = self.tmp(self._fmod(ux, uy), "m")
-        r = self.tmp(f"tl.where(({m} != 0) & (({uy} < 0) != ({m} < 0)), {m} + {uy}, {m})", "r")
+            return f"tl.where({zero}, 0, tl.where({self._signed_floor_fix(y, r)}, {r} + {y}, {r}))"
+        ux, uy, m, fix = self._float_fmod(x, y, dt)
+        r = self.tmp(f"tl.where({fix}, {m} + {uy}, {m})", "r")
         # NumPy's npy_divmod: a zero remainder takes the sign of y
         zero = self.tmp(f"tl.where({uy} < 0, tl.abs({m}) * -1.0, tl.abs({m}))", "z")
         return self.down(f"tl.where({m} == 0, {zero}, {r})", dt)
