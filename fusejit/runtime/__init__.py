@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError, InputError
+from ..fuse import plan_for
 from ..ir.graph import build_program, linearize, make_input
 from ..ir.program import Program
 
@@ -114,7 +115,6 @@ MAX_PLANS = 4096
 
 def realize(*tensors: Any) -> tuple[Any, ...]:
     """Compute several tensors with one plan; shared subexpressions run once."""
-    from ..fuse import plan_for
     pending, seen = [], set()
     for t in tensors:
         if not t.is_realized and id(t._node) not in seen:
@@ -188,7 +188,6 @@ def check_inputs(program: Program, arrays: tuple[Any, ...], named: dict[str, Any
 
 def run_program(program: Program, arrays: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:
     """Run a Program on the current backend: checked inputs in, one array per output out."""
-    from ..fuse import plan_for
     buffers = check_inputs(program, arrays, named)
     backend = current()
     plan = plan_for(program, None)

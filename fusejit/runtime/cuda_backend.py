@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError
-from ..ir.program import Instr, Kernel, Program
+from ..ir.program import Kernel, Program
 from . import kernel_cache as kc
 from .compile import compile_launch
 
@@ -81,15 +81,9 @@ class CudaBackend:
         """Run the fused program; returns one CuPy array per program output."""
         env = {p.name: self.to_device(b) for p, b in zip(program.inputs, buffers)}
         inputs = {id(v) for v in env.values()}
-        for stmt in program.body:
-            if isinstance(stmt, Kernel):
-                results = self.run_kernel(stmt, [env[a] for a in stmt.args])
-                env.update(zip(stmt.results, results))
-            else:  # a statement left outside kernels: evaluate on the host
-                assert isinstance(stmt, Instr)
-                from .numpy_backend import evaluate_instr
-                host = evaluate_instr(stmt, [self.to_numpy(env[a]) for a in stmt.args])
-                env[stmt.name] = self.cp.asarray(host)
+        for kernel in program.body:  # a plan's program holds kernel blocks only
+            results = self.run_kernel(kernel, [env[a] for a in kernel.args])
+            env.update(zip(kernel.results, results))
         outs = []
         for name in program.outputs:
             value = env[name]

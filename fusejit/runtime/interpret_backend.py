@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError
-from ..ir.program import Instr, Kernel, Program
+from ..ir.program import Kernel, Program
 from . import kernel_cache as kc
-from .numpy_backend import evaluate_instr
 
 
 class HostBuffer:
@@ -93,13 +92,9 @@ class InterpretBackend:
                                       for p, b in zip(program.inputs, buffers)}
         inputs = {id(v) for v in env.values()}
         with np.errstate(all="ignore"):
-            for stmt in program.body:
-                if isinstance(stmt, Kernel):
-                    results = self.run_kernel(stmt, [env[a] for a in stmt.args])
-                    env.update(zip(stmt.results, results))
-                else:
-                    assert isinstance(stmt, Instr)
-                    env[stmt.name] = evaluate_instr(stmt, [env[a] for a in stmt.args])
+            for kernel in program.body:  # a plan's program holds kernel blocks only
+                results = self.run_kernel(kernel, [env[a] for a in kernel.args])
+                env.update(zip(kernel.results, results))
         outs = []
         for name in program.outputs:
             value = env[name]
