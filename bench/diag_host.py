@@ -1,7 +1,7 @@
 """Where a large realize's wall time goes on the GPU (layer norm, 16384x4096 float32).
 
 Run: ``python bench/diag_host.py``. Times, per call and with outputs dropped as in a
-loop: building the lazy graph; building plus the plan lookup (``linearize``); the
+loop: building the lazy graph; building plus the plan key (``structural_key``); the
 cached plan's launches alone; the whole ``realize``; and the CuPy pool's size after.
 """
 
@@ -19,7 +19,7 @@ def main() -> None:
     import cupy as cp
 
     import fusejit as fj
-    from fusejit.ir.graph import linearize
+    from fusejit.ir.graph import structural_key
     from fusejit.runtime import _plans, current
     fj.set_backend("cuda")
     sync = cp.cuda.get_current_stream().synchronize
@@ -33,7 +33,8 @@ def main() -> None:
 
     build().realize()
     y = build()
-    key, buffers, _ = linearize([y._node])
+    key, leaves = structural_key([y._node])
+    buffers = [leaf.buffer for leaf in leaves]
     plan, backend = _plans[key], current()
 
     def timed(name: str, fn: Callable[[], Any], reps: int = 50) -> None:
@@ -49,7 +50,7 @@ def main() -> None:
         print(f"{name:28s} issue {issued:8.1f} us/call   with GPU {total:8.1f} us/call")
 
     timed("build graph", build)
-    timed("build + linearize", lambda: linearize([build()._node]))
+    timed("build + plan key", lambda: structural_key([build()._node]))
     timed("launches only", lambda: backend.execute(plan.program, buffers, plan))
     timed("realize", lambda: build().realize())
     import gc

@@ -5,11 +5,16 @@ elimination for free): ``make`` looks a node up by its key before creating it.
 Each node computes its key and hash once, at creation. Leaves that hold data
 (``input`` nodes) are never merged: each carries its own serial number.
 
+Each node also gets, at creation, a *signature*: a small int naming its
+structure with the data leaves abstracted to their position (``leaves``, in
+the order a depth-first walk meets them). Two graphs with equal signatures
+lower to the same Program, so the plan cache key of a ``realize`` is one
+signature per output (``structural_key``), found without walking the graph,
+and two realizes of the same structure over new data share a plan.
+
 ``lower`` turns the graph under a set of outputs into a Program plus the
 buffers that feed its inputs, with an iterative traversal (no recursion
-limit) and a structural key that the plan cache uses. The key names the
-buffers only by position, so two realizes of the same structure over new data
-share a plan.
+limit); the realize path calls it only when the plan cache misses.
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ from ..dtypes import ir_name
 from .program import Instr, Param, Program, TensorType
 
 _INPUT_SERIAL = itertools.count()
+#: structural signature (op, attributes, dtype, shape, sources' signatures and leaf positions)
+#: -> a small int, so a node's signature is computed once, when it is created
+_SIGS: dict[tuple, int] = {}
+_SIG_SERIAL = itertools.count()
+_MAX_SIGS = 1 << 20
 #: structural key -> weak reference to the one live node with that structure
 _NODES: dict[tuple, weakref.KeyedRef] = {}
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -33,6 +43,11 @@ NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 def _freeze(value: Any) -> Any:
     """Hashable, exact form of an attribute value (floats by bits: -0.0 and NaN stay distinct)."""
+    kind = type(value)
+    if kind is int or kind is bool:
+        return value
+    if kind is tuple and all(type(v) is int for v in value):  # shapes, axes, perms
+        return value
     if isinstance(value, float):
         return ("f", value.hex())
     if isinstance(value, (tuple, list)):
@@ -44,7 +59,7 @@ class Node:
     """One immutable value of the lazy graph."""
 
     __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "key", "_hash", "buffer", "name",
-                 "__weakref__")
+                 "sig", "leaves", "__weakref__")
 
     op: str
     srcs: tuple[Node, ...]
@@ -85,8 +100,50 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
     node.op, node.srcs, node.attrs, node.dtype, node.shape = op, srcs, attrs, dtype, shape
     node.key, node._hash = key, hash(key)
     node.buffer, node.name = None, None
+    if not srcs:
+        node.leaves, where = (), ()
+    elif len(srcs) == 1:
+        node.leaves, where = srcs[0].leaves, srcs[0].sig
+    else:
+        first = srcs[0].leaves
+        if all(s.leaves is first or not s.leaves for s in srcs):
+            # the common case (x op const, x op f(x)): no merging, positions are implied
+            node.leaves, where = first, tuple([(s.sig, bool(s.leaves)) for s in srcs])
+        else:
+            node.leaves, positions = merge_leaves([s.leaves for s in srcs])
+            where = tuple(zip([s.sig for s in srcs], positions))
+    node.sig = _intern((op, frozen, key[3], shape, where))
     _NODES[key] = weakref.KeyedRef(node, _forget, key)
     return node
+
+
+def _intern(signature: tuple) -> int:
+    # ids come from a counter and are never reused, so forgetting the table (to bound its
+    # memory) can only cost plan-cache misses, never a wrong match
+    sig = _SIGS.get(signature)
+    if sig is None:
+        if len(_SIGS) >= _MAX_SIGS:
+            _SIGS.clear()
+        sig = _SIGS[signature] = next(_SIG_SERIAL)
+    return sig
+
+
+def merge_leaves(groups: list[tuple[Node, ...]]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
+    """The leaves of several subgraphs in first-occurrence order (the order a left-to-right
+    depth-first walk meets them), and each group's positions in it (None: a prefix)."""
+    merged = list(groups[0])
+    index = {id(leaf): i for i, leaf in enumerate(merged)}
+    positions: list[Any] = [None]
+    for group in groups[1:]:
+        where = []
+        for leaf in group:
+            i = index.get(id(leaf))
+            if i is None:
+                i = index[id(leaf)] = len(merged)
+                merged.append(leaf)
+            where.append(i)
+        positions.append(None if where == list(range(len(where))) else tuple(where))
+    return tuple(merged), tuple(positions)
 
 
 def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str | None) -> Node:
@@ -96,23 +153,31 @@ def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str |
     node.key = ("input", next(_INPUT_SERIAL))
     node._hash = hash(node.key)
     node.buffer, node.name = buffer, name
+    node.leaves = (node,)
+    node.sig = _intern(("input", name, dtype.str, shape))
     return node
 
 
-def linearize(outputs: list[Node], name: str = "main") -> tuple[tuple, list[Any], list[Node]]:
-    """Structural key, input buffers and topological order of the graph under ``outputs``.
+def structural_key(outputs: list[Node]) -> tuple[tuple, tuple[Node, ...]]:
+    """The plan-cache key of ``outputs`` and their leaves, in the Program's input order.
 
-    This is the cheap half of lowering, run on every ``realize``: when the key
-    hits the plan cache, no Program is built. Buffers appear in the key only as
-    their position, dtype and shape.
+    Built from the signatures that nodes got when created, so it costs one step per
+    output, not per node: two graphs with equal keys lower to the same Program.
     """
+    if len(outputs) == 1:
+        node = outputs[0]
+        return (node.sig,), node.leaves
+    leaves, positions = merge_leaves([n.leaves for n in outputs])
+    return (tuple(n.sig for n in outputs), positions), leaves
+
+
+def topological_order(outputs: list[Node]) -> list[Node]:
+    """Every node under ``outputs``, each after its sources (iterative post-order: no
+    recursion limit). Inputs appear in the order of ``structural_key``'s leaves."""
     order: list[Node] = []
-    index: dict[int, int] = {}
-    buffers: list[Any] = []
-    key: list[Any] = [name]
-    # iterative post-order (no recursion limit), numbering and keying nodes as they finish
+    done: set[int] = set()
     for root in outputs:
-        if id(root) in index:
+        if id(root) in done:
             continue
         stack: list[tuple[Node, int]] = [(root, 0)]
         while stack:
@@ -120,22 +185,14 @@ def linearize(outputs: list[Node], name: str = "main") -> tuple[tuple, list[Any]
             srcs = node.srcs
             if i < len(srcs):
                 stack[-1] = (node, i + 1)
-                if id(srcs[i]) not in index:
+                if id(srcs[i]) not in done:
                     stack.append((srcs[i], 0))
                 continue
             stack.pop()
-            if id(node) in index:
-                continue
-            index[id(node)] = len(order)
-            order.append(node)
-            if node.op == "input":
-                buffers.append(node.buffer)
-                key.append((node.name, node.dtype.str, node.shape))
-            else:
-                key.append((node.key[0], tuple([index[id(s)] for s in srcs]), node.key[2],
-                            node.key[3], node.shape))
-    key.append(tuple(index[id(n)] for n in outputs))
-    return tuple(key), buffers, order
+            if id(node) not in done:
+                done.add(id(node))
+                order.append(node)
+    return order
 
 
 def build_program(order: list[Node], outputs: list[Node], name: str = "main") -> Program:
@@ -164,9 +221,10 @@ def build_program(order: list[Node], outputs: list[Node], name: str = "main") ->
 
 
 def lower(outputs: list[Node], name: str = "main") -> tuple[Program, list[Any], tuple]:
-    """The Program computing ``outputs``, the buffers for its inputs, and its structural key."""
-    key, buffers, order = linearize(outputs, name)
-    return build_program(order, outputs, name), buffers, key
+    """The Program computing ``outputs``, the buffers for its inputs, and its plan-cache key."""
+    key, leaves = structural_key(outputs)
+    program = build_program(topological_order(outputs), outputs, name)
+    return program, [leaf.buffer for leaf in leaves], key
 
 
 def num_elements(shape: tuple[int, ...]) -> int:

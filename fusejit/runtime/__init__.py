@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import BackendError, InputError
 from ..fuse import plan_for
-from ..ir.graph import build_program, linearize, make_input
+from ..ir.graph import build_program, make_input, structural_key, topological_order
 from ..ir.program import Program
 
 BACKEND_NAMES = ("cuda", "interpret", "numpy")
@@ -122,17 +122,18 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
             pending.append(t)
     if pending:
         nodes = [t._node for t in pending]
-        key, buffers, order = linearize(nodes)
+        key, leaves = structural_key(nodes)
         plan = _plans.get(key)
         if plan is None:  # first time this structure is seen: build, fuse, remember
-            plan = plan_for(build_program(order, nodes), key)
+            plan = plan_for(build_program(topological_order(nodes), nodes), key)
             if len(_plans) >= MAX_PLANS:
                 for old in list(_plans)[:MAX_PLANS // 2]:
                     del _plans[old]
             _plans[key] = plan
         backend = current()
+        buffers = [leaf.buffer for leaf in leaves]
         if backend.device_memory and any(type(b) is np.ndarray for b in buffers):
-            buffers = _move_inputs_to_device(backend, order)
+            buffers = _move_inputs_to_device(backend, leaves)
         outs = backend.execute(plan.program, buffers, plan)
         by_node = {id(n): out for n, out in zip(nodes, outs)}
         for t in tensors:
@@ -142,15 +143,12 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
     return tensors
 
 
-def _move_inputs_to_device(backend: Any, order: list[Any]) -> list[Any]:
+def _move_inputs_to_device(backend: Any, leaves: tuple[Any, ...]) -> list[Any]:
     """Copy host inputs to the device once: the leaf keeps the device copy for later realizes."""
-    buffers = []
-    for node in order:
-        if node.op == "input":
-            if type(node.buffer) is np.ndarray:
-                node.buffer = backend.to_device(node.buffer)
-            buffers.append(node.buffer)
-    return buffers
+    for leaf in leaves:
+        if type(leaf.buffer) is np.ndarray:
+            leaf.buffer = backend.to_device(leaf.buffer)
+    return [leaf.buffer for leaf in leaves]
 
 
 def check_inputs(program: Program, arrays: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:
