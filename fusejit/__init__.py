@@ -7,7 +7,7 @@ edited, parsed and run again. See README.md for a tour.
 
 from __future__ import annotations
 
-from .errors import (AxisError, BackendError, DTypeError, FusejitError, InputError, IRError,
+from .errors import (AxisError, BackendError, DomainError, DTypeError, FusejitError, InputError, IRError,
                      IRSyntaxError, IRVerifyError, ShapeError)
 from .frontend import *  # noqa: F403  (the NumPy-named functions)
 from .frontend import ELEMENTWISE_FUNCTIONS, IndexingError, Tensor, asarray
@@ -36,7 +36,7 @@ from numpy import (float16, float32, float64, int8, int16, int32, int64,  # noqa
                    uint8, uint16, uint32, uint64)
 
 __all__ = [
-    "FusejitError", "ShapeError", "AxisError", "DTypeError", "BackendError", "InputError",
+    "FusejitError", "ShapeError", "AxisError", "DomainError", "DTypeError", "BackendError", "InputError",
     "IRError", "IRSyntaxError", "IRVerifyError", "IndexingError", "Tensor", "Program", "Kernel",
     "asarray", "realize", "plan", "Plan", "dump", "parse", "load",
     "get_backend", "set_backend", "using_backend",

@@ -15,6 +15,10 @@ class AxisError(FusejitError, ValueError):
     """An axis out of range or repeated."""
 
 
+class DomainError(FusejitError, ValueError):
+    """A value an operation does not accept (e.g. an integer to a negative integer power)."""
+
+
 class DTypeError(FusejitError, TypeError):
     """A dtype that fusejit does not support, or an op that rejects a dtype."""
 

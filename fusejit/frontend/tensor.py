@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import BOOL, as_dtype, fits, is_bool, is_float, resolve_ufunc, scalar_kind
-from ..errors import AxisError, DTypeError, FusejitError, ShapeError
+from ..errors import AxisError, DomainError, DTypeError, FusejitError, ShapeError
 from ..ir.graph import NAME_PATTERN, Node, make, make_input, num_elements
 
 Scalar = bool | int | float
@@ -391,7 +391,9 @@ def _fast_operand(x: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Node | Non
 def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
     """Record NumPy's ``ufunc(a, b)`` with NumPy's promotion and broadcasting."""
     side_a, side_b = _fast_side(a), _fast_side(b)
-    fast_key = (ufunc, side_a, side_b) if side_a is not None and side_b is not None else None
+    # (power's check of negative integer exponents depends on the value: never memoized)
+    fast_key = (ufunc, side_a, side_b) \
+        if side_a is not None and side_b is not None and ufunc != "power" else None
     resolved = _RESOLVED.get(fast_key) if fast_key is not None else None
     if resolved is not None:
         op, in_a, in_b, out, shape = resolved
@@ -400,6 +402,11 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
             return Tensor(make(op, (na, nb), {}, out, shape))
     a, b = _operand(a), _operand(b)
     in_a, in_b, out = resolve_ufunc(ufunc, (_kind(a), _kind(b)))
+    if ufunc == "power" and type(b) is int and b < 0 and in_b.kind in "iu" and fits(b, in_b):
+        # NumPy raises for this whatever the base's values; an array of exponents is checked
+        # by nobody (its values are only known in the kernel): there the result is 0 or +-1
+        raise DomainError(f"power: integers to negative integer powers are not allowed "
+                          f"({in_a} ** {b})")
     if ufunc in _LOGICAL:  # NumPy's loops test truth values: the IR's logical ops take bools
         in_a = in_b = BOOL
     shape = broadcast_shapes(a.shape if isinstance(a, Tensor) else (),
