@@ -155,3 +155,22 @@ def check_float_divmod_bit_for_bit(to_array: Callable[[np.ndarray], Any]) -> Non
             np.testing.assert_array_equal(g, e)
             finite = ~np.isnan(e)
             np.testing.assert_array_equal(np.signbit(g[finite]), np.signbit(e[finite]))
+
+
+def check_float_power_special_values(to_array: Callable[[np.ndarray], Any]) -> None:
+    """power over signed zeros, infinities, NaN and negative bases against NumPy's (C pow's)
+    IEEE results, for arrays of exponents (a scalar 0.5 is sqrt, tested with the frontend)."""
+    import itertools
+
+    import fusejit as fj
+    values = np.array([-0.0, 0.0, -np.inf, np.inf, np.nan, 2.0, -2.0, 0.5, -0.5, 1.0, -1.0,
+                       3.0, -3.0, 1.5])
+    xs, ys = (np.array(v) for v in zip(*itertools.product(values, values)))
+    for dtype, rtol in ((np.float64, 1e-12), (np.float32, 1e-6), (np.float16, 1e-3)):
+        x, y = xs.astype(dtype), ys.astype(dtype)
+        with np.errstate(all="ignore"):
+            expected = np.power(x, y)
+        got = fj.power(fj.asarray(to_array(x)), fj.asarray(to_array(y))).numpy()
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=0)
+        finite = ~np.isnan(expected)
+        np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(expected[finite]))

@@ -18,7 +18,15 @@ pytestmark = [pytest.mark.gpu,
 import fusejit as fj  # noqa: E402
 from fusejit.testing import assert_matches_numpy  # noqa: E402
 
-from ._canonical import CANONICAL, DTYPES, SPLIT, check_float_divmod_bit_for_bit, dtype_inputs, dtype_program  # noqa: E402
+from ._canonical import (  # noqa: E402
+    CANONICAL,
+    DTYPES,
+    SPLIT,
+    check_float_divmod_bit_for_bit,
+    check_float_power_special_values,
+    dtype_inputs,
+    dtype_program,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -244,3 +252,8 @@ def test_signed_zeros_and_special_values_cuda():
 def test_float_floor_divide_and_remainder_bit_for_bit_cuda():
     import cupy as cp
     check_float_divmod_bit_for_bit(cp.asarray)
+
+
+def test_float_power_special_values_cuda():
+    import cupy as cp
+    check_float_power_special_values(cp.asarray)

@@ -10,7 +10,14 @@ pytest.importorskip("triton")
 import fusejit as fj  # noqa: E402
 from fusejit.testing import assert_matches_numpy  # noqa: E402
 
-from ._canonical import CANONICAL, DTYPES, check_float_divmod_bit_for_bit, dtype_inputs, dtype_program  # noqa: E402
+from ._canonical import (  # noqa: E402
+    CANONICAL,
+    DTYPES,
+    check_float_divmod_bit_for_bit,
+    check_float_power_special_values,
+    dtype_inputs,
+    dtype_program,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -161,3 +168,7 @@ def test_iota_at_a_coordinate_fixed_by_a_view():
     np.testing.assert_array_equal((-fj.arange(5).reshape(5, 1)[3:4]).numpy(),
                                   -np.arange(5).reshape(5, 1)[3:4])
     np.testing.assert_array_equal(fj.arange(6.0)[::-2][1:2].numpy(), np.arange(6.0)[::-2][1:2])
+
+
+def test_float_power_special_values():
+    check_float_power_special_values(lambda a: a)

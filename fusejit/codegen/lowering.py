@@ -506,7 +506,14 @@ class Lowering:
             mag = self.tmp(f"tl.exp2({b} * tl.log2({aa}))", "mag")
             bint = self.tmp(f"tl.floor({b}) == {b}", "bint")
             odd = self.tmp(f"(tl.floor({b} * 0.5) * 2.0) != {b}", "odd")
-            neg = self.tmp(f"tl.where({bint}, tl.where({odd}, {mag} * -1.0, {mag}), NAN)", "neg")
-            r = self.tmp(f"tl.where({self._signbit(a)}, {neg}, {mag})", "pw")
+            # IEEE pow: an odd integer exponent keeps the base's sign (-0.0 and -inf included);
+            # a finite negative base to a non-integer power is nan
+            signed = self.tmp(f"tl.where({self._signbit(a)}, tl.where({bint}, tl.where({odd}, "
+                              f"{mag} * -1.0, {mag}), {mag}), {mag})", "pw")
+            bad = self.tmp(f"tl.where({a} < 0, tl.where({a} != -INF, tl.where({bint}, 0, 1), 0), 0)",
+                           "nan")
+            r = self.tmp(f"tl.where({bad} == 1, NAN, {signed})", "pw")
+            # (-1) ** +-inf is 1 (0 * log2(1) would be nan)
+            r = self.tmp(f"tl.where({aa} == 1.0, tl.where(tl.abs({b}) == INF, 1.0, {r}), {r})", "pw")
             return f"tl.where({b} == 0, 1.0, tl.where({a} == 1.0, 1.0, {r}))"
         raise NotImplementedError(op)

@@ -420,6 +420,9 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
                 return Tensor(const_node(_out_of_range_compare(scalar_op, scalar, dt), BOOL, shape))
     na = coerce(a, in_a, shape, ufunc)
     nb = coerce(b, in_b, shape, ufunc)
+    if ufunc == "power" and in_a.kind == "f" and _is_scalar_half(b):
+        # NumPy computes x ** (a scalar 0.5) as sqrt(x): -0.0 stays -0.0, -inf gives nan
+        return Tensor(make("sqrt", (na,), {}, out, shape))
     if op in _FLIPPED and in_a != in_b:  # a signed int against uint64: exact, as NumPy 2
         if in_a.kind == "i":
             return Tensor(_mixed_sign_compare(op, na, nb, shape))
@@ -482,6 +485,14 @@ def unary(ufunc: str, x: ArrayLike) -> Tensor:
     if op in ("floor", "ceil", "trunc", "rint") and not is_float(in_dt):
         return Tensor(node)  # identity on integers, as in NumPy 2
     return Tensor(make(op, (node,), {}, out, node.shape))
+
+
+def _is_scalar_half(x: Tensor | Scalar) -> bool:
+    """Whether ``x`` is a scalar 0.5: a Python float or a 0-d constant (a NumPy scalar)."""
+    if isinstance(x, Tensor):
+        node = x._node
+        return node.op == "const" and node.shape == () and node.attrs["value"] == 0.5
+    return type(x) is float and x == 0.5
 
 
 def _power_operator(x: Tensor, exponent: ArrayLike) -> Tensor:
