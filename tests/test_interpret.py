@@ -172,3 +172,13 @@ def test_iota_at_a_coordinate_fixed_by_a_view():
 
 def test_float_power_special_values():
     check_float_power_special_values(lambda a: a)
+
+
+def test_sigmoid_of_very_negative_inputs_does_not_underflow_early():
+    # 1 / (1 + exp(-x)) overflows exp and gives 0; the true value is still representable
+    x = np.array([-89, -30, 0, 30, 89, -200, -745], np.float64)
+    expected = np.exp(-np.abs(x)) / (1 + np.exp(-np.abs(x)))
+    expected = np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))), expected)
+    for dtype in (np.float64, np.float32):
+        got = fj.sigmoid(x.astype(dtype)).numpy()
+        np.testing.assert_allclose(got, expected.astype(dtype), rtol=1e-6, atol=0)

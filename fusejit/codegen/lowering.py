@@ -186,7 +186,11 @@ class Lowering:
         return self.unary_float(lambda u: f"1.0 / {u}", a[0], d[0])
 
     def op_sigmoid(self, a, d, o):
-        return self.unary_float(lambda u: f"1.0 / (1.0 + tl.exp(-{u}))", a[0], d[0])
+        # exp of -|x| only: 1 / (1 + exp(-x)) overflows exp for very negative x and returns 0
+        # where the true value is a (subnormal) positive number
+        u = self.tmp(self.up(a[0], d[0]), "x")
+        e = self.tmp(f"tl.exp(-tl.abs({u}))", "e")
+        return self.down(f"tl.where({u} >= 0, 1.0 / (1.0 + {e}), {e} / (1.0 + {e}))", d[0])
 
     def op_erf(self, a, d, o):
         return self.unary_float(lambda u: f"tl.erf({u})", a[0], d[0])

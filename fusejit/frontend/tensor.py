@@ -420,8 +420,9 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
                 return Tensor(const_node(_out_of_range_compare(scalar_op, scalar, dt), BOOL, shape))
     na = coerce(a, in_a, shape, ufunc)
     nb = coerce(b, in_b, shape, ufunc)
-    if ufunc == "power" and in_a.kind == "f" and _is_scalar_half(b):
-        # NumPy computes x ** (a scalar 0.5) as sqrt(x): -0.0 stays -0.0, -inf gives nan
+    if ufunc == "power" and in_a.kind == "f" and in_a.itemsize >= 4 and _is_scalar_half(b):
+        # NumPy's float32/float64 power loops compute x ** (a scalar 0.5) as sqrt(x): -0.0
+        # stays -0.0 and -inf gives nan (its float16 loop calls pow)
         return Tensor(make("sqrt", (na,), {}, out, shape))
     if op in _FLIPPED and in_a != in_b:  # a signed int against uint64: exact, as NumPy 2
         if in_a.kind == "i":
