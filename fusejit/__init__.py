@@ -7,8 +7,11 @@ edited, parsed and run again. See README.md for a tour.
 
 from __future__ import annotations
 
-from .errors import (AxisError, BackendError, DomainError, DTypeError, FusejitError, InputError, IRError,
-                     IRSyntaxError, IRVerifyError, ShapeError)
+from numpy import (bool_, float16, float32, float64, int8, int16, int32, int64, uint8, uint16,
+                   uint32, uint64)
+
+from .errors import (AxisError, BackendError, DomainError, DTypeError, FusejitError, InputError,
+                     IRError, IRSyntaxError, IRVerifyError, ShapeError)
 from .frontend import *  # noqa: F403  (the NumPy-named functions)
 from .frontend import ELEMENTWISE_FUNCTIONS, IndexingError, Tensor, asarray
 from .frontend import __dict__ as _frontend_names
@@ -30,14 +33,14 @@ def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
     return tensors
 
 
+#: ``x[fj.newaxis]`` inserts an axis, as NumPy's ``None``; the dtypes are NumPy's own
 newaxis = None
-bool_ = __import__("numpy").bool_
-from numpy import (float16, float32, float64, int8, int16, int32, int64,  # noqa: E402
-                   uint8, uint16, uint32, uint64)
+DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32,
+          float64)
 
 __all__ = [
-    "FusejitError", "ShapeError", "AxisError", "DomainError", "DTypeError", "BackendError", "InputError",
-    "IRError", "IRSyntaxError", "IRVerifyError", "IndexingError", "Tensor", "Program", "Kernel",
+    "FusejitError", "ShapeError", "AxisError", "DomainError", "DTypeError", "BackendError",
+    "InputError", "IRError", "IRSyntaxError", "IRVerifyError", "IndexingError", "Tensor", "Program", "Kernel",
     "asarray", "realize", "plan", "Plan", "dump", "parse", "load",
     "get_backend", "set_backend", "using_backend",
     *[n for n in _frontend_names if not n.startswith("_") and callable(_frontend_names[n])],
