@@ -33,10 +33,8 @@ def realize(*tensors: Tensor) -> tuple[Tensor, ...]:
     return tensors
 
 
-#: ``x[fj.newaxis]`` inserts an axis, as NumPy's ``None``; the dtypes are NumPy's own
+#: ``x[fj.newaxis]`` inserts an axis, as NumPy's ``None`` (the dtypes above are NumPy's own)
 newaxis = None
-DTYPES = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32,
-          float64)
 
 __all__ = [
     "FusejitError", "ShapeError", "AxisError", "DomainError", "DTypeError", "BackendError",
