@@ -36,8 +36,15 @@ _INPUT_SERIAL = itertools.count()
 _SIGS: dict[tuple, int] = {}
 _SIG_SERIAL = itertools.count()
 _MAX_SIGS = 1 << 20
+class _KeyedRef(weakref.ref):
+    """A weak reference that remembers its table key (weakref.KeyedRef, without its
+    Python-level constructor, which costs more than the rest of creating a node)."""
+
+    __slots__ = ("key",)
+
+
 #: structural key -> weak reference to the one live node with that structure
-_NODES: dict[tuple, weakref.KeyedRef] = {}
+_NODES: dict[tuple, _KeyedRef] = {}
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -79,7 +86,7 @@ class Node:
         return TensorType(self.dtype, self.shape)
 
 
-def _forget(ref: weakref.KeyedRef) -> None:
+def _forget(ref: _KeyedRef) -> None:
     # a node died: drop its table entry unless a newer node took the key meanwhile
     if _NODES.get(ref.key) is ref:
         del _NODES[ref.key]
@@ -113,7 +120,9 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
             node.leaves, positions = merge_leaves([s.leaves for s in srcs])
             where = tuple(zip([s.sig for s in srcs], positions))
     node.sig = _intern((op, frozen, key[3], shape, where))
-    _NODES[key] = weakref.KeyedRef(node, _forget, key)
+    ref = _KeyedRef(node, _forget)
+    ref.key = key
+    _NODES[key] = ref
     return node
 
 
