@@ -18,26 +18,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-TL: dict[np.dtype, str] = {
-    np.dtype(np.bool_): "tl.int1",
-    np.dtype(np.int8): "tl.int8", np.dtype(np.int16): "tl.int16",
-    np.dtype(np.int32): "tl.int32", np.dtype(np.int64): "tl.int64",
-    np.dtype(np.uint8): "tl.uint8", np.dtype(np.uint16): "tl.uint16",
-    np.dtype(np.uint32): "tl.uint32", np.dtype(np.uint64): "tl.uint64",
-    np.dtype(np.float16): "tl.float16", np.dtype(np.float32): "tl.float32",
-    np.dtype(np.float64): "tl.float64",
-}
+from ..dtypes import SUPPORTED, ir_name
 
-#: Triton signature type of a pointer to each dtype (bool is stored as bytes).
+#: Triton type of each supported dtype (bool values are i1 in registers).
+TL: dict[np.dtype, str] = {dt: "tl.int1" if dt.kind == "b" else f"tl.{dt.name}" for dt in SUPPORTED}
+
+#: Triton signature type of a pointer to each dtype (bool is stored as bytes): the IR
+#: spelling, with fp for floats (``*fp32``).
 PTR: dict[np.dtype, str] = {
-    np.dtype(np.bool_): "*u8",
-    np.dtype(np.int8): "*i8", np.dtype(np.int16): "*i16",
-    np.dtype(np.int32): "*i32", np.dtype(np.int64): "*i64",
-    np.dtype(np.uint8): "*u8", np.dtype(np.uint16): "*u16",
-    np.dtype(np.uint32): "*u32", np.dtype(np.uint64): "*u64",
-    np.dtype(np.float16): "*fp16", np.dtype(np.float32): "*fp32",
-    np.dtype(np.float64): "*fp64",
-}
+    dt: "*u8" if dt.kind == "b" else "*" + ir_name(dt).replace("f", "fp") for dt in SUPPORTED}
 
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
