@@ -597,9 +597,14 @@ class _Emitter:
             m = f", mask={mask}" if mask else ""
             out.append(f"tl.store({self.out_name[j]} + {flat}, "
                        f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
-        args = self.ptr_name + self.out_name
-        fn.source = self._header(self.name, args) + ["    " + line for line in fn.out]
-        launch = Launch(self.name, (n_batch * n_m * n_n, 1, 1), 4 if tm * tn >= 1024 else 1,
+        return self._single_launch(fn, (n_batch * n_m * n_n, 1, 1), 4 if tm * tn >= 1024 else 1)
+
+    def _single_launch(self, fn: _Fn, grid: tuple[int, int, int],
+                       num_warps: int) -> tuple[list[_Fn], list[Launch]]:
+        """Close ``fn`` as the region's one function, launched once over all params and outputs."""
+        fn.source = self._header(self.name, self.ptr_name + self.out_name) + \
+            ["    " + line for line in fn.out]
+        launch = Launch(self.name, grid, num_warps,
                         tuple([("in", i) for i in range(len(self.ptr_name))]
                               + [("out", j) for j in range(len(self.out_name))]),
                         self.signature())
@@ -628,14 +633,7 @@ class _Emitter:
             mask = ", mask=mask" if n % block else ""
             fn.out.append(f"tl.store({self.out_name[j]} + offs, "
                           f"{self.store_expr(v, self.types[y].dtype)}{mask})  # yield %{y}")
-        args = self.ptr_name + self.out_name
-        fn.source = self._header(self.name, args) + ["    " + line for line in fn.out]
-        grid = (max(1, -(-n // block)), 1, 1)
-        launch = Launch(self.name, grid, num_warps,
-                        tuple([("in", i) for i in range(len(self.ptr_name))]
-                              + [("out", j) for j in range(len(self.out_name))]),
-                        self.signature())
-        return [fn], [launch]
+        return self._single_launch(fn, (max(1, -(-n // block)), 1, 1), num_warps)
 
     # -- reductions -------------------------------------------------------------------
     def _stages(self) -> list[list[Instr]]:
@@ -743,14 +741,7 @@ class _Emitter:
                                      f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
             if not persistent:
                 self._close_loop(fn, cols, bn)
-        args = self.ptr_name + self.out_name
-        fn.source = self._header(self.name, args) + ["    " + line for line in fn.out]
-        grid = (max(1, -(-rows // bm)), 1, 1)
-        launch = Launch(self.name, grid, num_warps,
-                        tuple([("in", i) for i in range(len(self.ptr_name))]
-                              + [("out", j) for j in range(len(self.out_name))]),
-                        self.signature())
-        return [fn], [launch]
+        return self._single_launch(fn, (max(1, -(-rows // bm)), 1, 1), num_warps)
 
     # -- split reductions -------------------------------------------------------------
     def _can_split(self) -> bool:
