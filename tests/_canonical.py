@@ -174,3 +174,42 @@ def check_float_power_special_values(to_array: Callable[[np.ndarray], Any]) -> N
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=0)
         finite = ~np.isnan(expected)
         np.testing.assert_array_equal(np.signbit(got[finite]), np.signbit(expected[finite]))
+
+
+#: Inputs where float functions have signed zeros, infinities, NaN, overflow or domain edges.
+SPECIAL_VALUES = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0, 1e-30, -1e-30, 1e-8, -1e-8, 0.5,
+                           -0.5, 1.0, -1.0, 0.999, -0.999, 2.5, -2.5, 3.0, 30.0, -30.0, 700.0,
+                           -700.0, 1e200, -1e300])
+
+#: Unary float functions audited at ``SPECIAL_VALUES`` in every float dtype.
+SPECIAL_UNARY = ("negative", "abs", "square", "sign", "exp", "exp2", "expm1", "log", "log2",
+                 "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "arcsin",
+                 "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
+                 "sigmoid", "erf", "floor", "ceil", "trunc", "rint")
+
+
+def check_unary_special_values(to_array: Callable[[np.ndarray], Any], name: str,
+                               dtype: Any) -> None:
+    """``name`` over ``SPECIAL_VALUES`` cast to ``dtype``: NumPy's infinities, NaNs and signed
+    zeros exactly, other values within a few ulp (float64 1e-13, float32 2e-6, float16 1e-3:
+    libdevice and libm differ by up to 2 ulp; float16 computes in float32 and rounds once)."""
+    import fusejit as fj
+    from fusejit.testing import numpy_reference
+
+    dtype = np.dtype(dtype)
+    rtol = {8: 1e-13, 4: 2e-6, 2: 1e-3}[dtype.itemsize]
+    with np.errstate(all="ignore"):
+        x = SPECIAL_VALUES.astype(dtype)
+        expected = np.asarray(numpy_reference(name)(x))
+    got = getattr(fj, name)(fj.asarray(to_array(x))).numpy()
+    assert got.dtype == expected.dtype, (name, got.dtype, expected.dtype)
+    where = f"{name}({dtype}) at {x.tolist()}"
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected), err_msg="NaN " + where)
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(expected), err_msg="+inf " + where)
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(expected), err_msg="-inf " + where)
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(got[finite].astype(np.float64), expected[finite].astype(np.float64),
+                               rtol=rtol, atol=0, err_msg=where)
+    signed = ~np.isnan(expected)
+    np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(expected[signed]),
+                                  err_msg="sign bit " + where)

@@ -21,9 +21,11 @@ from fusejit.testing import assert_matches_numpy  # noqa: E402
 from ._canonical import (  # noqa: E402
     CANONICAL,
     DTYPES,
+    SPECIAL_UNARY,
     SPLIT,
     check_float_divmod_bit_for_bit,
     check_float_power_special_values,
+    check_unary_special_values,
     dtype_inputs,
     dtype_program,
 )
@@ -257,3 +259,12 @@ def test_float_floor_divide_and_remainder_bit_for_bit_cuda():
 def test_float_power_special_values_cuda():
     import cupy as cp
     check_float_power_special_values(cp.asarray)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("name", SPECIAL_UNARY)
+def test_unary_special_values_cuda(name, dtype):
+    # every float function on the GPU: NumPy's infinities, NaNs and signed zeros in every float
+    # dtype (rsqrt(-0.0) in float64 was +inf here)
+    import cupy as cp
+    check_unary_special_values(cp.asarray, name, dtype)

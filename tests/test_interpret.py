@@ -13,8 +13,10 @@ from fusejit.testing import assert_matches_numpy  # noqa: E402
 from ._canonical import (  # noqa: E402
     CANONICAL,
     DTYPES,
+    SPECIAL_UNARY,
     check_float_divmod_bit_for_bit,
     check_float_power_special_values,
+    check_unary_special_values,
     dtype_inputs,
     dtype_program,
 )
@@ -182,3 +184,10 @@ def test_sigmoid_of_very_negative_inputs_does_not_underflow_early():
     for dtype in (np.float64, np.float32):
         got = fj.sigmoid(x.astype(dtype)).numpy()
         np.testing.assert_allclose(got, expected.astype(dtype), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("name", SPECIAL_UNARY)
+def test_unary_special_values(name, dtype):
+    # every float function: NumPy's infinities, NaNs and signed zeros, in every float dtype
+    check_unary_special_values(np.asarray, name, dtype)

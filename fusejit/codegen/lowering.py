@@ -135,8 +135,10 @@ class Lowering:
         if dt.kind == "f":
             c = TL[compute_dtype(dt)]
             u = self.up(x, dt)
+            # NumPy's sign of -0.0 is +0.0 (the zero branch is a constant); NaN stays NaN
             return self.down(f"tl.where({u} > 0, tl.full([], 1.0, {c}), "
-                             f"tl.where({u} < 0, tl.full([], -1.0, {c}), {u}))", dt)
+                             f"tl.where({u} < 0, tl.full([], -1.0, {c}), "
+                             f"tl.where({u} == 0, tl.full([], 0.0, {c}), {u})))", dt)
         if dt.kind == "u" or dt == BOOL:
             return f"({x} > 0).to({TL[dt]})"
         return f"({x} > 0).to({TL[dt]}) - ({x} < 0).to({TL[dt]})"
@@ -169,7 +171,11 @@ class Lowering:
         return self.unary_float(lambda u: f"{self._sqrt(d[0])}({u})", a[0], d[0])
 
     def op_rsqrt(self, a, d, o):
-        return self.unary_float(lambda u: f"1.0 / {self._sqrt(d[0])}({u})", a[0], d[0])
+        # rsqrt(-0.0) is -inf (1 / sqrt(-0.0), as NumPy): on cuda, Triton 3.6's float64 path
+        # gave +inf, so zeros take 1 / x directly, which keeps the sign on every target
+        def expr(u: str) -> str:
+            return f"tl.where({u} == 0, 1.0 / {u}, 1.0 / {self._sqrt(d[0])}({u}))"
+        return self.unary_float(expr, a[0], d[0])
 
     def op_reciprocal(self, a, d, o):
         return self.unary_float(lambda u: f"1.0 / {u}", a[0], d[0])
@@ -204,7 +210,9 @@ class Lowering:
         f = self.tmp(f"tl.floor({u})", "fl")
         r = self.tmp(f"{u} - {f}", "fr")
         odd = self.tmp(f"({f} - 2.0 * tl.floor({f} * 0.5)) != 0", "odd")
-        return self.down(f"tl.where(({r} > 0.5) | (({r} == 0.5) & {odd}), {f} + 1.0, {f})", dt)
+        n = self.tmp(f"tl.where(({r} > 0.5) | (({r} == 0.5) & {odd}), {f} + 1.0, {f})", "n")
+        # a value that rounds to zero keeps its sign, as C's rint: rint(-0.3) is -0.0
+        return self.down(f"tl.where({n} == 0, {u} * 0.0, {n})", dt)
 
     def op_isnan(self, a, d, o):
         return f"{a[0]} != {a[0]}"

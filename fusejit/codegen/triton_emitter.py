@@ -250,7 +250,8 @@ class _Fn:
         if name in self.rowvals:
             return self.rowvals[name]
         shape = em.types[name].shape
-        if em.is_row_level(name, shape):
+        if name in em.domain.row_dependent and em.is_row_level(name, shape):
+            # a reduction's result exists only at its own row: the coordinates are canonical
             return self.row_value(name)
         key = (name, coords.key())
         for memo in (self.memo_tile, self.memo_row):
@@ -980,13 +981,15 @@ class _Emitter:
         xa = x
         if src != dt:
             xa = f"{x}.to({TL[dt]})"
+        if fn.lvl(x) < 2:
+            # constant along the reduced axes (a stride-0 read, a row value): every column of
+            # the tile still counts once, so widen it to the tile before masking and reducing
+            xa = f"tl.broadcast_to({xa}, [{self._bm}, {self._bn}])"
         mask = fn.masks[2]
         if mask:
             return fn.emit(2, f"tl.where({mask}, {xa}, {self._identity(r, dt)})",
                            f"x_{self.var_name(r.name)}")
-        if fn.lvl(x) < 2:  # a value that does not vary over the tile: broadcast it
-            xa = f"tl.broadcast_to({xa}, [{self._bm}, {self._bn}])"
-        elif xa in fn.level:
+        if xa in fn.level:
             return xa
         return fn.emit(2, xa, f"x_{self.var_name(r.name)}")
 

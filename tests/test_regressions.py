@@ -1,0 +1,126 @@
+"""Wrong answers found by users and by the fuzzer, each pinned on every backend.
+
+Every test here failed on at least one backend before its fix. They run on
+``numpy``, ``interpret`` and (on a GPU machine) ``cuda`` through the ``backend``
+fixture, and compare with NumPy through ``fusejit.testing`` (floats within the
+dtype's stated tolerance, ints and bools exactly).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusejit as fj
+from fusejit.testing import assert_matches_numpy, numpy_reference
+
+# -- reductions over an axis whose input stride is 0 -----------------------------------------
+# The emitter loaded a stride-0 operand as a [rows, 1] tile and, when the tile had a row mask,
+# reduced over a tile of width 1: sum(broadcast_to(v, (2, 3)), axis=0) gave v, not 2 * v.
+
+REDUCTIONS = ["sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any",
+              "all", "logsumexp"]
+ROW_OPS = ["softmax", "log_softmax", "layer_norm", "rms_norm"]
+
+# (base shape, broadcast shape, axes reduced): the stride-0 axes alone, and mixed with real ones
+BROADCAST_CASES = [
+    ((3,), (2, 3), 0),
+    ((1, 3), (5, 3), 0),
+    ((4, 1), (4, 7), 1),
+    ((4, 1), (4, 7), (0, 1)),
+    ((1, 6), (3, 6), None),
+    ((2, 1, 5), (2, 9, 5), 1),
+    ((2, 1, 5), (2, 9, 5), (1, 2)),
+    ((2, 1, 5), (2, 9, 5), (0, 1)),
+    ((1, 1, 5), (3, 4, 5), (0, 1)),
+    ((130, 1), (130, 3), 1),          # more rows than one block on interpret's small tables
+    ((1, 257), (33, 257), 0),
+]
+
+
+def _input(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype) == np.bool_:
+        return rng.random(shape) < 0.5
+    return rng.uniform(0.5, 1.5, shape).astype(dtype)  # prod of ~300 terms stays finite
+
+
+def _axis_for(op, axis):
+    if op in ("argmax", "argmin") and isinstance(axis, tuple):
+        return axis[0]
+    return axis
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+@pytest.mark.parametrize("base,shape,axis", BROADCAST_CASES)
+def test_reduction_over_broadcast_axis(backend, op, base, shape, axis):
+    dtype = np.bool_ if op in ("any", "all") else np.float32
+    v = _input(base, dtype)
+    axis = _axis_for(op, axis)
+    ref = numpy_reference(op)
+    with np.errstate(all="ignore"):
+        expected = ref(np.broadcast_to(v, shape), axis=axis)
+    got = getattr(fj, op)(fj.broadcast_to(fj.asarray(v), shape), axis=axis)
+    # prod of up to 300 float32 factors: each rounding adds ~6e-8 relative, NumPy's order differs
+    tol = {"rtol": 1e-4, "atol": 1e-5} if op == "prod" else {}
+    assert_matches_numpy(got, expected, **tol)
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "argmax", "mean", "var", "any"])
+@pytest.mark.parametrize("base,shape,axis", BROADCAST_CASES[:8])
+def test_reduction_of_stride0_numpy_input(backend, op, base, shape, axis):
+    """The same with the broadcast done by NumPy: the input buffer itself has stride 0."""
+    dtype = np.bool_ if op == "any" else np.float32
+    x = np.broadcast_to(_input(base, dtype, seed=1), shape)
+    axis = _axis_for(op, axis)
+    expected = getattr(np, op)(x, axis=axis)
+    assert_matches_numpy(getattr(fj, op)(fj.asarray(x), axis=axis), expected)
+
+
+@pytest.mark.parametrize("op", ROW_OPS)
+@pytest.mark.parametrize("base,shape,axis", [((3,), (2, 3), 0), ((4, 1), (4, 7), 1),
+                                              ((1, 257), (33, 257), 0), ((2, 1, 5), (2, 9, 5), 1)])
+def test_row_op_over_broadcast_axis(backend, op, base, shape, axis):
+    v = _input(base, np.float32, seed=2)
+    expected = numpy_reference(op)(np.broadcast_to(v, shape), axis=axis)
+    got = getattr(fj, op)(fj.broadcast_to(fj.asarray(v), shape), axis=axis)
+    # layer_norm of constant rows centers to rounding noise (a few ulp of 1.0, ~1e-7) and then
+    # divides by sqrt(var + eps) ~ sqrt(1e-5): the noise grows ~316x on either side, so 1e-3
+    assert_matches_numpy(got, expected, atol=1e-3 if op == "layer_norm" else None)
+
+
+def test_log_softmax_of_broadcast_rows_is_log_half(backend):
+    v = fj.asarray(np.array([1.0, -2.0, 3.0], np.float32))
+    got = fj.log_softmax(fj.broadcast_to(v, (2, 3)), axis=0).numpy()
+    np.testing.assert_allclose(got, np.full((2, 3), np.log(0.5), np.float32), rtol=1e-6)
+
+
+# -- a view that moves a reduced value, read inside another reduction ------------------------
+# The second kernel reads the first's keepdims result as a parameter. The emitter treated any
+# value of the kept/keepdims shape as one value per row, ignoring the coordinates a view (flip,
+# slice) asked for, so flip(sum(v, 0, keepdims=True), 1) was read unflipped.
+
+@pytest.mark.parametrize("shape", [(4, 5), (3, 130), (64, 9)])
+@pytest.mark.parametrize("view", ["flip", "slice", "roll_by_slices"])
+def test_moved_reduced_value_inside_reduction(backend, shape, view):
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+
+    def program(xp, v):
+        s = xp.sum(v, axis=0, keepdims=True)
+        if view == "flip":
+            moved = xp.flip(s, axis=1)
+        elif view == "slice":
+            moved = s[:, ::-2][:, :1]
+        else:
+            moved = s[:, 1:][:, :1]
+        return xp.sum(v + moved, axis=0)
+
+    assert_matches_numpy(program(fj, fj.asarray(x)), program(np, x), rtol=1e-4, atol=1e-4)
+
+
+def test_flipped_input_of_kept_shape_inside_row_reduction(backend):
+    """A free (non-reduced) value of the kept shape read through flip inside a reduction."""
+    x = np.random.default_rng(4).standard_normal((6, 5)).astype(np.float32)
+    b = np.arange(6, dtype=np.float32).reshape(6, 1)
+    got = fj.sum(fj.asarray(x) * fj.flip(fj.asarray(b), axis=0), axis=1)
+    assert_matches_numpy(got, (x * np.flip(b, axis=0)).sum(axis=1), rtol=1e-5, atol=1e-5)
