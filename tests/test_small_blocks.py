@@ -17,6 +17,7 @@ pytest.importorskip("triton")
 hypothesis = pytest.importorskip("hypothesis")
 
 import fusejit as fj  # noqa: E402
+import fusejit.codegen.heuristics as heuristics  # noqa: E402
 import fusejit.codegen.triton_emitter as emitter  # noqa: E402
 import fusejit.fuse as fuse  # noqa: E402
 import fusejit.runtime as runtime  # noqa: E402
@@ -29,8 +30,9 @@ from fusejit.testing import check_program, programs  # noqa: E402
 def small_blocks(monkeypatch):
     monkeypatch.setitem(emitter.PERSISTENT_LIMIT, "interpret", 4)
     monkeypatch.setitem(emitter.POINTWISE_BLOCK, "interpret", 8)
-    monkeypatch.setattr(emitter, "SPLIT_MIN_CHUNK", 2)
+    monkeypatch.setattr(heuristics, "SPLIT_MIN_CHUNK", 2)
     monkeypatch.setattr(cost, "SPLIT_MIN_REDUCE", 8)
+    monkeypatch.setattr(cost, "OUTER_SPLIT_MIN_ELEMENTS", 8)
     # nothing planned or emitted under the normal thresholds may be reused, nor leak out
     monkeypatch.setattr(runtime, "_plans", {})
     monkeypatch.setattr(runtime, "_backends", {})

@@ -36,39 +36,22 @@ import numpy as np
 from ..ir.domain import SPLIT_REDUCTION, Domain, region_domain
 from ..ir.ops import REDUCE, SPLITTABLE
 from ..ir.program import Instr, Kernel, TensorType
+from .heuristics import (
+    PERSISTENT_LIMIT,
+    POINTWISE_BLOCK,
+    SPLIT_MAX,
+    TILE_2D,
+    choose_split,
+    next_pow2,
+    reduction_tiles,
+    split_tiles,
+)
 from .lowering import BOOL, PTR, TL, Lowering, compute_dtype, float_literal
 
+__all__ = ["EmittedKernel", "Launch", "emit_kernel", "kernel_sources", "choose_split",
+           "PERSISTENT_LIMIT", "POINTWISE_BLOCK", "TILE_2D"]
+
 INT32_MAX = 2**31 - 1
-
-#: Block-size table by target and kind (see ``_blocks``).
-PERSISTENT_LIMIT = {"cuda": 16384, "interpret": 1 << 16}
-POINTWISE_BLOCK = {"cuda": 1024, "interpret": 1 << 14}
-#: Tile edge of a 2-D pointwise kernel (an input read transposed): 64x64 on a GPU.
-TILE_2D = {"cuda": 64, "interpret": 128}
-
-#: Partial programs to aim for when a region has no ``split`` attribute: 4 per SM of an
-#: H100/H200 (132 SMs), so every SM has several programs and the tail is short.
-SPLIT_TARGET_PROGRAMS = 4 * 132
-#: Fewest elements of the reduced extent one partial program combines (when choosing).
-SPLIT_MIN_CHUNK = 4096
-#: Most partials per output: the final launch combines them in one tile.
-SPLIT_MAX = 1024
-
-
-def choose_split(rows: int, reduce_size: int, row_blocks: int | None = None) -> int:
-    """Partials per output of a split reduction whose region has no ``split`` attribute.
-
-    Enough partial programs to fill the GPU several times (``row_blocks``
-    programs per chunk index, default ``rows``; about ``SPLIT_TARGET_PROGRAMS``
-    in all), each combining at least ``SPLIT_MIN_CHUNK`` elements of the
-    reduced extent, at most ``SPLIT_MAX``. E.g. ``sum`` of 2**26 elements:
-    528 partials of 127100 elements; of 2**16 elements: 16 partials of 4096.
-    """
-    blocks = max(1, rows if row_blocks is None else row_blocks)
-    by_programs = -(-SPLIT_TARGET_PROGRAMS // blocks)
-    by_size = max(1, reduce_size // SPLIT_MIN_CHUNK)
-    return max(1, min(by_programs, by_size, SPLIT_MAX))
-
 
 @dataclass(frozen=True)
 class Launch:
@@ -104,10 +87,6 @@ def sanitize(name: str) -> str:
     if not s or s[0].isdigit():
         s = "k_" + s
     return s
-
-
-def _next_pow2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -556,8 +535,8 @@ class _Emitter:
         d = self.domain
         shape = d.shape
         last = len(shape) - 1
-        tm = min(TILE_2D[self.target], _next_pow2(shape[axis]))
-        tn = min(TILE_2D[self.target], _next_pow2(shape[last]))
+        tm = min(TILE_2D[self.target], next_pow2(shape[axis]))
+        tn = min(TILE_2D[self.target], next_pow2(shape[last]))
         n_m, n_n = -(-shape[axis] // tm), -(-shape[last] // tn)
         batch = [i for i in range(len(shape)) if i not in (axis, last)]
         n_batch = math.prod(shape[i] for i in batch)
@@ -618,7 +597,7 @@ class _Emitter:
         self.scratch: list[tuple[np.dtype, int]] = []
         d = self.domain
         n = math.prod(d.shape)
-        block = min(POINTWISE_BLOCK[self.target], _next_pow2(n))
+        block = min(POINTWISE_BLOCK[self.target], next_pow2(n))
         num_warps = 4 if block >= 512 else max(1, block // 128)
         fn = _Fn(self)
         fn.out.append(f"pid = {self._pid()}")
@@ -649,34 +628,16 @@ class _Emitter:
         return [stages[s] for s in sorted(stages)]
 
     def _blocks(self) -> tuple[int, int, int, bool]:
-        """(BLOCK_M rows, BLOCK_N columns, num_warps, persistent)."""
+        """(BLOCK_M rows, BLOCK_N columns, num_warps, persistent), from ``heuristics``."""
         d = self.domain
-        rows, cols = d.rows, d.reduce_size
-        inner = d.kind != "outer_reduction"
-        if self.target == "interpret":
-            bn = _next_pow2(cols)
-            persistent = bn <= PERSISTENT_LIMIT["interpret"]
-            bn = min(bn, PERSISTENT_LIMIT["interpret"])
-            bm = max(1, min(_next_pow2(rows), (1 << 16) // bn))
-            return bm, bn, 4, persistent
-        if inner:
-            bn = _next_pow2(cols)
-            limit = PERSISTENT_LIMIT["cuda"] // (2 if self._wide() else 1)
-            persistent = bn <= limit
-            if not persistent:
-                bn = 4096
-            bm = max(1, min(_next_pow2(rows), 2048 // bn)) if persistent else 1
-            tile = bm * bn
-            num_warps = 16 if tile >= 8192 else 8 if tile >= 2048 else 4 if tile >= 512 else 2
-            return bm, bn, num_warps, persistent
-        # outer: kept coordinates (contiguous) across the block, loop over the reduction
-        bm = min(_next_pow2(rows), 256)
-        bn = min(_next_pow2(cols), 16 if bm >= 128 else 64)
-        persistent = _next_pow2(cols) == bn
-        return bm, bn, 4 if bm * bn <= 4096 else 8, persistent
+        t = reduction_tiles(self.target, d.rows, d.reduce_size, d.kind == "outer_reduction",
+                            self._itemsize())
+        self.tiling = t.why
+        return t.block_m, t.block_n, t.num_warps, t.persistent
 
-    def _wide(self) -> bool:
-        return any(t.dtype.itemsize == 8 for t in self.types.values())
+    def _itemsize(self) -> int:
+        """The widest element size of any value in the region (bounds tile registers)."""
+        return max([t.dtype.itemsize for t in self.types.values()] + [1])
 
     def reduction(self) -> tuple[list[_Fn], list[Launch]]:
         self.scratch = []
@@ -756,16 +717,8 @@ class _Emitter:
     def _split_blocks(self) -> tuple[int, int, int]:
         """(BLOCK_M rows, BLOCK_N columns, num_warps) of a split reduction's partials launch."""
         d = self.domain
-        rows, cols = d.rows, d.reduce_size
-        if self.target == "interpret":
-            bm = min(_next_pow2(rows), 64)
-            return bm, max(1, min(_next_pow2(cols), (1 << 16) // bm)), 4
-        if d.kind == "outer_reduction":
-            # kept coordinates are contiguous in memory: put them across the tile
-            bm = min(_next_pow2(rows), 128)
-            return bm, max(1, min(_next_pow2(cols), 4096 // bm)), 8
-        bn = 2048 if self._wide() else 4096
-        return 1, min(_next_pow2(cols), bn), 8
+        return split_tiles(self.target, d.rows, d.reduce_size, d.kind == "outer_reduction",
+                           self._itemsize())
 
     def split_reduction(self) -> tuple[list[_Fn], list[Launch]]:
         """Two launches: ``<name>_partials`` over (row blocks x chunks), then ``<name>_final``.
@@ -783,10 +736,10 @@ class _Emitter:
         bm, bn, num_warps = self._split_blocks()
         row_blocks = -(-rows // bm)
         want = self.kernel.attrs.get("split")
-        want = choose_split(rows, cols, row_blocks) if not isinstance(want, int) or want < 1 \
+        want = choose_split(rows, cols, row_blocks, bm) if not isinstance(want, int) or want < 1 \
             else min(int(want), SPLIT_MAX)
         per = max(1, -(-cols // want))          # elements per partial before rounding to tiles
-        bn = max(1, min(bn, _next_pow2(per)))
+        bn = max(1, min(bn, next_pow2(per)))
         chunk = -(-per // bn) * bn               # a whole number of tiles
         n_split = max(1, -(-cols // chunk))
         self._bm, self._bn = bm, bn
@@ -826,9 +779,9 @@ class _Emitter:
                                 + [("scratch", j) for j in range(len(stage))]), sig)
 
         # -- final: combine each row's partials, then the epilogue ---------------------
-        sb = _next_pow2(n_split)
+        sb = next_pow2(n_split)
         limit = (1 << 16) if self.target == "interpret" else 4096
-        fbm = max(1, min(_next_pow2(rows), limit // sb))
+        fbm = max(1, min(next_pow2(rows), limit // sb))
         self._bm, self._bn = fbm, sb
         g = _Fn(self)
         g.used.update({"pid", "rows", "row_mask", "parts", "part_mask", "mask", *part_names})
@@ -944,9 +897,6 @@ class _Emitter:
     # accumulators ------------------------------------------------------------------
     def _acc_dtype(self, r: Instr, looped: bool = False) -> np.dtype:
         src = self.types[r.args[0]].dtype
-        if looped and r.op == "sum" and src.kind == "f" and not self.split_mode:
-            # a loop adds sequentially per lane: accumulate in float64 to keep NumPy's accuracy
-            return np.dtype(np.float64)
         if r.op in ("any", "all") or src == BOOL:
             return np.dtype(np.int8) if r.op in ("any", "all", "max", "min") else r.dtype
         return compute_dtype(src)

@@ -43,6 +43,12 @@ EXPENSIVE_OPS = frozenset({
 SPLIT_MAX_ROWS = 1024
 #: ... and each of them combines at least this many elements.
 SPLIT_MIN_REDUCE = 2 ** 16
+#: Kept points one program of an outer reduction (kept axis contiguous) covers across its tile.
+OUTER_KEPT_PER_PROGRAM = 64
+#: An outer reduction with fewer programs than this (two per SM of a 132-SM GPU) splits ...
+OUTER_SPLIT_MAX_PROGRAMS = 256
+#: ... when it reads at least this many elements in all (below, one launch is fast anyway).
+OUTER_SPLIT_MIN_ELEMENTS = 2 ** 20
 
 
 def op_cost(op: str) -> int:
@@ -52,12 +58,21 @@ def op_cost(op: str) -> int:
     return 4 if op in EXPENSIVE_OPS else 1
 
 
-def should_split(rows: int, reduce_size: int) -> bool:
+def should_split(rows: int, reduce_size: int, outer: bool = False) -> bool:
     """Whether a reduction with ``rows`` outputs of ``reduce_size`` elements each should split.
 
     Few outputs (``< SPLIT_MAX_ROWS``) leave most of the GPU idle in a
     one-program-per-output kernel; a long reduction (``>= SPLIT_MIN_REDUCE``)
     makes that idle time matter. E.g. ``sum(x)`` of 2**24 elements (1 row) or
     column sums of a 2**20 x 64 matrix (64 rows) split; softmax rows do not.
+
+    ``outer``: the kept axis is the contiguous one, so one program covers
+    ``OUTER_KEPT_PER_PROGRAM`` outputs and the count that matters is programs:
+    ``x.sum(axis=0)`` of a 16384 x 4096 matrix (64 programs) splits, of a
+    64 x 4096 matrix (too small to matter) does not.
     """
+    if outer:
+        programs = -(-rows // OUTER_KEPT_PER_PROGRAM)
+        return (programs < OUTER_SPLIT_MAX_PROGRAMS and reduce_size >= 64
+                and rows * reduce_size >= OUTER_SPLIT_MIN_ELEMENTS)
     return rows < SPLIT_MAX_ROWS and reduce_size >= SPLIT_MIN_REDUCE

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.domain import INNER_REDUCTION, RegionError, reduction_kind, region_domain
+from ..ir.domain import INNER_REDUCTION, OUTER_REDUCTION, RegionError, reduction_kind, region_domain
 from ..ir.ops import SPLITTABLE
 from ..ir.program import Instr, Kernel
 from . import cost
@@ -349,7 +349,14 @@ def rule_split_reduction(kernel: Kernel, domain: Any, check_size: bool = True) -
     reductions = [i for i in kernel.body if i.op in SPLITTABLE or i.op in ("argmax", "argmin")]
     if not reductions:
         return "it has no reduction"
-    if check_size and not cost.should_split(domain.rows, domain.reduce_size):
+    outer = domain.kind == OUTER_REDUCTION
+    if check_size and not cost.should_split(domain.rows, domain.reduce_size, outer):
+        if outer:
+            return (f"{domain.rows} outputs of {domain.reduce_size} elements each fill the GPU "
+                    f"without it (outer reductions split below "
+                    f"{cost.OUTER_SPLIT_MAX_PROGRAMS} programs of "
+                    f"{cost.OUTER_KEPT_PER_PROGRAM} outputs, from "
+                    f"{cost.OUTER_SPLIT_MIN_ELEMENTS} elements)")
         return (f"{domain.rows} outputs of {domain.reduce_size} elements each do not need it "
                 f"(split when outputs < {cost.SPLIT_MAX_ROWS} and elements >= "
                 f"{cost.SPLIT_MIN_REDUCE})")
