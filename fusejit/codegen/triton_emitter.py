@@ -325,6 +325,8 @@ class _Fn:
             src = em.types[instr.args[0]].dtype
             if op in ("argmax", "argmin"):
                 expr = f"tl.full([], 0, tl.int64) + 0 * {self.flat_of(coords)}"
+            elif op == "m2":  # one element: its squared deviation from itself (NaN for inf)
+                expr = f"({x} - {x}) * ({x} - {x})"
             else:
                 expr = self.low.cast(x, src, instr.dtype)
             return self.emit(max(self.lvl(x), self.lvl(self.flat_of(coords))), expr, hint, comment)
@@ -744,8 +746,12 @@ class _Emitter:
         n_split = max(1, -(-cols // chunk))
         self._bm, self._bn = bm, bn
         (stage,) = self._stages()
-        self.scratch = [(self._acc_dtype(r), n_split * rows) for r in stage]
-        part_names = [f"part_{self.var_name(r.name)}" for r in stage]
+        # one scratch buffer per partial value: m2's partials are (count, mean, m2) triples
+        slots = {r.name: ([f"part_{self.var_name(r.name)}_{s}" for s in ("n", "mean", "m2")]
+                          if r.op == "m2" else [f"part_{self.var_name(r.name)}"]) for r in stage}
+        part_names = [p for r in stage for p in slots[r.name]]
+        part_dtypes = [self._acc_dtype(r) for r in stage for _ in slots[r.name]]
+        self.scratch = [(dt, n_split * rows) for dt in part_dtypes]
 
         # -- partials: one program per (row block, chunk) --------------------------------
         fn = _Fn(self)
@@ -764,10 +770,11 @@ class _Emitter:
             self._acc_update(fn, r, fn.value(r.args[0], coords), acc)
         self._close_loop(fn, chunk, bn)
         m = f", mask={row_mask}" if row_mask else ""
-        for r, acc, part in zip(stage, accs, part_names):
-            v = self._reduce_tile(fn, r, None, acc, partial=True)
-            at = "chunk + rows" if rows == 1 else f"chunk * {rows} + rows"
-            fn.out.append(f"tl.store({part} + {at}, {v}{m})  # partial of %{r.name}")
+        at = "chunk + rows" if rows == 1 else f"chunk * {rows} + rows"
+        for r, acc in zip(stage, accs):
+            vs = self._reduce_tile(fn, r, None, acc, partial=True)
+            for part, v in zip(slots[r.name], vs if isinstance(vs, tuple) else (vs,)):
+                fn.out.append(f"tl.store({part} + {at}, {v}{m})  # partial of %{r.name}")
         used = self._used_params(fn.out)
         partials_name = f"{self.name}_partials"
         fn.source = self._header(partials_name, [self.ptr_name[i] for i in used] + part_names)
@@ -776,7 +783,7 @@ class _Emitter:
         sig.update({p: PTR[dt] for p, (dt, _) in zip(part_names, self.scratch)})
         partials = Launch(partials_name, (row_blocks, n_split, 1), num_warps,
                           tuple([("in", i) for i in used]
-                                + [("scratch", j) for j in range(len(stage))]), sig)
+                                + [("scratch", j) for j in range(len(part_names))]), sig)
 
         # -- final: combine each row's partials, then the epilogue ---------------------
         sb = next_pow2(n_split)
@@ -808,11 +815,14 @@ class _Emitter:
         g.masks = {0: None, 1: row_mask, 2: tile_mask}
         g.row_dims = g.unravel("rows", d.kept_shape) if d.kept_shape else ()
         lm = f", mask={tile_mask}, other=0" if tile_mask else ""
-        for r, part, (dt, _) in zip(stage, part_names, self.scratch):
-            at = "parts" if rows == 1 else f"parts * {rows} + rows"
-            x = g.emit(2, f"tl.load({part} + {at}{lm})",
-                       f"{part}_all", f"partials of %{r.name}")
-            g.rowvals[r.name] = self._reduce_tile(g, r, x, None, src=dt)
+        at = "parts" if rows == 1 else f"parts * {rows} + rows"
+        for r in stage:
+            xs = tuple(g.emit(2, f"tl.load({part} + {at}{lm})", f"{part}_all",
+                              f"partials of %{r.name}") for part in slots[r.name])
+            if r.op == "m2":  # masked partials load as (0, 0, 0): Chan's combine ignores them
+                g.rowvals[r.name] = self._chan_reduce(g, r, xs, partial=False)
+            else:
+                g.rowvals[r.name] = self._reduce_tile(g, r, xs[0], None, src=self._acc_dtype(r))
         m = f", mask={row_mask}" if row_mask else ""
         for j, y in enumerate(self.kernel.yields):
             v = g.value(y, self.row_coords(g, self.types[y].shape))
@@ -827,7 +837,7 @@ class _Emitter:
         sig.update({self.ptr_name[i]: PTR[self.kernel.params[i].type.dtype] for i in used})
         sig.update({o: PTR[t.dtype] for o, t in zip(self.out_name, self.kernel.result_types)})
         final = Launch(final_name, (-(-rows // fbm), 1, 1), 4 if fbm * sb >= 512 else 1,
-                       tuple([("scratch", j) for j in range(len(stage))]
+                       tuple([("scratch", j) for j in range(len(part_names))]
                              + [("in", i) for i in used]
                              + [("out", j) for j in range(len(self.out_name))]), sig)
         return [fn, g], [partials, final]
@@ -903,7 +913,7 @@ class _Emitter:
 
     def _identity(self, r: Instr, dt: np.dtype) -> str:
         op = r.op
-        if op in ("sum", "any"):
+        if op in ("sum", "any", "m2"):
             return "0"
         if op in ("prod", "all"):
             return "1"
@@ -917,6 +927,11 @@ class _Emitter:
 
     def _acc_init(self, fn: _Fn, r: Instr, bm: int, bn: int) -> tuple[str, ...]:
         dt = self._acc_dtype(r, looped=True)
+        if r.op == "m2":  # per lane: count, running mean, sum of squared deviations
+            names = tuple(fn.fresh(f"acc_{self.var_name(r.name)}_{part}")
+                          for part in ("n", "mean", "m2"))
+            fn.out.extend(f"{n} = tl.full([{bm}, {bn}], 0, {TL[dt]})" for n in names)
+            return names
         name = fn.fresh(f"acc_{self.var_name(r.name)}")
         fn.out.append(f"{name} = tl.full([{bm}, {bn}], {self._identity(r, dt)}, {TL[dt]})")
         if r.op in ("argmax", "argmin"):
@@ -945,6 +960,9 @@ class _Emitter:
 
     def _acc_update(self, fn: _Fn, r: Instr, x: str, acc: tuple[str, ...]) -> None:
         dt = self._acc_dtype(r, looped=True)
+        if r.op == "m2":
+            self._welford_update(fn, r, x, dt, acc)
+            return
         t = self._masked(fn, r, x, dt)
         a = acc[0]
         body = fn.body
@@ -970,6 +988,62 @@ class _Emitter:
             body.append(f"{a} = tl.where({tk}, {t}, {a})")
             body.append(f"{i} = tl.where({tk}, cols, {i})")
 
+    def _welford_update(self, fn: _Fn, r: Instr, x: str, dt: np.dtype,
+                        acc: tuple[str, ...]) -> None:
+        """One tile step of Welford's update per lane: ``n += 1``, ``mean += d / n``,
+        ``m2 += d * (x - new mean)``; lanes outside the mask keep their state."""
+        n, mean, m2 = acc
+        hint = self.var_name(r.name)
+        xa = x if self.types[r.args[0]].dtype == dt else f"{x}.to({TL[dt]})"
+        if fn.lvl(x) < 2:
+            xa = f"tl.broadcast_to({xa}, [{self._bm}, {self._bn}])"
+        xv = fn.emit(2, xa, f"x_{hint}") if xa != x or x not in fn.level else x
+        mask = fn.masks[2]
+        body = fn.body
+        delta = fn.emit(2, f"{xv} - {mean}", f"delta_{hint}")
+        if mask:
+            body.append(f"{n} = {n} + {mask}.to({TL[dt]})")
+            body.append(f"{mean} = {mean} + tl.where({mask}, {delta} / tl.maximum({n}, 1), 0)")
+            body.append(f"{m2} = {m2} + tl.where({mask}, {delta} * ({xv} - {mean}), 0)")
+        else:
+            body.append(f"{n} = {n} + 1")
+            body.append(f"{mean} = {mean} + {delta} / {n}")
+            body.append(f"{m2} = {m2} + {delta} * ({xv} - {mean})")
+
+    def _chan_reduce(self, fn: _Fn, r: Instr, parts: tuple[str, ...], partial: bool) -> Any:
+        """Combine (count, mean, m2) triples along the tile (Chan et al. for many groups):
+        ``N = sum(n)``, ``mean = sum(n * mean_i) / N``, ``m2 = sum(m2_i + n_i (mean_i - mean)^2)``.
+        Built-in sums only, so it is one pass on a GPU and vectorized in the interpreter."""
+        n, mean, m2 = parts
+        hint = ("part_" if partial else "") + self.var_name(r.name)
+        total = "tl.reduce({}, 1, tl.standard._sum_combine)[:, None]"
+        count = fn.emit(1, total.format(n), f"{hint}_n")
+        safe = fn.emit(1, f"tl.where({count} == 0, 1, {count})", f"{hint}_safe_n")
+        avg = fn.emit(1, total.format(f"{n} * {mean}") + f" / {safe}", f"{hint}_mean")
+        dev = fn.emit(2, f"tl.where({n} == 0, 0, {mean} - {avg})", f"{hint}_dev")
+        v = fn.emit(1, total.format(f"{m2} + {n} * {dev} * {dev}"), f"{hint}_m2",
+                    _instr_text(r) + (" (partial)" if partial else ""))
+        if partial:
+            return count, avg, v
+        dt = self._acc_dtype(r)
+        return v if dt == r.dtype else fn.emit(1, f"{v}.to({TL[r.dtype]})", hint)
+
+    def _two_pass_tile(self, fn: _Fn, r: Instr, x: str) -> str:
+        """m2 of a row held in registers: its mean, then the squared deviations (no re-read)."""
+        dt = self._acc_dtype(r)
+        hint = self.var_name(r.name)
+        t = self._masked(fn, r, x, dt)
+        cols = self.domain.reduce_size
+        mean = fn.emit(1, f"tl.reduce({t}, 1, tl.standard._sum_combine)[:, None] / {cols}",
+                       f"{hint}_mean")
+        mask = fn.masks[2]
+        dev = f"{t} - {mean}"
+        d = fn.emit(2, f"tl.where({mask}, {dev}, 0)" if mask else dev, f"{hint}_dev")
+        v = f"tl.reduce({d} * {d}, 1, tl.standard._sum_combine)[:, None]"
+        if dt != r.dtype:
+            v = f"({v}).to({TL[r.dtype]})"
+        return fn.emit(1, v, hint, _instr_text(r))
+
     def _anynan(self, t: str) -> str:
         return f"tl.reduce(({t} != {t}).to(tl.int8), 1, tl.standard._elementwise_max)[:, None] > 0"
 
@@ -982,6 +1056,10 @@ class _Emitter:
         reduction's operand (partials loaded by the final launch).
         """
         dt = self._acc_dtype(r, looped=acc is not None)
+        if r.op == "m2":
+            if acc is not None:
+                return self._chan_reduce(fn, r, acc, partial)
+            return self._two_pass_tile(fn, r, x)
         t = self._masked(fn, r, x, dt, src) if acc is None else acc[0]
         op = r.op
         comment = _instr_text(r) + (" (partial)" if partial else "")
@@ -1047,6 +1125,7 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
                    f"    return tl.{fname}(a, b, propagate_nan=tl.PropagateNan.ALL)\n\n")
     if em.need_mul:
         helper += "\n@triton.jit\ndef _mul(a, b):\n    return a * b\n\n"
+
     if helper:
         marker = 'NAN = tl.constexpr(float("nan"))\n'
         emitted.source = emitted.source.replace(marker, marker + helper, 1)

@@ -44,10 +44,40 @@ def _reduce(op: str, node: Node, axes: tuple[int, ...], keepdims: bool, dtype: n
     shape = _reduced_shape(node.shape, axes, keepdims)
     if not axes:  # reducing over no axis is the identity on values
         return node
+    if op == "sum":
+        centered = _centered_square_of(node, axes)
+        if centered is not None:  # sum((x - mean(x))**2): one pass, as var's numerator
+            op, node = "m2", centered
     attrs: dict[str, Any] = {"axes": axes}
     if keepdims:
         attrs["keepdims"] = True
     return make(op, (node,), attrs, dtype, shape)
+
+
+def _centered_square_of(node: Node, axes: tuple[int, ...]) -> Node | None:
+    """``x`` when ``node`` is ``(x - mean(x, axes, keepdims))**2`` (as ``d * d`` or ``square(d)``).
+
+    Summing such a node over ``axes`` is ``m2(x)``: the fuser then sees one
+    reduction of ``x`` (a sibling of the mean's ``sum``), so batch norm's and
+    ``var``'s statistics take one pass over ``x`` instead of two.
+    """
+    if node.op == "mul" and node.srcs[0] is node.srcs[1] or node.op == "square":
+        d = node.srcs[0]
+    else:
+        return None
+    if d.op != "sub" or d.dtype.kind != "f":
+        return None
+    x, m = d.srcs
+    while m.op in ("expand", "reshape") and m.srcs:
+        m = m.srcs[0]
+    if m.op != "div":
+        return None
+    total, count = m.srcs
+    if (total.op != "sum" or total.srcs[0] is not x or tuple(total.attrs.get("axes", ())) != axes
+            or not total.attrs.get("keepdims") or count.op != "const"
+            or count.attrs.get("value") != _count(x.shape, axes) or x.shape != node.shape):
+        return None
+    return x
 
 
 def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
@@ -155,11 +185,11 @@ def var(x: Any, axis: Axis = None, keepdims: bool = False, ddof: int = 0) -> Ten
     out_dt = reduction_dtype("var", x.dtype, ddof)
     acc = _accumulation_dtype(out_dt)
     xa = cast_node(x._node, acc)
-    m = _mean_node(Tensor(xa), axes, True, acc)
-    m = make("expand", (m,), {"shape": xa.shape}, acc, xa.shape) if m.shape != xa.shape else m
-    d = make("sub", (xa, m), {}, acc, xa.shape)
-    sq = make("mul", (d, d), {}, acc, xa.shape)
-    total = _reduce("sum", sq, axes, keepdims, acc)
+    if not axes:  # each element is its own mean: (x - x)**2 (NaN for inf and NaN)
+        d = make("sub", (xa, xa), {}, acc, xa.shape)
+        total = make("mul", (d, d), {}, acc, xa.shape)
+    else:
+        total = _reduce("m2", xa, axes, keepdims, acc)  # sum((x - mean)**2) in one pass
     denom = const_node(np.maximum(_count(x.shape, axes) - ddof, 0), acc, total.shape)
     return Tensor(cast_node(make("div", (total, denom), {}, acc, total.shape), out_dt))
 

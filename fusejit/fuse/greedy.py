@@ -229,7 +229,13 @@ class GreedyFuser:
                 return cheap, -r.max_index
             attempts.extend(((r,), False) for r in sorted(producers, key=preference))
         else:
-            for r in self._siblings(instr):
+            siblings = self._siblings(instr)
+            if instr.op in REDUCE:
+                # a reduction joins first a region that already reduces its domain (batch
+                # norm's m2 beside the mean's sum), not one that merely reads the same input
+                domain = (self.shapes[instr.args[0]], tuple(instr.attrs["axes"]))
+                siblings.sort(key=lambda r: not any((s, a) == domain for _, s, a in r.reductions))
+            for r in siblings:
                 attempts.append(((r,), True))
         refusals: dict[Region, tuple[str, str]] = {}
         for regions, sibling in attempts:

@@ -84,6 +84,9 @@ _REDUCE = [
     OpInfo("argmin", "reduce", 1, "argmin", result="i64"),
     OpInfo("any", "reduce", 1, "any", "bool", "bool"),
     OpInfo("all", "reduce", 1, "all", "bool", "bool"),
+    # sum of squared deviations from the mean over the axes (float): var's numerator, computed
+    # in one pass (Welford per lane, Chan's formula to combine) instead of mean then re-read
+    OpInfo("m2", "reduce", 1, "m2", "float"),
 ]
 
 _VIEW = [OpInfo(n, "view", 1) for n in ("reshape", "permute", "expand", "slice")]
@@ -96,7 +99,7 @@ REDUCE = frozenset(op.name for op in _REDUCE)
 VIEW = frozenset(op.name for op in _VIEW)
 LEAF = frozenset(("const", "iota"))
 #: Reductions that combine associatively: partial results (of a split reduction) combine again.
-SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all"})
+SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all", "m2"})
 #: Ops computed per element (elementwise ops, casts and leaves): what a pointwise region holds.
 POINTWISE = ELEMENTWISE | {"cast"} | LEAF
 

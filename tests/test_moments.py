@@ -1,0 +1,97 @@
+"""One-pass statistics: ``var``/``std`` and user-written ``mean((x - mean(x))**2)`` become one
+``m2`` reduction (sum of squared deviations), a sibling of the mean's ``sum``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusejit as fj
+from fusejit.errors import FusejitError
+from fusejit.testing import assert_matches_numpy
+
+
+def batch_norm(xp, x, axis=0):
+    m = x.mean(axis=axis, keepdims=True)
+    c = x - m
+    v = (c * c).mean(axis=axis, keepdims=True)
+    return c / xp.sqrt(v + 1e-5)
+
+
+def test_centered_square_sum_is_recorded_as_m2():
+    x = fj.asarray(np.ones((8, 4), np.float32))
+    text = fj.dump(batch_norm(fj, x))
+    assert text.count(" m2 ") == 1 and text.count(" sum ") == 1, text
+    # square(x - mean) too, and var itself
+    assert " m2 " in fj.dump(fj.square(x - x.mean(axis=1, keepdims=True)).sum(axis=1))
+    assert " m2 " in fj.dump(fj.var(x, axis=0))
+
+
+def test_other_squares_are_not_rewritten():
+    x = fj.asarray(np.ones((8, 4), np.float32))
+    y = fj.asarray(np.ones((8, 4), np.float32))
+    for expr in ((x - y.mean(axis=0, keepdims=True)) ** 2,       # another tensor's mean
+                 (x - x.mean(axis=1, keepdims=True)) * (x - x.mean(axis=1, keepdims=True)) * 2,
+                 (x - x.sum(axis=0, keepdims=True)) * (x - x.sum(axis=0, keepdims=True))):
+        assert " m2 " not in fj.dump(expr.sum(axis=0)), fj.dump(expr.sum(axis=0))
+
+
+@pytest.mark.parametrize("shape,axis", [((4096, 64), 0), ((64, 4096), 1), ((8, 300, 40), 1),
+                                        ((100000,), 0)])
+def test_statistics_in_one_region(shape, axis):
+    x = fj.asarray(np.ones(shape, np.float32))
+    assert len(fj.plan(fj.var(x, axis=axis)).program.kernels) == 1
+    # batch norm: the statistics region (sum and m2 of x), then the normalize; over the last
+    # axis (layer norm's shape) reduce-then-broadcast is one kernel
+    inner = axis == len(shape) - 1
+    assert len(fj.plan(batch_norm(fj, x, axis)).program.kernels) == (1 if inner else 2)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("shape,axis", [((257, 33), 0), ((33, 257), 1), ((5, 70000), 1),
+                                        ((70000, 3), 0), ((300000,), None), ((3, 200, 40), (0, 2)),
+                                        ((0, 5), 0), ((4, 0), 1), ((6, 5), ())])
+def test_var_matches_numpy(backend, dtype, shape, axis):
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(shape) * 2 + 100).astype(dtype)
+    # float16: NumPy rounds each deviation and partial sum to float16 (off by 40% here, where
+    # values near 100 have an ulp of 0.06); fusejit keeps the statistics in float32, as NumPy's
+    # float16 mean does, so its results are compared with the float64 statistics of the data
+    # values near 100 have an ulp of 0.06); float32 likewise over 70000 rows (NumPy 1.4e-5 off)
+    ref = x.astype(np.float64) if dtype != "float64" else x
+    with np.errstate(all="ignore"):
+        expected = np.asarray(ref.var(axis=axis)).astype(dtype)
+        expected_std = np.asarray(ref.std(axis=axis, ddof=1)).astype(dtype)
+    assert_matches_numpy(fj.var(fj.asarray(x), axis=axis), expected)
+    assert_matches_numpy(fj.std(fj.asarray(x), axis=axis, ddof=1), expected_std)
+
+
+@pytest.mark.parametrize("shape,axis", [((20000, 64), 0), ((64, 20000), 1), ((200000,), None)])
+def test_var_float32_error_against_float64(backend, shape, axis):
+    """Welford lanes and Chan's combine: at least as accurate as NumPy's float32 var, measured
+    against a float64 reference, on data whose mean (1000) dwarfs its spread (1)."""
+    x = (np.random.default_rng(8).standard_normal(shape) + 1000).astype(np.float32)
+    ref = x.astype(np.float64).var(axis=axis)
+    ours = np.abs(fj.var(fj.asarray(x), axis=axis).numpy() - ref) / ref
+    numpys = np.abs(x.var(axis=axis) - ref) / ref
+    assert ours.max() <= max(numpys.max(), 1e-6), (ours.max(), numpys.max())
+
+
+def test_batch_norm_matches_numpy(backend):
+    x = np.random.default_rng(9).standard_normal((300, 70)).astype(np.float32) * 3 + 5
+    assert_matches_numpy(batch_norm(fj, fj.asarray(x)), batch_norm(np, x), rtol=1e-4, atol=1e-4)
+
+
+def test_m2_in_ir_text():
+    text = """# fusejit ir v1
+func @main(%x: f32[4,3]) -> f32[3] {
+  %s = m2 %x axes=[0] : f32[3]
+  return %s
+}
+"""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    prog = fj.parse(text)
+    (out,) = prog.run(x=x)
+    np.testing.assert_allclose(out, ((x - x.mean(0)) ** 2).sum(0))
+    with pytest.raises(FusejitError, match="m2"):
+        fj.parse(text.replace("f32", "i32"))
