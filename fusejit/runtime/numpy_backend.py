@@ -66,11 +66,11 @@ def evaluate_instr(instr: Instr, args: list[np.ndarray]) -> np.ndarray:
         axes, keep = tuple(attrs["axes"]), bool(attrs.get("keepdims", False))
         if op in ("argmax", "argmin"):
             out = getattr(np, op)(args[0], axis=axes[0], keepdims=keep)
-        elif op == "m2":
-            x = args[0]
+        elif op == "m2":  # the reference: two passes in float64, rounded once
+            x = args[0].astype(np.float64)
             with np.errstate(invalid="ignore"):
-                d = x - np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)
-                out = np.sum(d * d, axis=axes, keepdims=keep, dtype=x.dtype)
+                d = x - np.mean(x, axis=axes, keepdims=True)
+                out = np.sum(d * d, axis=axes, keepdims=keep)
         else:
             out = getattr(np, info.numpy)(args[0], axis=axes, keepdims=keep)
         return np.asarray(out, dtype=dtype).reshape(shape)
