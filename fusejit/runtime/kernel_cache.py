@@ -13,7 +13,6 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 import threading
 import warnings
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 
 from ..codegen import EmittedKernel, emit_kernel
 from ..errors import BackendError
+from ..fileio import write_atomic
 from ..ir.program import Kernel
 
 _lock = threading.Lock()
@@ -49,25 +49,13 @@ def triton_version() -> str:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and ``os.replace``."""
+    """Write a cache file atomically (``fusejit.fileio.write_atomic``): a process killed
+    mid-write leaves the old entry or none, never half of one."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     except OSError as exc:
         raise BackendError(f"cannot write the cache file {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):  # a full disk, a folder where the file should be...
-            raise BackendError(f"cannot write the cache file {path}: {exc.strerror or exc}") \
-                from None
-        raise
+    write_atomic(path, data, error=BackendError, what="the cache file ")
 
 
 def log_enabled(what: str = "kernels") -> bool:
