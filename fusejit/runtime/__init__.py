@@ -5,12 +5,21 @@ run by Triton's interpreter) and ``cuda`` (generated Triton compiled to a
 cubin, launched with CuPy). Select one with ``FUSEJIT_BACKEND``,
 ``set_backend`` or the ``using_backend`` context manager; the default is
 ``cuda`` when CuPy sees a GPU, else ``numpy``.
+
+Threads: ``set_backend`` sets the process-wide default; ``using_backend``
+overrides it for the current thread (a ``contextvars`` variable, so asyncio
+tasks get their own too) and never changes what other threads use. A new
+thread starts with the process default, not with the override of the thread
+that started it. Each backend has one instance per process, shared by all
+threads; it and the plan cache are thread-safe.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +32,13 @@ from ..ir.program import Program
 
 BACKEND_NAMES = ("cuda", "interpret", "numpy")
 _backends: dict[str, Any] = {}
+#: serializes creating backend instances and changing the plan cache (lookups take no lock)
+_lock = threading.Lock()
+#: the process-wide default (``set_backend``, else ``FUSEJIT_BACKEND`` or detection)
 _selected: str | None = None
+#: this thread's (or asyncio task's) override from ``using_backend``
+_override: contextvars.ContextVar[str | None] = contextvars.ContextVar("fusejit_backend",
+                                                                      default=None)
 
 
 def _create(name: str) -> Any:
@@ -41,9 +56,13 @@ def _create(name: str) -> Any:
 
 def backend_instance(name: str) -> Any:
     """The (shared) instance of a backend by name."""
-    if name not in _backends:
-        _backends[name] = _create(name)
-    return _backends[name]
+    backend = _backends.get(name)
+    if backend is None:
+        with _lock:
+            backend = _backends.get(name)
+            if backend is None:
+                backend = _backends[name] = _create(name)
+    return backend
 
 
 def gpu_available() -> bool:
@@ -67,31 +86,43 @@ def default_backend_name() -> str:
 
 
 def get_backend() -> str:
-    """Name of the backend that ``realize`` uses now."""
+    """Name of the backend that ``realize`` uses now, in this thread."""
+    name = _override.get()
+    if name is not None:
+        return name
     global _selected
     if _selected is None:
         _selected = default_backend_name()
     return _selected
 
 
-def set_backend(name: str) -> None:
-    """Select the backend for later ``realize`` calls: ``cuda``, ``interpret`` or ``numpy``."""
-    global _selected
+def _check_name(name: str) -> None:
     if name not in BACKEND_NAMES:
         raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}")
+
+
+def set_backend(name: str) -> None:
+    """Select the process-wide default backend: ``cuda``, ``interpret`` or ``numpy``.
+
+    Every thread without a ``using_backend`` block of its own uses it.
+    """
+    _check_name(name)
+    global _selected
     _selected = name
 
 
 @contextlib.contextmanager
 def using_backend(name: str) -> Iterator[None]:
-    """Context manager: use backend ``name`` inside the block."""
-    global _selected
-    previous = get_backend()
-    set_backend(name)
+    """Context manager: use backend ``name`` in this thread inside the block.
+
+    Other threads keep their own selection.
+    """
+    _check_name(name)
+    token = _override.set(name)
     try:
         yield
     finally:
-        _selected = previous
+        _override.reset(token)
 
 
 def current() -> Any:
@@ -113,8 +144,20 @@ _plans: dict[tuple, Any] = {}
 MAX_PLANS = 4096
 
 
+def _remember(key: tuple, plan: Any) -> None:
+    with _lock:
+        if len(_plans) >= MAX_PLANS:
+            for old in list(_plans)[:MAX_PLANS // 2]:
+                _plans.pop(old, None)
+        _plans[key] = plan
+
+
 def realize(*tensors: Any) -> tuple[Any, ...]:
-    """Compute several tensors with one plan; shared subexpressions run once."""
+    """Compute several tensors with one plan; shared subexpressions run once.
+
+    Thread-safe: threads may realize at once (even the same tensor: each computes
+    it, and the tensor ends up holding one of the equal results).
+    """
     pending, seen = [], set()
     for t in tensors:
         if not t.is_realized and id(t._node) not in seen:
@@ -126,10 +169,7 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
         plan = _plans.get(key)
         if plan is None:  # first time this structure is seen: build, fuse, remember
             plan = plan_for(build_program(topological_order(nodes), nodes), key)
-            if len(_plans) >= MAX_PLANS:
-                for old in list(_plans)[:MAX_PLANS // 2]:
-                    del _plans[old]
-            _plans[key] = plan
+            _remember(key, plan)
         backend = current()
         buffers = [leaf.buffer for leaf in leaves]
         if backend.device_memory and any(type(b) is np.ndarray for b in buffers):

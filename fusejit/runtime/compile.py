@@ -68,7 +68,8 @@ def compile_launch(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool
     attrs = {(i,): [["tt.divisibility", 16]] for i, d in enumerate(divisible) if d}
     src = ASTSource(fn, signature, {}, attrs)
     options = {"num_warps": launch.num_warps, "enable_fp_fusion": False}
-    compiled = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=options)
+    with kc.TRITON_LOCK:  # Triton compiles are not thread-safe
+        compiled = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=options)
     cubin = compiled.asm["cubin"]
     name = compiled.metadata.name
     n_params = _count_params(compiled.asm["ptx"], name)

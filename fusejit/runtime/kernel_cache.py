@@ -5,6 +5,14 @@ Generated source of every kernel is written (atomically) to
 and imported from there, because ``triton.jit`` reads a function's source
 through ``inspect``. ``FUSEJIT_LOG=kernels`` prints each kernel's source when
 it is generated.
+
+Threads: every cache here is shared by the threads of the process. Triton is
+not thread-safe in the ways fusejit uses it: its interpreter patches
+``triton.language`` (and keeps the grid position in one global builder) while
+an interpreted kernel runs, the interpreter mode is a global knob read when
+``triton.jit`` wraps a function, and concurrent ``triton.compile`` calls have
+been reported to fail. So every use of Triton (importing generated modules,
+interpreted launches, compiling) holds ``TRITON_LOCK``.
 """
 
 from __future__ import annotations
@@ -26,7 +34,9 @@ from ..errors import BackendError
 from ..fileio import write_atomic
 from ..ir.program import Kernel
 
-_lock = threading.Lock()
+#: Held around every use of Triton: importing generated modules, interpreted launches,
+#: compiles (re-entrant: a compile imports the module it compiles).
+TRITON_LOCK = threading.RLock()
 
 
 def cache_dir() -> Path:
@@ -93,20 +103,24 @@ def import_source(path: Path, interpret: bool) -> ModuleType:
     import triton
     mode = "interp" if interpret else "jit"
     modname = f"fusejit_kernels.{mode}.{path.stem}"
-    if modname in sys.modules:
-        return sys.modules[modname]
-    spec = importlib.util.spec_from_file_location(modname, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    knobs = triton.knobs.runtime
-    with _lock:
+    module = sys.modules.get(modname)
+    if module is not None:
+        return module
+    with TRITON_LOCK:
+        module = sys.modules.get(modname)  # another thread may have imported it meanwhile
+        if module is not None:
+            return module
+        spec = importlib.util.spec_from_file_location(modname, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        knobs = triton.knobs.runtime
         previous = knobs.interpret
         knobs.interpret = interpret
         try:
             spec.loader.exec_module(module)
         finally:
             knobs.interpret = previous
-    sys.modules[modname] = module
+        sys.modules[modname] = module
     return module
 
 
