@@ -18,7 +18,6 @@ interpreted launches, compiling) holds ``TRITON_LOCK``.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
 import threading
@@ -99,7 +98,12 @@ def write_source(emitted: EmittedKernel) -> Path:
 
 
 def import_source(path: Path, interpret: bool) -> ModuleType:
-    """Import a generated module; with ``interpret`` its functions run in Triton's interpreter."""
+    """Import a generated module; with ``interpret`` its functions run in Triton's interpreter.
+
+    The module is compiled from the file's text here rather than by the import system,
+    so no ``__pycache__`` bytecode is written or read: the file (checked by
+    ``write_source``) is the only cache entry of a kernel's source.
+    """
     import triton
     mode = "interp" if interpret else "jit"
     modname = f"fusejit_kernels.{mode}.{path.stem}"
@@ -110,14 +114,17 @@ def import_source(path: Path, interpret: bool) -> ModuleType:
         module = sys.modules.get(modname)  # another thread may have imported it meanwhile
         if module is not None:
             return module
-        spec = importlib.util.spec_from_file_location(modname, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
+        try:
+            code = compile(path.read_bytes(), str(path), "exec")
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise BackendError(f"cannot import the generated kernel {path}: {exc}") from None
+        module = ModuleType(modname)
+        module.__file__ = str(path)
         knobs = triton.knobs.runtime
         previous = knobs.interpret
         knobs.interpret = interpret
         try:
-            spec.loader.exec_module(module)
+            exec(code, module.__dict__)  # fusejit's own generated source, checked on disk
         finally:
             knobs.interpret = previous
         sys.modules[modname] = module
