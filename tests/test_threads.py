@@ -104,7 +104,7 @@ def test_threads_cuda_backend(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) ->
     """8 threads on the GPU: host inputs in some threads, CuPy inputs in others."""
     import cupy as cp
     monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))  # cold: compiles race too
-    run_threads(["cuda"], rounds=4, sizes=(6, 64, 7))
+    run_threads(["cuda"], rounds=4, sizes=(6, 33, 7))
     run_threads(["cuda"], rounds=2, sizes=(5, 33), to_input=cp.asarray)
     cp.cuda.Device().synchronize()
 

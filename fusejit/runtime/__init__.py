@@ -18,19 +18,43 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib
 import os
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import BackendError, InputError
+from ..errors import BackendError, BackendUnavailableError, InputError
 from ..fuse import plan_for
 from ..ir.graph import build_program, make_input, structural_key, topological_order
 from ..ir.program import Program
 
 BACKEND_NAMES = ("cuda", "interpret", "numpy")
+
+
+class Backend(Protocol):
+    """What every backend provides (``numpy_backend``, ``interpret_backend``, ``cuda_backend``).
+
+    A backend with ``device_memory`` also has ``leaf_buffers(leaves)``: the buffers
+    of a realize's leaves on the current device (host data copied there once).
+    """
+
+    name: str
+    #: whether buffers live in device memory (then ``leaf_buffers`` places host inputs there)
+    device_memory: bool
+
+    def to_device(self, array: Any) -> Any:
+        """``array`` as a buffer this backend computes on (copied only when needed)."""
+
+    def to_numpy(self, buffer: Any) -> np.ndarray:
+        """A host NumPy array of ``buffer``."""
+
+    def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[Any]:
+        """Run a fused program on ``buffers`` (one per input); one new array per output."""
+
+
 _backends: dict[str, Any] = {}
 #: serializes creating backend instances and changing the plan cache (lookups take no lock)
 _lock = threading.Lock()
@@ -41,7 +65,45 @@ _override: contextvars.ContextVar[str | None] = contextvars.ContextVar("fusejit_
                                                                       default=None)
 
 
-def _create(name: str) -> Any:
+def _module_status(module: str) -> str | None:
+    """None when ``module`` imports, else why not (for an error message)."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name == module:
+            return "is not installed"
+        return f"cannot be imported ({exc})"
+    return None
+
+
+def alternatives(name: str) -> list[str]:
+    """The backends other than ``name`` that can run here (``numpy`` always can)."""
+    out = []
+    if name != "interpret" and _module_status("triton") is None:
+        out.append("interpret")
+    if name != "numpy":
+        out.append("numpy")
+    return out
+
+
+def unavailable(name: str, needs: str, problem: str) -> BackendUnavailableError:
+    """The error for backend ``name`` that cannot run: what it needs, what is wrong, what
+    would work instead (``FUSEJIT_BACKEND=...`` or ``fj.set_backend``)."""
+    others = alternatives(name)
+    return BackendUnavailableError(
+        f"backend {name!r} needs {needs}; {problem}; use FUSEJIT_BACKEND="
+        f"{' or '.join(others)} (or fj.set_backend({others[0]!r}))")
+
+
+def require_triton(backend: str, install: str) -> None:
+    """Raise ``BackendUnavailableError`` unless Triton imports; ``install`` says how to get it."""
+    problem = _module_status("triton")
+    if problem is not None:
+        raise unavailable(backend, "Triton" if backend == "interpret" else "Triton to compile kernels",
+                          f"Triton {problem} ({install})")
+
+
+def _create(name: str) -> Backend:
     if name == "numpy":
         from .numpy_backend import NumpyBackend
         return NumpyBackend()
@@ -54,8 +116,8 @@ def _create(name: str) -> Any:
     raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}")
 
 
-def backend_instance(name: str) -> Any:
-    """The (shared) instance of a backend by name."""
+def backend_instance(name: str) -> Backend:
+    """The (shared) instance of a backend by name; ``BackendUnavailableError`` if it cannot run."""
     backend = _backends.get(name)
     if backend is None:
         with _lock:
@@ -104,9 +166,11 @@ def _check_name(name: str) -> None:
 def set_backend(name: str) -> None:
     """Select the process-wide default backend: ``cuda``, ``interpret`` or ``numpy``.
 
-    Every thread without a ``using_backend`` block of its own uses it.
+    Every thread without a ``using_backend`` block of its own uses it. Raises
+    ``BackendUnavailableError`` at once when the backend cannot run here.
     """
     _check_name(name)
+    backend_instance(name)
     global _selected
     _selected = name
 
@@ -115,9 +179,11 @@ def set_backend(name: str) -> None:
 def using_backend(name: str) -> Iterator[None]:
     """Context manager: use backend ``name`` in this thread inside the block.
 
-    Other threads keep their own selection.
+    Other threads keep their own selection. Raises ``BackendUnavailableError``
+    at once when the backend cannot run here.
     """
     _check_name(name)
+    backend_instance(name)
     token = _override.set(name)
     try:
         yield
@@ -125,8 +191,8 @@ def using_backend(name: str) -> Iterator[None]:
         _override.reset(token)
 
 
-def current() -> Any:
-    """The instance of the selected backend."""
+def current() -> Backend:
+    """The instance of the backend selected in this thread."""
     return backend_instance(get_backend())
 
 
@@ -171,9 +237,10 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
             plan = plan_for(build_program(topological_order(nodes), nodes), key)
             _remember(key, plan)
         backend = current()
-        buffers = [leaf.buffer for leaf in leaves]
-        if backend.device_memory and any(type(b) is np.ndarray for b in buffers):
-            buffers = _move_inputs_to_device(backend, leaves)
+        if backend.device_memory:
+            buffers = backend.leaf_buffers(leaves)
+        else:
+            buffers = [leaf.buffer for leaf in leaves]
         outs = backend.execute(plan.program, buffers, plan)
         by_node = {id(n): out for n, out in zip(nodes, outs)}
         for t in tensors:
@@ -181,14 +248,6 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
                 node = t._node
                 t._node = make_input(by_node[id(node)], node.dtype, node.shape, None)
     return tensors
-
-
-def _move_inputs_to_device(backend: Any, leaves: tuple[Any, ...]) -> list[Any]:
-    """Copy host inputs to the device once: the leaf keeps the device copy for later realizes."""
-    for leaf in leaves:
-        if type(leaf.buffer) is np.ndarray:
-            leaf.buffer = backend.to_device(leaf.buffer)
-    return [leaf.buffer for leaf in leaves]
 
 
 def check_inputs(program: Program, arrays: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendError
 from ..ir.program import Kernel, Program
 from . import kernel_cache as kc
 
@@ -74,11 +73,8 @@ class InterpretBackend:
     device_memory = False
 
     def __init__(self) -> None:
-        try:
-            import triton  # noqa: F401  (checked here so that a missing Triton is named at once)
-        except ImportError as exc:
-            raise BackendError(f"the interpret backend needs Triton (install fusejit[triton]): "
-                               f"{exc}") from None
+        from . import require_triton
+        require_triton("interpret", "pip install 'fusejit[triton]'")  # a missing Triton is named at once
         self._fns: dict[Any, Any] = {}
 
     def to_device(self, array: Any) -> np.ndarray:
