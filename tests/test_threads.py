@@ -139,6 +139,19 @@ def test_using_backend_is_per_thread(monkeypatch: pytest.MonkeyPatch) -> None:
                     "main inside": "interpret"}
 
 
+def test_copied_context_carries_the_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    """README's recipe: a thread run in a copy of the context uses the block's backend."""
+    import contextvars
+    monkeypatch.setattr(runtime, "_selected", "numpy")
+    seen = []
+    with fj.using_backend("interpret"):
+        context = contextvars.copy_context()
+    t = threading.Thread(target=context.run, args=(lambda: seen.append(fj.get_backend()),))
+    t.start()
+    t.join()
+    assert seen == ["interpret"] and fj.get_backend() == "numpy"
+
+
 def test_set_backend_is_the_process_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runtime, "_selected", "numpy")
     seen = []
