@@ -10,8 +10,9 @@ from __future__ import annotations
 from numpy import (bool_, float16, float32, float64, int8, int16, int32, int64, uint8, uint16,
                    uint32, uint64)
 
-from .errors import (AxisError, BackendError, DomainError, DTypeError, FusejitError, InputError,
-                     IRError, IRSyntaxError, IRVerifyError, ShapeError)
+from .errors import (AxisError, BackendError, BackendUnavailableError, DeviceError,
+                     DeviceMemoryError, DomainError, DTypeError, FusejitError, InputError, IRError,
+                     IRSyntaxError, IRVerifyError, ShapeError)
 from .frontend import *  # noqa: F403  (the NumPy-named functions)
 from .frontend import ELEMENTWISE_FUNCTIONS, IndexingError, Tensor, asarray
 from .frontend import __dict__ as _frontend_names
@@ -38,6 +39,7 @@ newaxis = None
 
 __all__ = [
     "FusejitError", "ShapeError", "AxisError", "DomainError", "DTypeError", "BackendError",
+    "BackendUnavailableError", "DeviceError", "DeviceMemoryError",
     "InputError", "IRError", "IRSyntaxError", "IRVerifyError", "IndexingError", "Tensor", "Program", "Kernel",
     "asarray", "realize", "plan", "Plan", "dump", "parse", "load",
     "get_backend", "set_backend", "using_backend",

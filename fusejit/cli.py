@@ -17,12 +17,14 @@ never as a traceback.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from .errors import FusejitError, InputError
+from .fileio import write_atomic
 
 
 class Command(NamedTuple):
@@ -64,7 +66,7 @@ def _fmt_arguments(p: argparse.ArgumentParser) -> None:
 
 def _fmt(args: argparse.Namespace) -> int:
     from .ir.printer import print_program
-    from .ir.textio import load, write_atomic
+    from .ir.textio import load
     text = print_program(load(args.file))
     if args.in_place:
         write_atomic(Path(args.file), text)
@@ -109,11 +111,9 @@ def _run(args: argparse.Namespace) -> int:
     from .runtime import to_numpy
     arrays = {_output_key(program.outputs, i): to_numpy(o) for i, o in enumerate(outs)}
     if args.output:
-        try:
-            with open(args.output, "wb") as f:
-                np.savez(f, **arrays)
-        except OSError as exc:
-            raise FusejitError(f"cannot write {args.output}: {exc.strerror}") from None
+        data = io.BytesIO()
+        np.savez(data, **arrays)
+        write_atomic(args.output, data.getvalue())  # never half an .npz, even if killed
     else:
         for key, value in arrays.items():
             print(f"{key} = {np.array2string(value, threshold=20)}")

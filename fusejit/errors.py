@@ -27,6 +27,20 @@ class BackendError(FusejitError, RuntimeError):
     """A backend that is unknown or cannot run here."""
 
 
+class BackendUnavailableError(BackendError):
+    """A known backend that cannot run in this process: a package is missing (CuPy, Triton),
+    there is no CUDA GPU, or the GPU is older than Triton supports. The message names what
+    is missing and which backends would work."""
+
+
+class DeviceError(FusejitError, ValueError):
+    """Arrays on different CUDA devices in one program (or not on the current device)."""
+
+
+class DeviceMemoryError(FusejitError, MemoryError):
+    """The GPU ran out of memory: the message names the device and the bytes asked for."""
+
+
 class InputError(FusejitError, ValueError):
     """Program inputs that do not match the program's signature."""
 

@@ -17,8 +17,11 @@ INTS = fj.asarray(np.ones((2, 3), np.int32))
 
 def test_hierarchy() -> None:
     for cls in (fj.ShapeError, fj.AxisError, fj.DTypeError, fj.BackendError, fj.InputError,
-                fj.IRError, fj.IndexingError):
+                fj.IRError, fj.IndexingError, fj.BackendUnavailableError, fj.DeviceError,
+                fj.DeviceMemoryError):
         assert issubclass(cls, fj.FusejitError)
+    assert issubclass(fj.BackendUnavailableError, fj.BackendError)
+    assert issubclass(fj.DeviceMemoryError, MemoryError)
     assert issubclass(fj.ShapeError, ValueError) and issubclass(fj.AxisError, ValueError)
     assert issubclass(fj.DTypeError, TypeError) and issubclass(fj.IndexingError, IndexError)
 
@@ -138,15 +141,23 @@ def test_program_run_rejects_unconvertible_inputs(numpy_backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend, package, message", [
-    ("cuda", "cupy", "the cuda backend needs CuPy"),
-    ("interpret", "triton", "the interpret backend needs Triton"),
+    ("cuda", "cupy", "backend 'cuda' needs CuPy and a CUDA GPU; CuPy is not installed (pip install "
+                     "'fusejit[cuda12]' or 'fusejit[cuda13]'); use FUSEJIT_BACKEND=interpret or numpy"),
+    ("cuda", "triton", "backend 'cuda' needs Triton to compile kernels; Triton is not installed (pip "
+                       "install 'fusejit[cuda12]' or 'fusejit[cuda13]'); use FUSEJIT_BACKEND=numpy "
+                       "(or fj.set_backend('numpy'))"),
+    ("interpret", "triton", "backend 'interpret' needs Triton; Triton is not installed (pip install "
+                            "'fusejit[triton]'); use FUSEJIT_BACKEND=numpy (or fj.set_backend('numpy'))"),
 ])
 def test_backend_without_its_package(monkeypatch: pytest.MonkeyPatch, backend: str, package: str,
                                      message: str) -> None:
     from fusejit import runtime
+    if package == "triton" and backend == "cuda":  # CuPy must be there to get as far as Triton
+        from .fake_cupy import FakeCupy
+        monkeypatch.setitem(sys.modules, "cupy", FakeCupy())
     monkeypatch.setitem(sys.modules, package, None)  # makes `import package` fail
     monkeypatch.setattr(runtime, "_backends", {})
-    with pytest.raises(fj.BackendError, match=re.escape(message)):
+    with pytest.raises(fj.BackendUnavailableError, match=re.escape(message)):
         with fj.using_backend(backend):
             (X + 1).realize()
 

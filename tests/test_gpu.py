@@ -198,10 +198,11 @@ def test_numpy_input_is_copied_to_the_device_once():
     host = np.arange(4096, dtype=np.float32)
     x = fj.asarray(host)
     first = (x * 2).realize()
-    moved = x._node.buffer
-    assert isinstance(moved, cp.ndarray)           # the leaf now holds the device copy
+    assert x._node.buffer is host                  # the leaf keeps its host data...
+    moved = x._node.copies[cp.cuda.runtime.getDevice()]
+    assert isinstance(moved, cp.ndarray)           # ...and its copy on this device
     second = (x + 1).realize()
-    assert x._node.buffer is moved                 # no second upload
+    assert x._node.copies[cp.cuda.runtime.getDevice()] is moved  # no second upload
     np.testing.assert_array_equal(first.numpy(), host * 2)
     np.testing.assert_array_equal(second.numpy(), host + 1)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -49,6 +50,9 @@ stats: dict[str, int] = {"fusion_runs": 0, "cache_hits": 0}
 
 _CACHE: dict[Any, Plan] = {}
 _CACHE_LIMIT = 4096
+#: changes to ``_CACHE`` (lookups take no lock; two threads planning one structure at once
+#: both run the pass, and the cache keeps one of the equal plans)
+_CACHE_LOCK = threading.Lock()
 
 
 def _configure_logging() -> None:
@@ -66,7 +70,8 @@ _configure_logging()
 
 def clear_cache() -> None:
     """Forget every cached plan (tests use it to count runs of the pass)."""
-    _CACHE.clear()
+    with _CACHE_LOCK:
+        _CACHE.clear()
 
 
 def plan_for(program: Program, key: Any = None) -> Plan:
@@ -81,9 +86,10 @@ def plan_for(program: Program, key: Any = None) -> Plan:
         stats["cache_hits"] += 1
         return found
     result = build_plan(program)
-    if len(_CACHE) >= _CACHE_LIMIT:
-        del _CACHE[next(iter(_CACHE))]  # the oldest plan; keeps the hit path a plain lookup
-    _CACHE[key] = result
+    with _CACHE_LOCK:
+        if len(_CACHE) >= _CACHE_LIMIT:
+            del _CACHE[next(iter(_CACHE))]  # the oldest plan; keeps the hit path a plain lookup
+        _CACHE[key] = result
     return result
 
 

@@ -66,13 +66,15 @@ class Node:
     """One immutable value of the lazy graph."""
 
     __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "key", "_hash", "buffer", "name",
-                 "sig", "leaves", "__weakref__")
+                 "sig", "leaves", "copies", "__weakref__")
 
     op: str
     srcs: tuple[Node, ...]
     attrs: dict[str, Any]
     dtype: np.dtype
     shape: tuple[int, ...]
+    #: input leaves only: a device backend's copies of a host buffer, by device id (or None)
+    copies: dict[int, Any] | None
 
     def __hash__(self) -> int:
         return self._hash
@@ -162,6 +164,7 @@ def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str |
     node.key = ("input", next(_INPUT_SERIAL))
     node._hash = hash(node.key)
     node.buffer, node.name = buffer, name
+    node.copies = None  # a device backend's copies of host data, by device id
     node.leaves = (node,)
     node.sig = _intern(("input", name, dtype.str, shape))
     return node

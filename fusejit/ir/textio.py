@@ -9,13 +9,12 @@ position or by name, one array per output (``program.outputs`` names them and
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..errors import FusejitError
+from ..fileio import write_atomic
 from .graph import lower
 from .parser import parse as _parse
 from .printer import print_program
@@ -64,23 +63,3 @@ def load(path: str | os.PathLike[str]) -> Program:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise FusejitError(f"cannot read {os.fspath(path)}: {reason}") from None
     return _parse(text, os.fspath(path))
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise FusejitError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):  # e.g. path is a directory, or the disk is full
-            raise FusejitError(f"cannot write {path}: {exc.strerror or exc}") from None
-        raise
-

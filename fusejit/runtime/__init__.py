@@ -5,28 +5,105 @@ run by Triton's interpreter) and ``cuda`` (generated Triton compiled to a
 cubin, launched with CuPy). Select one with ``FUSEJIT_BACKEND``,
 ``set_backend`` or the ``using_backend`` context manager; the default is
 ``cuda`` when CuPy sees a GPU, else ``numpy``.
+
+Threads: ``set_backend`` sets the process-wide default; ``using_backend``
+overrides it for the current thread (a ``contextvars`` variable, so asyncio
+tasks get their own too) and never changes what other threads use. A new
+thread starts with the process default, not with the override of the thread
+that started it. Each backend has one instance per process, shared by all
+threads; it and the plan cache are thread-safe.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import importlib
 import os
+import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import BackendError, InputError
+from ..errors import BackendError, BackendUnavailableError, InputError
 from ..fuse import plan_for
 from ..ir.graph import build_program, make_input, structural_key, topological_order
 from ..ir.program import Program
 
 BACKEND_NAMES = ("cuda", "interpret", "numpy")
+
+
+class Backend(Protocol):
+    """What every backend provides (``numpy_backend``, ``interpret_backend``, ``cuda_backend``).
+
+    A backend with ``device_memory`` also has ``leaf_buffers(leaves)``: the buffers
+    of a realize's leaves on the current device (host data copied there once).
+    """
+
+    name: str
+    #: whether buffers live in device memory (then ``leaf_buffers`` places host inputs there)
+    device_memory: bool
+
+    def to_device(self, array: Any) -> Any:
+        """``array`` as a buffer this backend computes on (copied only when needed)."""
+
+    def to_numpy(self, buffer: Any) -> np.ndarray:
+        """A host NumPy array of ``buffer``."""
+
+    def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[Any]:
+        """Run a fused program on ``buffers`` (one per input); one new array per output."""
+
+
 _backends: dict[str, Any] = {}
+#: serializes creating backend instances and changing the plan cache (lookups take no lock)
+_lock = threading.Lock()
+#: the process-wide default (``set_backend``, else ``FUSEJIT_BACKEND`` or detection)
 _selected: str | None = None
+#: this thread's (or asyncio task's) override from ``using_backend``
+_override: contextvars.ContextVar[str | None] = contextvars.ContextVar("fusejit_backend",
+                                                                      default=None)
 
 
-def _create(name: str) -> Any:
+def _module_status(module: str) -> str | None:
+    """None when ``module`` imports, else why not (for an error message)."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name == module:
+            return "is not installed"
+        return f"cannot be imported ({exc})"
+    return None
+
+
+def alternatives(name: str) -> list[str]:
+    """The backends other than ``name`` that can run here (``numpy`` always can)."""
+    out = []
+    if name != "interpret" and _module_status("triton") is None:
+        out.append("interpret")
+    if name != "numpy":
+        out.append("numpy")
+    return out
+
+
+def unavailable(name: str, needs: str, problem: str) -> BackendUnavailableError:
+    """The error for backend ``name`` that cannot run: what it needs, what is wrong, what
+    would work instead (``FUSEJIT_BACKEND=...`` or ``fj.set_backend``)."""
+    others = alternatives(name)
+    return BackendUnavailableError(
+        f"backend {name!r} needs {needs}; {problem}; use FUSEJIT_BACKEND="
+        f"{' or '.join(others)} (or fj.set_backend({others[0]!r}))")
+
+
+def require_triton(backend: str, install: str) -> None:
+    """Raise ``BackendUnavailableError`` unless Triton imports; ``install`` says how to get it."""
+    problem = _module_status("triton")
+    if problem is not None:
+        raise unavailable(backend, "Triton" if backend == "interpret" else "Triton to compile kernels",
+                          f"Triton {problem} ({install})")
+
+
+def _create(name: str) -> Backend:
     if name == "numpy":
         from .numpy_backend import NumpyBackend
         return NumpyBackend()
@@ -39,11 +116,15 @@ def _create(name: str) -> Any:
     raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}")
 
 
-def backend_instance(name: str) -> Any:
-    """The (shared) instance of a backend by name."""
-    if name not in _backends:
-        _backends[name] = _create(name)
-    return _backends[name]
+def backend_instance(name: str) -> Backend:
+    """The (shared) instance of a backend by name; ``BackendUnavailableError`` if it cannot run."""
+    backend = _backends.get(name)
+    if backend is None:
+        with _lock:
+            backend = _backends.get(name)
+            if backend is None:
+                backend = _backends[name] = _create(name)
+    return backend
 
 
 def gpu_available() -> bool:
@@ -67,35 +148,51 @@ def default_backend_name() -> str:
 
 
 def get_backend() -> str:
-    """Name of the backend that ``realize`` uses now."""
+    """Name of the backend that ``realize`` uses now, in this thread."""
+    name = _override.get()
+    if name is not None:
+        return name
     global _selected
     if _selected is None:
         _selected = default_backend_name()
     return _selected
 
 
-def set_backend(name: str) -> None:
-    """Select the backend for later ``realize`` calls: ``cuda``, ``interpret`` or ``numpy``."""
-    global _selected
+def _check_name(name: str) -> None:
     if name not in BACKEND_NAMES:
         raise BackendError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}")
+
+
+def set_backend(name: str) -> None:
+    """Select the process-wide default backend: ``cuda``, ``interpret`` or ``numpy``.
+
+    Every thread without a ``using_backend`` block of its own uses it. Raises
+    ``BackendUnavailableError`` at once when the backend cannot run here.
+    """
+    _check_name(name)
+    backend_instance(name)
+    global _selected
     _selected = name
 
 
 @contextlib.contextmanager
 def using_backend(name: str) -> Iterator[None]:
-    """Context manager: use backend ``name`` inside the block."""
-    global _selected
-    previous = get_backend()
-    set_backend(name)
+    """Context manager: use backend ``name`` in this thread inside the block.
+
+    Other threads keep their own selection. Raises ``BackendUnavailableError``
+    at once when the backend cannot run here.
+    """
+    _check_name(name)
+    backend_instance(name)
+    token = _override.set(name)
     try:
         yield
     finally:
-        _selected = previous
+        _override.reset(token)
 
 
-def current() -> Any:
-    """The instance of the selected backend."""
+def current() -> Backend:
+    """The instance of the backend selected in this thread."""
     return backend_instance(get_backend())
 
 
@@ -113,8 +210,20 @@ _plans: dict[tuple, Any] = {}
 MAX_PLANS = 4096
 
 
+def _remember(key: tuple, plan: Any) -> None:
+    with _lock:
+        if len(_plans) >= MAX_PLANS:
+            for old in list(_plans)[:MAX_PLANS // 2]:
+                _plans.pop(old, None)
+        _plans[key] = plan
+
+
 def realize(*tensors: Any) -> tuple[Any, ...]:
-    """Compute several tensors with one plan; shared subexpressions run once."""
+    """Compute several tensors with one plan; shared subexpressions run once.
+
+    Thread-safe: threads may realize at once (even the same tensor: each computes
+    it, and the tensor ends up holding one of the equal results).
+    """
     pending, seen = [], set()
     for t in tensors:
         if not t.is_realized and id(t._node) not in seen:
@@ -126,14 +235,12 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
         plan = _plans.get(key)
         if plan is None:  # first time this structure is seen: build, fuse, remember
             plan = plan_for(build_program(topological_order(nodes), nodes), key)
-            if len(_plans) >= MAX_PLANS:
-                for old in list(_plans)[:MAX_PLANS // 2]:
-                    del _plans[old]
-            _plans[key] = plan
+            _remember(key, plan)
         backend = current()
-        buffers = [leaf.buffer for leaf in leaves]
-        if backend.device_memory and any(type(b) is np.ndarray for b in buffers):
-            buffers = _move_inputs_to_device(backend, leaves)
+        if backend.device_memory:
+            buffers = backend.leaf_buffers(leaves)
+        else:
+            buffers = [leaf.buffer for leaf in leaves]
         outs = backend.execute(plan.program, buffers, plan)
         by_node = {id(n): out for n, out in zip(nodes, outs)}
         for t in tensors:
@@ -141,14 +248,6 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
                 node = t._node
                 t._node = make_input(by_node[id(node)], node.dtype, node.shape, None)
     return tensors
-
-
-def _move_inputs_to_device(backend: Any, leaves: tuple[Any, ...]) -> list[Any]:
-    """Copy host inputs to the device once: the leaf keeps the device copy for later realizes."""
-    for leaf in leaves:
-        if type(leaf.buffer) is np.ndarray:
-            leaf.buffer = backend.to_device(leaf.buffer)
-    return [leaf.buffer for leaf in leaves]
 
 
 def check_inputs(program: Program, arrays: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:

@@ -4,16 +4,21 @@
 target (``GPUTarget("cuda", cc, 32)``), with pointer arguments marked
 16-byte divisible where the buffers bound at launch are (a separate variant
 otherwise). Cubins are cached on disk, keyed by the source hash, the Triton
-version, the target and the specialization; a corrupt entry is rebuilt with a
-warning.
+version, the target and the specialization. An entry is one file (written
+atomically): a JSON header line (symbol, shared memory, parameter counts, the
+cubin's size and SHA-256) and the cubin bytes after it, so a header never
+describes another cubin. An entry that does not check out (truncated,
+garbage, a header that does not parse) is rebuilt with a warning.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..codegen import EmittedKernel, Launch
 from . import kernel_cache as kc
@@ -38,29 +43,81 @@ def _count_params(ptx: str, name: str) -> int:
     return len(re.findall(r"\.param\b", m.group(1)))
 
 
+#: fields of an entry's header line besides the cubin's size and digest
+_HEADER_FIELDS = ("name", "shared", "num_warps", "n_params", "n_args")
+
+
+def encode_entry(compiled: Compiled) -> bytes:
+    """A disk cache entry: one JSON header line, then the cubin."""
+    header = {f: getattr(compiled, f) for f in _HEADER_FIELDS}
+    header["size"] = len(compiled.cubin)
+    header["sha256"] = hashlib.sha256(compiled.cubin).hexdigest()
+    return json.dumps(header, sort_keys=True).encode() + b"\n" + compiled.cubin
+
+
+def decode_entry(data: bytes) -> Compiled:
+    """The Compiled of an entry; ValueError when it is truncated or corrupt."""
+    head, sep, cubin = data.partition(b"\n")
+    if not sep:
+        raise ValueError("no header line")
+    try:
+        header = json.loads(head)
+        fields = [header[f] for f in _HEADER_FIELDS]
+        size, digest = header["size"], header["sha256"]
+    except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
+        raise ValueError(f"bad header: {exc}") from None
+    if len(cubin) != size:
+        raise ValueError(f"cubin of {len(cubin)} bytes, header says {size}")
+    if hashlib.sha256(cubin).hexdigest() != digest or cubin[:4] != b"\x7fELF":
+        raise ValueError("cubin does not match its checksum")
+    name, shared, num_warps, n_params, n_args = fields
+    if not (isinstance(name, str) and all(type(v) is int for v in (shared, num_warps, n_params, n_args))):
+        raise ValueError("bad header field types")
+    return Compiled(name, cubin, shared, num_warps, n_params, n_args)
+
+
+def _load_entry(path: Path, warn: bool = True) -> Compiled | None:
+    """The entry at ``path``; None (with a warning if ``warn``) when missing or corrupt."""
+    try:
+        return decode_entry(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        if warn:
+            warnings.warn(f"fusejit: rebuilding corrupt cubin cache entry {path} ({exc})",
+                          stacklevel=3)
+        return None
+
+
 def compile_launch(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool, ...],
                    cc: int = 90) -> Compiled:
-    """Compile one launch (cached on disk); ``divisible[i]``: pointer arg i is 16-byte aligned."""
+    """Compile one launch (cached on disk); ``divisible[i]``: pointer arg i is 16-byte aligned.
+
+    Thread-safe: compiles hold ``kernel_cache.TRITON_LOCK`` (so a launch that several
+    threads need at once is compiled once, the others read the entry it wrote).
+    """
+    spec = "".join("d" if d else "n" for d in divisible)
+    key = f"{kc.source_hash(emitted.source)}-{launch.fn_name}-{launch.num_warps}-{spec}-sm{cc}"
+    key += f"-triton{kc.triton_version()}"
+    path = kc.cache_dir() / "cubin" / f"{key}.entry"
+    found = _load_entry(path)
+    if found is not None:
+        return found
+    with kc.TRITON_LOCK:
+        found = _load_entry(path, warn=False)  # written by another thread meanwhile?
+        if found is not None:
+            return found
+        result = _compile(emitted, launch, divisible, cc)
+        kc.atomic_write(path, encode_entry(result))
+    return result
+
+
+def _compile(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool, ...],
+             cc: int) -> Compiled:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    spec = "".join("d" if d else "n" for d in divisible)
-    key = f"{kc.source_hash(emitted.source)}-{launch.fn_name}-{launch.num_warps}-{spec}-sm{cc}"
-    key += f"-triton{kc.triton_version()}"
-    base = kc.cache_dir() / "cubin" / key
-    meta_path, bin_path = base.with_suffix(".json"), base.with_suffix(".cubin")
-    if meta_path.exists() and bin_path.exists():
-        try:
-            meta = json.loads(meta_path.read_text())
-            cubin = bin_path.read_bytes()
-            if len(cubin) == meta["size"] and cubin[:4] == b"\x7fELF":
-                return Compiled(meta["name"], cubin, meta["shared"], meta["num_warps"],
-                                meta["n_params"], meta["n_args"])
-            raise ValueError("size or magic mismatch")
-        except (ValueError, KeyError, OSError, json.JSONDecodeError) as exc:
-            warnings.warn(f"fusejit: rebuilding corrupt cubin cache entry {base} ({exc})",
-                          stacklevel=2)
     path = kc.write_source(emitted)
     module = kc.import_source(path, interpret=False)
     fn = getattr(module, launch.fn_name)
@@ -69,16 +126,9 @@ def compile_launch(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool
     src = ASTSource(fn, signature, {}, attrs)
     options = {"num_warps": launch.num_warps, "enable_fp_fusion": False}
     compiled = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=options)
-    cubin = compiled.asm["cubin"]
     name = compiled.metadata.name
-    n_params = _count_params(compiled.asm["ptx"], name)
-    result = Compiled(name, cubin, int(compiled.metadata.shared), launch.num_warps, n_params,
-                      len(signature))
-    kc.atomic_write(bin_path, cubin)
-    kc.atomic_write(meta_path, json.dumps({
-        "name": name, "shared": result.shared, "num_warps": result.num_warps,
-        "n_params": n_params, "n_args": result.n_args, "size": len(cubin)}).encode())
-    return result
+    return Compiled(name, compiled.asm["cubin"], int(compiled.metadata.shared), launch.num_warps,
+                    _count_params(compiled.asm["ptx"], name), len(signature))
 
 
 def compile_all(emitted: EmittedKernel, cc: int = 90, divisible: bool = True) -> list[Compiled]:

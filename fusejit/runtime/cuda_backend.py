@@ -9,27 +9,93 @@ appends (their count is read from the compiled PTX).
 
 Inputs: CuPy arrays are used in place (views keep their strides; the view's
 own data pointer is passed, so offsets cost nothing), NumPy arrays are copied
-to the device once. Outputs are new CuPy arrays; kernels whose outputs are
-all empty launch nothing.
+to the device (a realized leaf keeps its copy, one per device, for later
+realizes). Outputs are new CuPy arrays; kernels whose outputs are all empty
+launch nothing.
 
-Caching: per Kernel object, a dict from the buffer specialization (strides
-and 16-byte alignment of each argument) to a pre-bound launcher, so a
-repeated ``realize`` does a few dict lookups, allocations and launches.
+Devices: a program runs on CuPy's current device (``with
+cupy.cuda.Device(i):``). Modules are loaded into each device's context
+separately, and the compute capability that a cubin is compiled for is the
+device's own, so every cache below is keyed by the device id. CuPy inputs
+must live on the current device: inputs on another device, or on two, raise
+``DeviceError`` naming the devices.
+
+Caching: per Kernel object (and backend instance), a dict from (device, buffer
+specialization: the strides and 16-byte alignment of each argument) to a
+pre-bound launcher, so a repeated ``realize`` does a few dict lookups,
+allocations and launches.
+
+Threads: the backend is shared by all threads. Cache hits take no lock;
+building a launcher (emit, compile, load) holds the backend's lock, so a
+kernel that several threads need at once is built once. Each thread launches
+on its own current device and stream (CuPy keeps both per thread).
+
+Errors: a missing CuPy or Triton, no GPU, or a GPU older than
+``MIN_COMPUTE_CAPABILITY`` raise ``BackendUnavailableError`` naming what is
+missing and which backends would work; CuPy running out of device memory is
+a ``DeviceMemoryError`` naming the device and the bytes asked for.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..errors import BackendError
+from ..errors import BackendError, DeviceError, DeviceMemoryError
 from ..ir.program import Kernel, Program
 from . import kernel_cache as kc
 from .compile import compile_launch
 
 _MAX_STATIC_SHARED = 48 * 1024
+#: The oldest GPUs the backend runs on: Turing (sm_75). Triton documents 8.0 as its floor;
+#: 7.5 is known to work for the kernels fusejit emits; older GPUs are refused up front.
+MIN_COMPUTE_CAPABILITY = 75
+_INSTANCES = itertools.count()
+_INSTALL = "pip install 'fusejit[cuda12]' or 'fusejit[cuda13]'"
+
+
+def _import_cupy() -> Any:
+    from . import _module_status, unavailable
+    problem = _module_status("cupy")
+    if problem is not None:
+        raise unavailable("cuda", "CuPy and a CUDA GPU", f"CuPy {problem} ({_INSTALL})")
+    import cupy
+    return cupy
+
+
+def _out_of_memory(exc: BaseException, device: int, asked: int | None,
+                   what: str) -> DeviceMemoryError:
+    """The error for CuPy's ``OutOfMemoryError``: the device, what was being allocated, how
+    many bytes (``asked``; None: as CuPy's own message says) and what to do about it."""
+    amount = f": {asked:,} bytes asked for" if asked is not None else ""
+    return DeviceMemoryError(
+        f"out of GPU memory on CUDA device {device} {what}{amount} ({exc}); "
+        f"free CuPy arrays that are no longer needed (and then "
+        f"cupy.get_default_memory_pool().free_all_blocks()), or run a smaller problem (split "
+        f"it into pieces)")
+
+
+def _nbytes(shape: tuple[int, ...], dtype: Any) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+class _Device:
+    """What the backend keeps per CUDA device: compute capability, loaded modules, constants."""
+
+    __slots__ = ("id", "cc", "modules", "small")
+
+    def __init__(self, device_id: int, cc: int) -> None:
+        self.id = device_id
+        self.cc = cc
+        #: (cubin, symbol) -> (Module, Function) loaded into this device's context
+        self.modules: dict[tuple[bytes, str], tuple[Any, Any]] = {}
+        #: small host constants uploaded once: (dtype, shape, bytes) -> device array
+        self.small: dict[tuple[str, tuple[int, ...], bytes], Any] = {}
 
 
 class CudaBackend:
@@ -40,36 +106,109 @@ class CudaBackend:
     device_memory = True
 
     def __init__(self) -> None:
+        from . import require_triton, unavailable
+        cp = self.cp = _import_cupy()
+        require_triton("cuda", _INSTALL)
         try:
-            import cupy
-        except ImportError as exc:
-            raise BackendError(f"the cuda backend needs CuPy (install fusejit[cuda12] or "
-                               f"fusejit[cuda13]): {exc}") from None
-        self.cp = cupy
-        try:
-            self.cc = int(cupy.cuda.Device().compute_capability)
-        except Exception as exc:  # noqa: BLE001  (no driver or no device: CuPy's errors vary)
-            raise BackendError(f"the cuda backend found no usable GPU: {exc}") from None
-        self._modules: dict[Any, Any] = {}
-        self._small: dict[Any, Any] = {}
-        self._runners: dict[Any, Any] = {}
+            count = int(cp.cuda.runtime.getDeviceCount())
+        except Exception as exc:  # noqa: BLE001  (no driver, driver too old: CuPy's errors vary)
+            raise unavailable("cuda", "CuPy and a CUDA GPU", f"CuPy finds no usable GPU ({exc})") \
+                from None
+        if count < 1:
+            raise unavailable("cuda", "CuPy and a CUDA GPU", "CuPy sees no CUDA device")
+        self._lock = threading.RLock()
+        self._devices: dict[int, _Device] = {}
+        #: (device, kernel structure, specialization) -> launcher: structurally equal Kernel
+        #: objects (a plan rebuilt by the fuser) share launchers
+        self._runners: dict[Any, Callable[[list[Any]], list[Any]]] = {}
+        self._oom: type[BaseException] = cp.cuda.memory.OutOfMemoryError
+        #: the attribute of a Kernel holding this instance's launchers (per instance: a
+        #: launcher holds functions loaded by this instance's CuPy)
+        self._slot = f"_fusejit_cuda{next(_INSTANCES)}"
+        self.device()  # the current device is checked now (a GPU too old is refused here)
 
-    def to_device(self, array: Any) -> Any:
-        """``array`` as a buffer this backend computes on (copied only when needed)."""
+    # -- devices -------------------------------------------------------------------
+    def device(self, device_id: int | None = None) -> _Device:
+        """The per-device state of ``device_id`` (default: CuPy's current device)."""
+        if device_id is None:
+            device_id = int(self.cp.cuda.runtime.getDevice())
+        found = self._devices.get(device_id)
+        if found is not None:
+            return found
+        with self._lock:
+            found = self._devices.get(device_id)
+            if found is None:
+                found = self._devices[device_id] = _Device(device_id, self._check_device(device_id))
+        return found
+
+    def _check_device(self, device_id: int) -> int:
+        from . import unavailable
         cp = self.cp
-        if isinstance(array, cp.ndarray):
+        cc = int(cp.cuda.Device(device_id).compute_capability)
+        if cc < MIN_COMPUTE_CAPABILITY:
+            try:
+                name = cp.cuda.runtime.getDeviceProperties(device_id)["name"]
+                name = name.decode() if isinstance(name, bytes) else str(name)
+            except Exception:  # noqa: BLE001  (the name is only for the message)
+                name = "unknown GPU"
+            low = MIN_COMPUTE_CAPABILITY
+            raise unavailable("cuda", f"a GPU of compute capability {low // 10}.{low % 10} or newer "
+                                      f"(what Triton compiles for)",
+                              f"CUDA device {device_id} ({name}) has compute capability "
+                              f"{cc // 10}.{cc % 10}")
+        return cc
+
+    @staticmethod
+    def device_of(array: Any) -> int:
+        """The id of the CUDA device holding a CuPy array."""
+        return int(array.data.device_id)
+
+    # -- buffers ---------------------------------------------------------------------
+    def to_device(self, array: Any) -> Any:
+        """``array`` as a buffer on the current device (copied only when it is host data)."""
+        if isinstance(array, self.cp.ndarray):
             return array
-        host = np.asarray(array)
+        return self._upload(np.asarray(array), self.device())
+
+    def _upload(self, host: np.ndarray, dev: _Device) -> Any:
+        cp = self.cp
         if host.size <= 16:
             # small host constants (scalars of a recorded program) are uploaded once: an
             # upload per realize would be a synchronous copy waiting for earlier kernels
             key = (host.dtype.str, host.shape, host.tobytes())
-            dev = self._small.get(key)
-            if dev is None:
-                dev = cp.asarray(host)
-                self._small[key] = dev
-            return dev
-        return cp.asarray(host)
+            found = dev.small.get(key)
+            if found is None:
+                found = dev.small[key] = cp.asarray(host)
+            return found
+        try:
+            return cp.asarray(host)
+        except self._oom as exc:
+            raise _out_of_memory(exc, dev.id, host.nbytes,
+                                 f"copying a {host.dtype}{list(host.shape)} input there") from None
+
+    def leaf_buffers(self, leaves: tuple[Any, ...]) -> list[Any]:
+        """The buffers of a realize's leaves on the current device.
+
+        Host data is copied to each device once: the leaf keeps its copies (``leaf.copies``,
+        by device id) for later realizes and keeps its host array as its buffer.
+        """
+        cp = self.cp
+        out = []
+        dev: _Device | None = None
+        for leaf in leaves:
+            b = leaf.buffer
+            if not isinstance(b, cp.ndarray):
+                if dev is None:
+                    dev = self.device()
+                copies = leaf.copies
+                if copies is None:
+                    copies = leaf.copies = {}
+                on_device = copies.get(dev.id)
+                if on_device is None:
+                    on_device = copies[dev.id] = self._upload(np.asarray(b), dev)
+                b = on_device
+            out.append(b)
+        return out
 
     def to_numpy(self, buffer: Any) -> np.ndarray:
         """A host NumPy array of ``buffer``."""
@@ -77,25 +216,56 @@ class CudaBackend:
             return buffer
         return self.cp.asnumpy(buffer)
 
+    # -- programs ----------------------------------------------------------------------
     def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[Any]:
-        """Run the fused program; returns one CuPy array per program output."""
-        env = {p.name: self.to_device(b) for p, b in zip(program.inputs, buffers)}
-        inputs = {id(v) for v in env.values()}
-        for kernel in program.body:  # a plan's program holds kernel blocks only
-            results = self.run_kernel(kernel, [env[a] for a in kernel.args])
-            env.update(zip(kernel.results, results))
-        outs = []
-        for name in program.outputs:
-            value = env[name]
-            if id(value) in inputs:
-                value = value.copy()
-            outs.append(value)
-        return outs
+        """Run the fused program on the current device; returns one CuPy array per output."""
+        cp = self.cp
+        dev = self.device()
+        try:
+            arrays = [b if isinstance(b, cp.ndarray) else self._upload(np.asarray(b), dev)
+                      for b in buffers]
+            for a in arrays:
+                if a.data.device_id != dev.id:
+                    raise self._device_error(program, arrays, dev.id)
+            env = {p.name: a for p, a in zip(program.inputs, arrays)}
+            inputs = {id(a) for a in arrays}
+            for kernel in program.body:  # a plan's program holds kernel blocks only
+                results = self.run_kernel(kernel, [env[a] for a in kernel.args], dev)
+                env.update(zip(kernel.results, results))
+            outs = []
+            for name in program.outputs:
+                value = env[name]
+                if id(value) in inputs:
+                    value = value.copy()
+                outs.append(value)
+            return outs
+        except self._oom as exc:  # a copy or an allocation not named more precisely below
+            raise _out_of_memory(exc, dev.id, _asked(exc), f"while running @{program.name}") \
+                from None
+
+    def _device_error(self, program: Program, arrays: list[Any], current: int) -> DeviceError:
+        where: dict[int, list[str]] = {}
+        for p, a in zip(program.inputs, arrays):
+            where.setdefault(self.device_of(a), []).append(f"%{p.name}")
+        devices = sorted(where)
+        listing = "; ".join(f"device {d}: {', '.join(where[d])}" for d in devices)
+        if len(devices) > 1:
+            return DeviceError(
+                f"@{program.name} mixes arrays from CUDA devices "
+                f"{', '.join(map(str, devices[:-1]))} and {devices[-1]} ({listing}; the current "
+                f"device is {current}); a program runs on one device: copy its inputs there "
+                f"first (inside `with cupy.cuda.Device(i):`, `a.copy()` copies `a` to device i)")
+        return DeviceError(
+            f"the inputs of @{program.name} live on CUDA device {devices[0]} ({listing}) but the "
+            f"current CuPy device is {current}: realize inside `with cupy.cuda.Device("
+            f"{devices[0]}):`, or copy the inputs to device {current}")
 
     # -- one region ----------------------------------------------------------------
-    def run_kernel(self, kernel: Kernel, args: list[Any]) -> list[Any]:
-        """Launch one region; returns its result arrays."""
+    def run_kernel(self, kernel: Kernel, args: list[Any], dev: _Device | None = None) -> list[Any]:
+        """Launch one region on ``dev`` (default: the current device); returns its result arrays."""
         cp = self.cp
+        if dev is None:
+            dev = self.device()
         spec = []
         for i, a in enumerate(args):
             itemsize = a.itemsize
@@ -105,20 +275,23 @@ class CudaBackend:
                 args[i] = a
                 st = a.strides
             spec.append((tuple(s // itemsize for s in st), a.data.ptr % 16 == 0))
-        key = tuple(spec)
-        cache = kernel.__dict__.setdefault("_fusejit_cuda", {})
+        key = (dev.id, tuple(spec))
+        cache = kernel.__dict__.get(self._slot)
+        if cache is None:
+            cache = kernel.__dict__.setdefault(self._slot, {})
         runner = cache.get(key)
         if runner is None:
-            # a structurally equal Kernel object (a plan rebuilt by the fuser) reuses the runner
-            skey = (kc.kernel_key(kernel), key)
-            runner = self._runners.get(skey)
-            if runner is None:
-                runner = self._build(kernel, key)
-                self._runners[skey] = runner
-            cache[key] = runner
+            with self._lock:  # one build at a time: a kernel several threads need is built once
+                # a structurally equal Kernel object (a plan rebuilt by the fuser) reuses the runner
+                skey = (kc.kernel_key(kernel), key)
+                runner = self._runners.get(skey)
+                if runner is None:
+                    runner = self._runners[skey] = self._build(kernel, key[1], dev)
+                cache[key] = runner
         return runner(args)
 
-    def _build(self, kernel: Kernel, spec: tuple[Any, ...]) -> Callable[[list[Any]], list[Any]]:
+    def _build(self, kernel: Kernel, spec: tuple[Any, ...],
+               dev: _Device) -> Callable[[list[Any]], list[Any]]:
         cp = self.cp
         out_types = [(t.shape, t.dtype) for t in kernel.result_types]
         if all(int(np.prod(s)) == 0 for s, _ in out_types):
@@ -128,21 +301,30 @@ class CudaBackend:
         scratch_specs = list(emitted.scratch)
         launches = []
         for launch in emitted.launches:
-            launches.append(self._prepare(emitted, launch, spec))
+            launches.append(self._prepare(emitted, launch, spec, dev))
         empty = cp.empty
+        oom = self._oom
+        asked = (sum(_nbytes(s, d) for s, d in out_types)
+                 + sum(_nbytes((n,), d) for d, n in scratch_specs))
+        what = f"allocating the outputs of kernel {kernel.name}"
+        device_id = dev.id
 
         def run(args: list[Any]) -> list[Any]:
-            outs = [empty(s, d) for s, d in out_types]
-            scratch = [empty(n, d) for d, n in scratch_specs]
+            try:
+                outs = [empty(s, d) for s, d in out_types]
+                scratch = [empty(n, d) for d, n in scratch_specs]
+            except oom as exc:
+                raise _out_of_memory(exc, device_id, asked, what) from None
             groups = (args, outs, scratch)
-            for fn, grid, block, shared, selectors, nulls, _divisible_out in launches:
+            for fn, grid, block, shared, selectors, nulls in launches:
                 bound = [groups[g][i] for g, i in selectors]
                 fn(grid, block, bound + nulls, shared_mem=shared)
             return outs
 
         return run
 
-    def _prepare(self, emitted: Any, launch: Any, spec: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _prepare(self, emitted: Any, launch: Any, spec: tuple[Any, ...],
+                 dev: _Device) -> tuple[Any, ...]:
         # outputs and scratch are fresh CuPy allocations: always 256-byte aligned
         divisible = []
         selectors = []
@@ -150,20 +332,33 @@ class CudaBackend:
             g = {"in": 0, "out": 1, "scratch": 2}[kind]
             selectors.append((g, i))
             divisible.append(spec[i][1] if kind == "in" else True)
-        compiled = compile_launch(emitted, launch, tuple(divisible), self.cc)
+        compiled = compile_launch(emitted, launch, tuple(divisible), dev.cc)
         mkey = (compiled.cubin, compiled.name)
-        fn = self._modules.get(mkey)
-        if fn is None:
-            module = self.cp.cuda.function.Module()
+        loaded = dev.modules.get(mkey)
+        if loaded is None:
+            loaded = dev.modules[mkey] = self._load(compiled, dev)
+        nulls = [None] * (compiled.n_params - compiled.n_args)
+        block = (32 * compiled.num_warps, 1, 1)
+        return (loaded[1], launch.grid, block, compiled.shared, selectors, nulls)
+
+    def _load(self, compiled: Any, dev: _Device) -> tuple[Any, Any]:
+        """Load a cubin into the current device's context (which is ``dev``'s)."""
+        cp = self.cp
+        module = cp.cuda.function.Module()
+        try:
             module.load(compiled.cubin)
             fn = module.get_function(compiled.name)
             if compiled.shared > _MAX_STATIC_SHARED:
-                drv = self.cp.cuda.driver
+                drv = cp.cuda.driver
                 attr = getattr(drv, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8)
                 drv.funcSetAttribute(fn.ptr, attr, compiled.shared)
-            self._modules[mkey] = (module, fn)
-        else:
-            fn = fn[1]
-        nulls = [None] * (compiled.n_params - compiled.n_args)
-        block = (32 * compiled.num_warps, 1, 1)
-        return (fn, launch.grid, block, compiled.shared, selectors, nulls, True)
+        except cp.cuda.driver.CUDADriverError as exc:
+            raise BackendError(f"CUDA device {dev.id} (compute capability {dev.cc // 10}."
+                               f"{dev.cc % 10}) cannot load kernel {compiled.name}: {exc}") from None
+        return module, fn
+
+
+def _asked(exc: BaseException) -> int | None:
+    """The bytes a CuPy ``OutOfMemoryError`` says were asked for (None when it does not say)."""
+    m = re.search(r"allocating ([\d,]+) bytes", str(exc))
+    return int(m.group(1).replace(",", "")) if m else None

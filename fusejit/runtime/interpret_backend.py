@@ -6,6 +6,12 @@ target (formulas instead of libdevice math, larger blocks), imported from
 the cache directory with Triton's interpreter mode on, and called on NumPy
 arrays through ``HostBuffer``. Inputs are used in place (views keep their
 strides: the strides are specialized into the source).
+
+Threads: Triton's interpreter patches ``triton.language`` and keeps the
+current program id in one global builder while a kernel runs, so two threads
+interpreting at once break each other ("Did you forget to add @triton.jit?").
+Launches therefore hold ``kernel_cache.TRITON_LOCK``: threads realize
+concurrently, but interpreted kernels run one at a time.
 """
 
 from __future__ import annotations
@@ -14,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendError
 from ..ir.program import Kernel, Program
 from . import kernel_cache as kc
 
@@ -68,11 +73,8 @@ class InterpretBackend:
     device_memory = False
 
     def __init__(self) -> None:
-        try:
-            import triton  # noqa: F401  (checked here so that a missing Triton is named at once)
-        except ImportError as exc:
-            raise BackendError(f"the interpret backend needs Triton (install fusejit[triton]): "
-                               f"{exc}") from None
+        from . import require_triton
+        require_triton("interpret", "pip install 'fusejit[triton]'")  # a missing Triton is named at once
         self._fns: dict[Any, Any] = {}
 
     def to_device(self, array: Any) -> np.ndarray:
@@ -118,13 +120,14 @@ class InterpretBackend:
         emitted = kc.emitted_for(kernel, strides, "interpret")
         module = self._module(emitted)
         scratch = [np.empty(n, dt) for dt, n in emitted.scratch]
-        for launch in emitted.launches:
-            fn = getattr(module, launch.fn_name)
-            bound = []
-            for kind, i in launch.args:
-                src = arrays if kind == "in" else outs if kind == "out" else scratch
-                bound.append(_host(src[i]))
-            fn[launch.grid](*bound)
+        with kc.TRITON_LOCK:
+            for launch in emitted.launches:
+                fn = getattr(module, launch.fn_name)
+                bound = []
+                for kind, i in launch.args:
+                    src = arrays if kind == "in" else outs if kind == "out" else scratch
+                    bound.append(_host(src[i]))
+                fn[launch.grid](*bound)
         return outs
 
     def _module(self, emitted: Any) -> Any:

@@ -5,15 +5,21 @@ Generated source of every kernel is written (atomically) to
 and imported from there, because ``triton.jit`` reads a function's source
 through ``inspect``. ``FUSEJIT_LOG=kernels`` prints each kernel's source when
 it is generated.
+
+Threads: every cache here is shared by the threads of the process. Triton is
+not thread-safe in the ways fusejit uses it: its interpreter patches
+``triton.language`` (and keeps the grid position in one global builder) while
+an interpreted kernel runs, the interpreter mode is a global knob read when
+``triton.jit`` wraps a function, and concurrent ``triton.compile`` calls have
+been reported to fail. So every use of Triton (importing generated modules,
+interpreted launches, compiling) holds ``TRITON_LOCK``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
-import tempfile
 import threading
 import warnings
 from pathlib import Path
@@ -24,9 +30,12 @@ import numpy as np
 
 from ..codegen import EmittedKernel, emit_kernel
 from ..errors import BackendError
+from ..fileio import write_atomic
 from ..ir.program import Kernel
 
-_lock = threading.Lock()
+#: Held around every use of Triton: importing generated modules, interpreted launches,
+#: compiles (re-entrant: a compile imports the module it compiles).
+TRITON_LOCK = threading.RLock()
 
 
 def cache_dir() -> Path:
@@ -49,25 +58,13 @@ def triton_version() -> str:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and ``os.replace``."""
+    """Write a cache file atomically (``fusejit.fileio.write_atomic``): a process killed
+    mid-write leaves the old entry or none, never half of one."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     except OSError as exc:
         raise BackendError(f"cannot write the cache file {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):  # a full disk, a folder where the file should be...
-            raise BackendError(f"cannot write the cache file {path}: {exc.strerror or exc}") \
-                from None
-        raise
+    write_atomic(path, data, error=BackendError, what="the cache file ")
 
 
 def log_enabled(what: str = "kernels") -> bool:
@@ -101,24 +98,36 @@ def write_source(emitted: EmittedKernel) -> Path:
 
 
 def import_source(path: Path, interpret: bool) -> ModuleType:
-    """Import a generated module; with ``interpret`` its functions run in Triton's interpreter."""
+    """Import a generated module; with ``interpret`` its functions run in Triton's interpreter.
+
+    The module is compiled from the file's text here rather than by the import system,
+    so no ``__pycache__`` bytecode is written or read: the file (checked by
+    ``write_source``) is the only cache entry of a kernel's source.
+    """
     import triton
     mode = "interp" if interpret else "jit"
     modname = f"fusejit_kernels.{mode}.{path.stem}"
-    if modname in sys.modules:
-        return sys.modules[modname]
-    spec = importlib.util.spec_from_file_location(modname, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    knobs = triton.knobs.runtime
-    with _lock:
+    module = sys.modules.get(modname)
+    if module is not None:
+        return module
+    with TRITON_LOCK:
+        module = sys.modules.get(modname)  # another thread may have imported it meanwhile
+        if module is not None:
+            return module
+        try:
+            code = compile(path.read_bytes(), str(path), "exec")
+        except (OSError, SyntaxError, ValueError) as exc:
+            raise BackendError(f"cannot import the generated kernel {path}: {exc}") from None
+        module = ModuleType(modname)
+        module.__file__ = str(path)
+        knobs = triton.knobs.runtime
         previous = knobs.interpret
         knobs.interpret = interpret
         try:
-            spec.loader.exec_module(module)
+            exec(code, module.__dict__)  # fusejit's own generated source, checked on disk
         finally:
             knobs.interpret = previous
-    sys.modules[modname] = module
+        sys.modules[modname] = module
     return module
 
 

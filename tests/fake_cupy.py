@@ -1,0 +1,176 @@
+"""A stand-in for CuPy, backed by NumPy, to test the ``cuda`` backend's host logic without a GPU.
+
+It has the surface ``fusejit.runtime.cuda_backend`` touches: arrays that know
+their device, a per-thread current device (``with cp.cuda.Device(i):``), device
+counts and compute capabilities, a memory limit per device that raises CuPy's
+``OutOfMemoryError``, and ``Module``/``Function`` objects that remember the
+device they were loaded on and refuse launches from another one or with arrays
+of another device (as CUDA does). Kernels do not compute anything: launches
+are recorded in ``launches`` (tests check where they ran, not their values).
+
+Install it with ``monkeypatch.setitem(sys.modules, "cupy", FakeCupy(...))``.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+from typing import Any
+
+import numpy as np
+
+
+class OutOfMemoryError(MemoryError):
+    """CuPy's ``cupy.cuda.memory.OutOfMemoryError`` (same constructor and message)."""
+
+    def __init__(self, size: int, total: int, limit: int = 0) -> None:
+        super().__init__(f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} bytes).")
+
+
+class CUDARuntimeError(RuntimeError):
+    """CuPy's ``cupy.cuda.runtime.CUDARuntimeError``."""
+
+
+class CUDADriverError(RuntimeError):
+    """CuPy's ``cupy.cuda.driver.CUDADriverError``."""
+
+
+class _Pointer:
+    def __init__(self, host: np.ndarray, device_id: int) -> None:
+        self.ptr = int(host.__array_interface__["data"][0])
+        self.device_id = device_id
+
+
+class FakeCupy(types.ModuleType):
+    """A fake ``cupy`` module: ``devices`` gives each device's compute capability."""
+
+    def __init__(self, devices: tuple[int, ...] = (90,), memory: int | None = None,
+                 count_error: Exception | None = None) -> None:
+        super().__init__("cupy")
+        fake = self
+        self.devices = list(devices)
+        self.memory_limit = memory            # bytes per device (None: unlimited)
+        self.allocated = [0] * len(devices)
+        self.count_error = count_error        # raised by getDeviceCount (no driver, ...)
+        self.launches: list[tuple[int, str, tuple[int, ...]]] = []
+        self.loads: list[tuple[int, str]] = []
+        self.uploads: list[tuple[int, tuple[int, ...]]] = []
+        self._local = threading.local()
+
+        class ndarray:  # noqa: N801  (CuPy's name)
+            """A NumPy array on a fake device."""
+
+            def __init__(self, host: np.ndarray, device_id: int) -> None:
+                self._host = host
+                self.data = _Pointer(host, device_id)
+                self.dtype, self.shape, self.strides = host.dtype, host.shape, host.strides
+                self.itemsize, self.size = host.itemsize, host.size
+
+            @property
+            def device(self) -> Any:
+                return fake.cuda.Device(self.data.device_id)
+
+            def copy(self) -> ndarray:
+                return fake._new(self._host.copy())  # on the current device, as CuPy's copy
+
+            def get(self) -> np.ndarray:
+                return self._host.copy()
+
+        self.ndarray = ndarray
+
+        class Device:
+            """``cupy.cuda.Device``: a context manager that makes a device current."""
+
+            def __init__(self, device_id: int | None = None) -> None:
+                self.id = fake.current() if device_id is None else device_id
+                if not 0 <= self.id < len(fake.devices):
+                    raise CUDARuntimeError("cudaErrorInvalidDevice: invalid device ordinal")
+
+            @property
+            def compute_capability(self) -> str:
+                return str(fake.devices[self.id])
+
+            def use(self) -> None:
+                fake._local.device = self.id
+
+            def __enter__(self) -> Device:
+                stack = fake._local.__dict__.setdefault("stack", [])
+                stack.append(fake.current())
+                self.use()
+                return self
+
+            def __exit__(self, *exc: Any) -> None:
+                fake._local.device = fake._local.stack.pop()
+
+        class Function:
+            def __init__(self, device_id: int, name: str) -> None:
+                self.device_id, self.name, self.ptr = device_id, name, id(self)
+
+            def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: list[Any],
+                         shared_mem: int = 0) -> None:
+                if fake.current() != self.device_id:
+                    raise CUDADriverError("CUDA_ERROR_INVALID_HANDLE: launched from another device")
+                for a in args:
+                    if isinstance(a, ndarray) and a.data.device_id != self.device_id:
+                        raise CUDADriverError("CUDA_ERROR_ILLEGAL_ADDRESS: an array of another device")
+                fake.launches.append((self.device_id, self.name, tuple(grid)))
+
+        class Module:
+            def __init__(self) -> None:
+                self.device_id: int | None = None
+
+            def load(self, cubin: bytes) -> None:
+                if cubin[:4] != b"\x7fELF":
+                    raise CUDADriverError("CUDA_ERROR_INVALID_IMAGE: not a cubin")
+                self.device_id = fake.current()
+
+            def get_function(self, name: str) -> Function:
+                assert self.device_id is not None
+                fake.loads.append((self.device_id, name))
+                return Function(self.device_id, name)
+
+        def get_device_count() -> int:
+            if fake.count_error is not None:
+                raise fake.count_error
+            return len(fake.devices)
+
+        def properties(device_id: int) -> dict[str, Any]:
+            return {"name": f"Fake GPU sm_{fake.devices[device_id]}".encode()}
+
+        runtime = types.SimpleNamespace(getDeviceCount=get_device_count, getDevice=self.current,
+                                        getDeviceProperties=properties,
+                                        CUDARuntimeError=CUDARuntimeError)
+        driver = types.SimpleNamespace(CUDADriverError=CUDADriverError,
+                                       funcSetAttribute=lambda *a: None)
+        self.cuda = types.SimpleNamespace(
+            Device=Device, runtime=runtime, driver=driver,
+            memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
+            function=types.SimpleNamespace(Module=Module))
+
+    # -- the module-level functions the backend calls ------------------------------------
+    def current(self) -> int:
+        """The calling thread's current device (0 until it selects another)."""
+        return getattr(self._local, "device", 0)
+
+    def _new(self, host: np.ndarray) -> Any:
+        dev = self.current()
+        if self.memory_limit is not None and self.allocated[dev] + host.nbytes > self.memory_limit:
+            raise OutOfMemoryError(host.nbytes, self.allocated[dev])
+        self.allocated[dev] += host.nbytes
+        return self.ndarray(host, dev)
+
+    def empty(self, shape: Any, dtype: Any) -> Any:
+        return self._new(np.empty(shape, dtype))
+
+    def asarray(self, a: Any) -> Any:
+        if isinstance(a, self.ndarray):
+            return a
+        host = np.array(a, copy=True)
+        self.uploads.append((self.current(), host.shape))
+        return self._new(host)
+
+    def ascontiguousarray(self, a: Any) -> Any:
+        return self._new(np.ascontiguousarray(a._host))
+
+    def asnumpy(self, a: Any) -> np.ndarray:
+        return a.get()

@@ -1,0 +1,372 @@
+"""The ``cuda`` backend's devices and resources: per-device caches, mixed devices, missing
+packages, no GPU, old GPUs, out of memory.
+
+Most tests run the real backend code on ``FakeCupy`` (``tests/fake_cupy.py``:
+NumPy arrays that know their device, modules that refuse launches from another
+device), so they need no GPU; the kernels are not run (the fake records
+launches), only the host logic is checked. Tests marked ``gpu`` do the same on
+real devices (the two-device ones skip with fewer than 2 GPUs).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fusejit as fj
+from fusejit import runtime
+from fusejit.runtime import gpu_available
+
+from .fake_cupy import CUDARuntimeError, FakeCupy
+
+pytest.importorskip("triton")  # the cuda backend needs Triton to exist (it is not run here)
+
+
+def _fake_compile(log: list[tuple[str, int]]) -> Any:
+    """A stand-in for ``compile_launch``: a tiny "cubin", the compute capability logged."""
+    from fusejit.runtime.compile import Compiled
+
+    def compile_launch(emitted: Any, launch: Any, divisible: Any, cc: int = 90) -> Compiled:
+        log.append((launch.fn_name, cc))
+        n = len(launch.signature)
+        return Compiled(launch.fn_name, b"\x7fELF" + launch.fn_name.encode(), 0, launch.num_warps,
+                        n + 2, n)
+    return compile_launch
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[FakeCupy]:
+    """A fresh cuda backend on a FakeCupy (``@pytest.mark.parametrize("fake", [...], indirect=True)``
+    gives its keyword arguments), with compiles faked; yields the fake module."""
+    from fusejit.runtime import cuda_backend
+    kwargs = getattr(request, "param", {})
+    cp = FakeCupy(**kwargs)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    cp.compiled = []  # type: ignore[attr-defined]
+    monkeypatch.setattr(cuda_backend, "compile_launch", _fake_compile(cp.compiled))  # type: ignore[attr-defined]
+    yield cp
+
+
+def _program(x: fj.Tensor) -> fj.Tensor:
+    return fj.exp(x * 2) + 1
+
+
+# -- per-device caches -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fake", [{"devices": (90, 90)}], indirect=True)
+def test_kernels_load_on_the_current_device(fake: FakeCupy) -> None:
+    host = np.ones((8, 8), np.float32)
+    with fj.using_backend("cuda"):
+        y0 = _program(fj.asarray(host)).realize()
+        assert [d for d, _ in fake.loads] == [0]
+        with fake.cuda.Device(1):
+            y1 = _program(fj.asarray(host)).realize()
+        assert [d for d, _ in fake.loads] == [0, 1]          # loaded again, into device 1
+        assert [d for d, _, _ in fake.launches] == [0, 1]    # and launched there
+        _program(fj.asarray(host)).realize()                 # device 0 again: all cached
+        with fake.cuda.Device(1):
+            _program(fj.asarray(host)).realize()
+    assert [d for d, _ in fake.loads] == [0, 1]
+    assert [d for d, _, _ in fake.launches] == [0, 1, 0, 1]
+    assert y0._node.buffer.data.device_id == 0 and y1._node.buffer.data.device_id == 1
+    assert [cc for _, cc in fake.compiled] == [90, 90]  # once per device (the 2nd: a disk hit)
+
+
+def test_a_new_backend_instance_never_uses_anothers_launchers(fake: FakeCupy,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Launchers hold functions of one CuPy (here: of one fake): a backend created later (a
+    test's fake replaced by the real CuPy) builds its own, although the plan is shared."""
+    host = np.ones(32, np.float32)
+    with fj.using_backend("cuda"):
+        _program(fj.asarray(host)).realize()
+    second = FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", second)
+    monkeypatch.setattr(runtime, "_backends", {})
+    with fj.using_backend("cuda"):
+        y = _program(fj.asarray(host)).realize()
+    assert len(fake.launches) == 1 and len(second.launches) == 1 and len(second.loads) == 1
+    assert isinstance(y._node.buffer, second.ndarray)
+
+
+@pytest.mark.parametrize("fake", [{"devices": (80, 90)}], indirect=True)
+def test_cubins_compiled_for_each_devices_capability(fake: FakeCupy) -> None:
+    host = np.ones(64, np.float32)
+    with fj.using_backend("cuda"):
+        _program(fj.asarray(host)).realize()
+        with fake.cuda.Device(1):
+            _program(fj.asarray(host)).realize()
+    assert [cc for _, cc in fake.compiled] == [80, 90]
+
+
+def test_device_cache_keys_with_real_compiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Real cubins (Triton compiles for sm_80 and sm_90 without a GPU) on two fake devices:
+    two disk entries, and each device loads the cubin of its own capability."""
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    cp = FakeCupy(devices=(80, 90))
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    with fj.using_backend("cuda"):
+        x = fj.asarray(np.ones(256, np.float32))
+        (x + 1).realize()
+        with cp.cuda.Device(1):
+            (x + 1).realize()
+        backend = runtime.backend_instance("cuda")
+    entries = sorted(p.name for p in (tmp_path / "cubin").iterdir())
+    assert len(entries) == 2 and "-sm80-" in entries[0] and "-sm90-" in entries[1], entries
+    cubins = [next(iter(backend.device(d).modules))[0] for d in (0, 1)]
+    assert cubins[0] != cubins[1] and all(c[:4] == b"\x7fELF" for c in cubins)
+
+
+@pytest.mark.parametrize("fake", [{"devices": (90, 90)}], indirect=True)
+def test_host_input_is_copied_once_per_device(fake: FakeCupy) -> None:
+    host = np.arange(1000, dtype=np.float32)
+    x = fj.asarray(host)
+    with fj.using_backend("cuda"):
+        (x * 2).realize()
+        (x + 1).realize()
+        with fake.cuda.Device(1):
+            (x - 1).realize()
+            (x * 3).realize()
+    assert fake.uploads == [(0, (1000,)), (1, (1000,))]
+    assert x._node.buffer is host                           # the leaf keeps its host data
+    assert sorted(x._node.copies) == [0, 1]
+    assert x._node.copies[1].data.device_id == 1
+
+
+@pytest.mark.parametrize("fake", [{"devices": (90, 90)}], indirect=True)
+def test_mixing_devices_is_a_device_error(fake: FakeCupy) -> None:
+    a = fake.asarray(np.ones(4, np.float32))
+    with fake.cuda.Device(1):
+        b = fake.asarray(np.ones(4, np.float32))
+    with fj.using_backend("cuda"):
+        msg = ("@main mixes arrays from CUDA devices 0 and 1 (device 0: %a; device 1: %b; the current "
+               "device is 0); a program runs on one device")
+        with pytest.raises(fj.DeviceError, match=re.escape(msg)):
+            (fj.asarray(a, name="a") + fj.asarray(b, name="b")).realize()
+        msg = ("the inputs of @main live on CUDA device 1 (device 1: %b) but the current CuPy device "
+               "is 0: realize inside `with cupy.cuda.Device(1):`")
+        with pytest.raises(fj.DeviceError, match=re.escape(msg)):
+            (fj.asarray(b, name="b") * 2).realize()
+        program = fj.parse(fj.dump(fj.asarray(a, name="a") + fj.asarray(b, name="b")))
+        with fake.cuda.Device(1), pytest.raises(fj.DeviceError, match="mixes arrays from CUDA devices"):
+            program.run(a, b)
+    assert fake.launches == []  # nothing ran
+
+
+@pytest.mark.parametrize("fake", [{"devices": (90, 90)}], indirect=True)
+def test_threads_on_two_devices(fake: FakeCupy) -> None:
+    """8 threads, each on its device, share the backend; every launch runs where its thread is."""
+    barrier = threading.Barrier(8)
+
+    def work(i: int) -> list[int]:
+        dev = i % 2
+        seen = []
+        with fake.cuda.Device(dev), fj.using_backend("cuda"):
+            barrier.wait()
+            for r in range(20):
+                x = fj.asarray(np.full((4, 8), i, np.float32))
+                y = (fj.exp(x) * (r % 3) + x.sum(axis=1, keepdims=True)).realize()
+                seen.append(y._node.buffer.data.device_id)
+        return seen
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(work, range(8)))
+    assert results == [[i % 2] * 20 for i in range(8)]
+    # each (kernel, device) pair loaded once, although 4 threads per device raced for it
+    assert len(fake.loads) == len(set(fake.loads))
+    assert {d for d, _ in fake.loads} == {0, 1}
+
+
+# -- a GPU the backend cannot use -------------------------------------------------------------
+
+def _unavailable(monkeypatch: pytest.MonkeyPatch, cp: Any) -> str:
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    with pytest.raises(fj.BackendUnavailableError) as info:
+        fj.set_backend("cuda")
+    return str(info.value)
+
+
+def test_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    error = CUDARuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
+    assert _unavailable(monkeypatch, FakeCupy(count_error=error)) == (
+        "backend 'cuda' needs CuPy and a CUDA GPU; CuPy finds no usable GPU (cudaErrorNoDevice: no "
+        "CUDA-capable device is detected); use FUSEJIT_BACKEND=interpret or numpy (or "
+        "fj.set_backend('interpret'))")
+    assert _unavailable(monkeypatch, FakeCupy(devices=())) .startswith(
+        "backend 'cuda' needs CuPy and a CUDA GPU; CuPy sees no CUDA device; use FUSEJIT_BACKEND=")
+
+
+def test_gpu_too_old(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _unavailable(monkeypatch, FakeCupy(devices=(61,))) == (
+        "backend 'cuda' needs a GPU of compute capability 7.5 or newer (what Triton compiles for); "
+        "CUDA device 0 (Fake GPU sm_61) has compute capability 6.1; use FUSEJIT_BACKEND=interpret "
+        "or numpy (or fj.set_backend('interpret'))")
+
+
+@pytest.mark.parametrize("fake", [{"devices": (90, 70)}], indirect=True)
+def test_second_gpu_too_old(fake: FakeCupy) -> None:
+    with fj.using_backend("cuda"):
+        (fj.asarray(np.ones(4, np.float32)) + 1).realize()   # device 0 is fine
+        with fake.cuda.Device(1), pytest.raises(fj.BackendUnavailableError,
+                                                match=re.escape("CUDA device 1 (Fake GPU sm_70) has "
+                                                                "compute capability 7.0")):
+            (fj.asarray(np.ones(4, np.float32)) + 1).realize()
+
+
+def test_env_cuda_without_gpu_fails_at_first_realize(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``FUSEJIT_BACKEND=cuda`` without CuPy: importing works, realize says what is missing."""
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(runtime, "_backends", {})
+    monkeypatch.setattr(runtime, "_selected", None)
+    monkeypatch.setenv("FUSEJIT_BACKEND", "cuda")
+    assert fj.get_backend() == "cuda"
+    with pytest.raises(fj.BackendUnavailableError,
+                       match=re.escape("backend 'cuda' needs CuPy and a CUDA GPU; CuPy is not installed")):
+        (fj.asarray(np.ones(3)) + 1).realize()
+    fj.set_backend("numpy")  # the advice in the message works
+    np.testing.assert_array_equal((fj.asarray(np.ones(3)) + 1).numpy(), np.full(3, 2.0))
+
+
+def test_cupy_that_fails_to_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CuPy that is installed but broken (e.g. built for another CUDA) is named as such."""
+    import importlib
+
+    real = importlib.import_module
+
+    def broken(name: str, *args: Any) -> Any:
+        if name == "cupy":
+            raise ImportError("libcudart.so.12: cannot open shared object file")
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    monkeypatch.setattr(runtime, "_backends", {})
+    with pytest.raises(fj.BackendUnavailableError, match=re.escape(
+            "CuPy cannot be imported (libcudart.so.12: cannot open shared object file)")):
+        fj.set_backend("cuda")
+
+
+# -- out of memory ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fake", [{"memory": 1 << 20}], indirect=True)
+def test_out_of_memory_allocating_outputs(fake: FakeCupy) -> None:
+    x = fake.asarray(np.ones(1000, np.float32))
+    big = fj.broadcast_to(fj.asarray(x), (1000, 1000)) + 1    # 4,000,000 bytes of output
+    with fj.using_backend("cuda"):
+        with pytest.raises(fj.DeviceMemoryError) as info:
+            big.realize()
+    msg = str(info.value)
+    assert msg.startswith("out of GPU memory on CUDA device 0 allocating the outputs of kernel ")
+    assert ": 4,000,000 bytes asked for (Out of memory allocating 4,000,000 bytes" in msg
+    assert "or run a smaller problem" in msg
+    assert isinstance(info.value, MemoryError)
+
+
+@pytest.mark.parametrize("fake", [{"memory": 1 << 20}], indirect=True)
+def test_out_of_memory_copying_an_input(fake: FakeCupy) -> None:
+    x = fj.asarray(np.ones((512, 1024), np.float32))  # 2 MiB of host data
+    with fj.using_backend("cuda"), pytest.raises(fj.DeviceMemoryError, match=re.escape(
+            "out of GPU memory on CUDA device 0 copying a float32[512, 1024] input there: "
+            "2,097,152 bytes asked for")):
+        (x + 1).realize()
+
+
+@pytest.mark.parametrize("fake", [{"memory": 6000}], indirect=True)
+def test_out_of_memory_anywhere_else_names_the_program(fake: FakeCupy) -> None:
+    """An allocation not named more precisely (here: the copy of an input returned as an
+    output) still says the device and, from CuPy's message, the bytes asked for."""
+    program = fj.parse("func @ident(%x: f32[1000]) -> f32[1000] {\n  return %x\n}\n")
+    x = fake.asarray(np.ones(1000, np.float32))  # 4,000 of the 6,000 bytes
+    with fj.using_backend("cuda"), pytest.raises(fj.DeviceMemoryError, match=re.escape(
+            "out of GPU memory on CUDA device 0 while running @ident: 4,000 bytes asked for "
+            "(Out of memory allocating 4,000 bytes (allocated so far: 4,000 bytes).)")):
+        program.run(x)
+
+
+# -- the same on real GPUs ----------------------------------------------------------------------
+
+def _device_count() -> int:
+    if not gpu_available():
+        return 0
+    import cupy
+    return int(cupy.cuda.runtime.getDeviceCount())
+
+
+two_gpus = pytest.mark.skipif(_device_count() < 2, reason="needs 2 CUDA GPUs")
+
+
+@pytest.mark.gpu
+@two_gpus
+def test_two_real_devices() -> None:
+    import cupy as cp
+
+    from fusejit.runtime import backend_instance
+    host = np.random.default_rng(0).standard_normal((64, 1000)).astype(np.float32)
+    expected = np.exp(host - host.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    x = fj.asarray(host)  # one host leaf used on both devices
+    with fj.using_backend("cuda"):
+        for dev in (0, 1, 0, 1):
+            with cp.cuda.Device(dev):
+                y = fj.softmax(x).realize()
+                assert y._node.buffer.device.id == dev
+                np.testing.assert_allclose(y.numpy(), expected, rtol=1e-5, atol=1e-7)
+                d_in = cp.asarray(host)  # a CuPy input made on this device
+                z = fj.softmax(fj.asarray(d_in)).realize()
+                np.testing.assert_allclose(z.numpy(), expected, rtol=1e-5, atol=1e-7)
+        backend = backend_instance("cuda")
+        assert backend.device(0).modules and backend.device(1).modules
+        assert sorted(x._node.copies) == [0, 1]
+
+
+@pytest.mark.gpu
+@two_gpus
+def test_two_real_devices_mixed_is_a_device_error() -> None:
+    import cupy as cp
+    with cp.cuda.Device(0):
+        a = cp.ones(16, cp.float32)
+    with cp.cuda.Device(1):
+        b = cp.ones(16, cp.float32)
+    with fj.using_backend("cuda"), pytest.raises(fj.DeviceError,
+                                                 match="mixes arrays from CUDA devices 0 and 1"):
+        (fj.asarray(a) + fj.asarray(b)).realize()
+
+
+@pytest.mark.gpu
+@two_gpus
+def test_threads_on_two_real_devices() -> None:
+    import cupy as cp
+    rng = np.random.default_rng(1)
+    hosts = [rng.standard_normal((32, 300)).astype(np.float32) for _ in range(8)]
+
+    def work(i: int) -> None:
+        with cp.cuda.Device(i % 2), fj.using_backend("cuda"):
+            for r in range(20):
+                h = hosts[(i + r) % 8]
+                y = (fj.exp(fj.asarray(cp.asarray(h))) * np.float32(i) + r).sum(axis=1).realize()
+                assert y._node.buffer.device.id == i % 2
+                np.testing.assert_allclose(y.numpy(), (np.exp(h) * np.float32(i) + r).sum(axis=1),
+                                           rtol=1e-5, atol=1e-3)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(work, range(8)))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU")
+def test_real_out_of_memory_is_a_device_memory_error() -> None:
+    import cupy as cp
+    x = fj.asarray(cp.ones(1, cp.float32))
+    huge = fj.broadcast_to(x, (1 << 40,)) + 1  # 4 TiB of output
+    with fj.using_backend("cuda"), pytest.raises(fj.DeviceMemoryError) as info:
+        huge.realize()
+    assert "4,398,046,511,104 bytes asked for" in str(info.value)
+    assert (fj.asarray(cp.ones(8, cp.float32)) + 1).numpy().tolist() == [2.0] * 8  # still usable
