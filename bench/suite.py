@@ -71,7 +71,7 @@ COMPILERS = ("torch.compile", "jax.jit")
 #: worker processes in the order they run (prep first, fusejit before anything imports torch/jax)
 WORKERS = ("prep", "fusejit", "cupy", "cupy.fuse", "jax", "torch")
 #: share of the time budget each worker may use (what one leaves passes to those after it)
-WORKER_WEIGHT = {"prep": 1.0, "fusejit": 3.0, "cupy": 1.2, "cupy.fuse": 0.6, "jax": 1.5, "torch": 4.5}
+WORKER_WEIGHT = {"prep": 1.0, "fusejit": 4.0, "cupy": 1.2, "cupy.fuse": 0.6, "jax": 1.5, "torch": 4.5}
 WORKER_ALIASES = {"torch.compile": "torch", "jax.jit": "jax", "fuse": "cupy.fuse"}
 #: the L2 cache (60 MB on an H200, some of it not usable for data): workloads moving less than
 #: twice this rotate among several input sets, so the cache does not serve their reads
@@ -586,8 +586,19 @@ def write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` as JSON atomically (a crash leaves the previous file whole)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=_json_default))
+    tmp.write_text(json.dumps(_finite(obj), indent=1, default=_json_default))
     os.replace(tmp, path)
+
+
+def _finite(obj: Any) -> Any:
+    """``obj`` with NaN and infinities as None (strict JSON has neither)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def _json_default(o: Any) -> Any:
@@ -674,6 +685,19 @@ def poison_cupy(cp: Any, specs: Sequence[Sequence[Any]]) -> bool:
     return True
 
 
+def _init(ctx: Context, fn: Callable[[], Any]) -> None:
+    """A first tiny compile and run, so that one-off start-up (the compiler's import, worker
+    pools, the CUDA context) is not counted in the first workload's cold time."""
+    t = time.perf_counter()
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001
+        traceback.print_exc()
+        ctx.meta["init_error"] = _short(exc)
+    ctx.meta["init_s"] = time.perf_counter() - t
+    _log(ctx, f"start-up compile and run: {ctx.meta['init_s']:.1f} s")
+
+
 def _log(ctx: Context, text: str) -> None:
     print(f"[{ctx.worker}] {text}", flush=True)
 
@@ -682,7 +706,8 @@ def _fmt_err(rec: dict[str, Any]) -> str:
     if "rel_err" in rec:
         flag = "ok" if rec.get("ok") else "WRONG"
         bad = f", {rec['nonfinite']} non-finite" if rec.get("nonfinite") else ""
-        return f"rel err {rec['rel_err']:.2e} ({flag}{bad})"
+        err = rec["rel_err"]
+        return f"rel err {err if err is None else format(err, '.2e')} ({flag}{bad})"
     return rec.get("check", "")
 
 
@@ -907,6 +932,12 @@ def worker_fusejit(ctx: Context) -> None:
     def finish(_: Any) -> None:
         stream_sync()
 
+    def init() -> None:
+        fj.asarray(cp.arange(4096, dtype=cp.float32)).sum().realize()
+        finish(None)
+
+    _init(ctx, init)
+
     def body(w: Workload, entry: dict[str, Any], refs: list[np.ndarray] | None) -> list[dict[str, Any]]:
         nsets = entry["sets"]
         sets = [make_inputs(cp, w, entry["size"], k) for k in range(nsets)]
@@ -925,9 +956,12 @@ def worker_fusejit(ctx: Context) -> None:
         kernels = None
         try:
             cold, warm = cold_and_warm(realize, finish)
-            # after the cold call: fj.plan fills the plan cache, which would hide fusion's time
-            kernels = len(fj.plan(*build(0)).kernels)
-            rec.update(kernels=kernels, cold_s=cold, warm_s=warm, compile_s=max(cold - warm, 0.0))
+            rec.update(cold_s=cold, warm_s=warm, compile_s=max(cold - warm, 0.0))
+            try:  # after the cold call: fj.plan fills the plan cache, which would hide fusion's time
+                kernels = rec["kernels"] = len(fj.plan(*build(0)).kernels)
+                rec["compile_s_per_kernel"] = rec["compile_s"] / max(kernels, 1)
+            except Exception as exc:  # noqa: BLE001
+                rec["kernels_error"] = _short(exc)
             if mismatch:
                 rec["input_mismatch"] = mismatch
             poisoned = poison_cupy(cp, entry["outputs"])
@@ -997,6 +1031,16 @@ def worker_cupy(ctx: Context, fused: bool) -> None:
     def finish(_: Any) -> None:
         stream_sync()
 
+    def init() -> None:
+        x = cp.arange(4096, dtype=cp.float32)
+        if fused:
+            cp.fuse(kernel_name="suite_init")(lambda a: cp.sum(a * 2.0 + 1.0))(x)
+        else:
+            (x * 2.0 + 1.0).sum()
+        finish(None)
+
+    _init(ctx, init)
+
     def body(w: Workload, entry: dict[str, Any], refs: list[np.ndarray] | None) -> list[dict[str, Any]]:
         fn = w.fuse if fused else w.cupy
         if fn is None:
@@ -1044,6 +1088,8 @@ def worker_jax(ctx: Context) -> None:
     def finish(r: Any) -> None:
         if r is not None:
             jax.block_until_ready(r)
+
+    _init(ctx, lambda: finish(jax.jit(lambda x: (x * 2.0 + 1.0).sum())(jax.numpy.ones(4096))))
 
     def body(w: Workload, entry: dict[str, Any], refs: list[np.ndarray] | None) -> list[dict[str, Any]]:
         if w.jax is None:
@@ -1094,6 +1140,13 @@ def worker_torch(ctx: Context) -> None:
 
     def finish(_: Any) -> None:
         torch.cuda.synchronize()
+
+    def init() -> None:
+        torch.compile(lambda x: (x * 2.0 + 1.0).sum(), dynamic=False)(torch.ones(4096, device="cuda"))
+        finish(None)
+        torch._dynamo.reset()
+
+    _init(ctx, init)
 
     def poison(specs: Sequence[Sequence[Any]]) -> bool:
         torch.cuda.empty_cache()  # the poisoned blocks are then the cached blocks of these sizes
@@ -1429,8 +1482,12 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
                 "geomean": geomean(ratios), "n": len(ratios), "workloads": names}
     wrong = [f"{wl['key']} {impl}" for wl in doc["workloads"] for impl, r in wl["results"].items()
              if r.get("ok") is False]
-    errors = [f"{wl['key']} {impl}: {r['error']}" for wl in doc["workloads"]
-              for impl, r in wl["results"].items() if r.get("error") and r["error"] != "not expressible"]
+    grouped: dict[tuple[str, str], list[str]] = {}  # one line per (impl, message): the same
+    for wl in doc["workloads"]:                     # failure on every workload reads once
+        for impl, r in wl["results"].items():
+            if r.get("error") and r["error"] != "not expressible":
+                grouped.setdefault((impl, r["error"]), []).append(wl["key"])
+    errors = [f"{impl}: {msg} ({', '.join(keys)})" for (impl, msg), keys in grouped.items()]
     unchecked = [f"{wl['key']} {impl}: {r['check']}" for wl in doc["workloads"]
                  for impl, r in wl["results"].items() if r.get("check") and r.get("ok") is None]
     out["wrong"] = wrong
@@ -1456,7 +1513,8 @@ def _cell(rec: dict[str, Any] | None) -> str:
     if "frac_copy" in rec:
         text += f", {100 * rec['frac_copy']:.0f}%"
     if rec.get("ok") is False:
-        text = f"WRONG ({rec.get('rel_err', float('nan')):.1e}) " + text
+        err = rec.get("rel_err")
+        text = f"WRONG ({'nan' if err is None or not math.isfinite(err) else format(err, '.1e')}) " + text
     return text
 
 

@@ -334,7 +334,7 @@ def test_merge_and_summary() -> None:
     assert s["compilers_over_fusejit_kernels"]["geomean"] == pytest.approx(
         (120 / 90 * 10 / 10 * 390 / 128) ** (1 / 3))
     assert s["wrong"] == ["softmax:L cupy"]
-    assert s["errors"] == ["gelu:L torch.compile: RuntimeError: x"]
+    assert s["errors"] == ["torch.compile: RuntimeError: x (gelu:L)"]
     assert suite.geomean([]) is None and suite.geomean([4.0, 1.0]) == 2.0
     json.dumps(doc)  # JSON-ready
 
