@@ -1560,7 +1560,7 @@ def markdown(doc: dict[str, Any]) -> str:
         fjr = res.get("fusejit") or {}
         speed = peer_us / fjr["us"] if peer_us and _valid(fjr) else None
         row = [wl["name"], wl["size"], wl["shape"], wl["dtype"].replace("float", "f"),
-               f"{wl['bytes'] / 1e6:.0f}"] + [_cell(res.get(c)) for c in cols]
+               f"{wl['bytes'] / 1e6:.3g}"] + [_cell(res.get(c)) for c in cols]
         row += [peer or "", _fmt(speed), str(fjr.get("kernels", "")), _fmt(fjr.get("compile_s")),
                 _fmt(fjr.get("rel_err"), ".1e")]
         lines.append("| " + " | ".join(row) + " |")
@@ -1573,12 +1573,13 @@ def markdown(doc: dict[str, Any]) -> str:
         g = s.get(key, {})
         lines.append(f"- geometric mean of time ratio, {label}: **{_fmt(g.get('geomean'), '.3f') or 'n/a'}** "
                      f"over {g.get('n', 0)} workload sizes (>1: fusejit faster)")
+    cold_cols = [c for c in cols if any("compile_s" in wl["results"].get(c, {}) for wl in doc["workloads"])]
     lines += ["", "## Cold first call (seconds: first call minus a warm call, i.e. compile time)", ""]
-    lines.append("| workload | size | " + " | ".join(cols) + " |")
-    lines.append("| --- | --- |" + " ---: |" * len(cols))
+    lines.append("| workload | size | " + " | ".join(cold_cols) + " |")
+    lines.append("| --- | --- |" + " ---: |" * len(cold_cols))
     for wl in doc["workloads"]:
         lines.append(f"| {wl['name']} | {wl['size']} | "
-                     + " | ".join(_fmt(wl["results"].get(c, {}).get("compile_s")) for c in cols) + " |")
+                     + " | ".join(_fmt(wl["results"].get(c, {}).get("compile_s")) for c in cold_cols) + " |")
     if s.get("wrong"):
         lines += ["", "## Wrong results", ""] + [f"- {x}" for x in s["wrong"]]
     if s.get("errors"):
