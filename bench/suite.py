@@ -79,6 +79,12 @@ L2_BYTES = 50e6
 #: rotate sets until this many bytes are touched between two uses of one set
 ROTATE_BYTES = 150e6
 MAX_SETS = 16
+#: errors after which a process's CUDA context is unusable: the worker restarts
+STICKY = re.compile(r"illegal[ _]?(memory[ _]?)?(access|address|instruction)|unspecified launch failure|"
+                    r"launch[ _]?failed|LaunchFailure|misaligned[ _]?address|hardware stack error|"
+                    r"device-side assert|CUDA_ERROR_ASSERT", re.I)
+RESTART_EXIT = 75
+MAX_RESTARTS = 3
 #: seconds past its deadline before a worker is killed (a hung compile); prep's own limit
 GRACE_S = 60.0
 PREP_HARD_S = 240.0
@@ -724,10 +730,24 @@ Body = Callable[[Workload, dict[str, Any], "list[np.ndarray] | None"], list[dict
 def run_combos(ctx: Context, impls: Sequence[str], body: Body,
                cleanup: Callable[[], Any] | None = None) -> None:
     """Run ``body`` on every combo of the plan until the deadline; one record per impl each.
-    ``cleanup`` runs after each combo (once its arrays are garbage): give memory back."""
+    ``cleanup`` runs after each combo (once its arrays are garbage): give memory back.
+
+    A restarted worker (its part file already holds records) skips the combos it has done and
+    records the one it died in. After an error that leaves the CUDA context unusable (an
+    illegal address, a launch failure), the worker exits with ``RESTART_EXIT`` so that the
+    driver starts a fresh process for the combos left."""
+    done = {r.get("key") for r in ctx.records}
+    died_in = ctx.meta.pop("current", None)
     for entry in ctx.plan["combos"]:
         w = BY_NAME[entry["name"]]
         base = {"key": entry["key"], "name": entry["name"], "size": entry["size"]}
+        if entry["key"] in done:
+            continue
+        if entry["key"] == died_in:
+            for impl in impls:
+                ctx.records.append({**base, "impl": impl, "error": "the process died during this workload"})
+            ctx.save()
+            continue
         if time.time() > ctx.deadline:
             for impl in impls:
                 ctx.records.append({**base, "impl": impl, "error": "skipped: time budget spent"})
@@ -739,6 +759,8 @@ def run_combos(ctx: Context, impls: Sequence[str], body: Body,
             refs = None
             _log(ctx, f"{entry['key']}: cannot load the reference: {_short(exc)}")
         t = time.perf_counter()
+        ctx.meta["current"] = entry["key"]
+        ctx.save()
         try:
             recs = body(w, entry, refs)
         except Exception as exc:  # noqa: BLE001  (one workload's failure must not end the run)
@@ -759,7 +781,12 @@ def run_combos(ctx: Context, impls: Sequence[str], body: Body,
             _log(ctx, f"{entry['key']:24s} {rec['impl']:16s} {us}{extra}  "
                       f"{('ERROR ' + err) if err else _fmt_err(rec)}")
         _log(ctx, f"{entry['key']}: {time.perf_counter() - t:.1f} s")
+        ctx.meta.pop("current", None)
         ctx.save()
+        sticky = [r["error"] for r in recs if STICKY.search(str(r.get("error", "")))]
+        if sticky:
+            _log(ctx, f"the CUDA context is unusable after {sticky[0]!r}: exiting for a fresh process")
+            raise SystemExit(RESTART_EXIT)
 
 
 def _fingerprint_ok(ctx: Context, cp: Any, key: str, xs: Sequence[Any]) -> str | None:
@@ -1212,6 +1239,15 @@ def worker_torch(ctx: Context) -> None:
 def run_worker(name: str, data: Path, part: Path, deadline: float) -> int:
     plan = json.loads((data / "plan.json").read_text())
     ctx = Context(name, plan, data, part, deadline)
+    if part.exists() and name != "prep":  # a restart: go on from the records of the last process
+        try:
+            old = json.loads(part.read_text())
+            ctx.records = list(old.get("records", []))
+            ctx.meta = dict(old.get("meta", {}))
+            ctx.meta["restarts"] = ctx.meta.get("restarts", 0) + 1
+        except (OSError, json.JSONDecodeError) as exc:
+            print(f"[{name}] cannot read the earlier part file: {exc}", flush=True)
+    ctx.meta.pop("error", None)
     ctx.meta["started"] = time.time()
     ctx.save()
     try:
@@ -1227,6 +1263,10 @@ def run_worker(name: str, data: Path, part: Path, deadline: float) -> int:
             worker_torch(ctx)
         else:
             raise ValueError(f"unknown worker {name!r}")
+    except SystemExit as exc:
+        ctx.meta["seconds"] = time.time() - ctx.meta["started"]
+        ctx.save()
+        return int(exc.code or 0)
     except BaseException as exc:  # noqa: BLE001  (recorded, then the process exits non-zero)
         traceback.print_exc()
         ctx.meta["error"] = _short(exc)
@@ -1369,16 +1409,22 @@ def driver(args: argparse.Namespace) -> int:
     print(f"fusejit suite: {len(entries)} workload sizes, workers {', '.join(workers)}, "
           f"budget {args.budget:.0f} s, data in {data}", flush=True)
     for name in workers:
-        now = time.time()
-        deadline = deadline_of(name, now)
-        # prep does not skip (every later process needs its references): only a hang ends it
-        hard = PREP_HARD_S if name == "prep" else deadline - now + GRACE_S
+        deadline = deadline_of(name, time.time())
         print(f"--- {name}: until {deadline - start:.0f} s into the run", flush=True)
-        st = spawn_worker(name, data, out / "parts" / f"{name}.json", out / "logs" / f"{name}.log",
-                          deadline, hard, env)
-        statuses.append(st)
-        print(f"--- {name}: exit {st.get('returncode')} after {st['seconds']:.0f} s"
-              f"{' (' + st['killed'] + ')' if 'killed' in st else ''}", flush=True)
+        for attempt in range(MAX_RESTARTS + 1):
+            now = time.time()
+            # prep does not skip (every later process needs its references): only a hang ends it
+            hard = PREP_HARD_S if name == "prep" else deadline - now + GRACE_S
+            log = out / "logs" / (f"{name}.log" if attempt == 0 else f"{name}.{attempt}.log")
+            st = spawn_worker(name, data, out / "parts" / f"{name}.json", log, deadline, hard, env)
+            st["attempt"] = attempt
+            statuses.append(st)
+            print(f"--- {name}: exit {st.get('returncode')} after {st['seconds']:.0f} s"
+                  f"{' (' + st['killed'] + ')' if 'killed' in st else ''}", flush=True)
+            # a crash or an unusable CUDA context: a fresh process goes on with what is left
+            if name == "prep" or st.get("returncode") == 0 or "killed" in st or time.time() > deadline:
+                break
+            print(f"--- {name}: restarting for the workloads left", flush=True)
     parts = {}
     for name in workers:
         path = out / "parts" / f"{name}.json"
@@ -1593,7 +1639,8 @@ def markdown(doc: dict[str, Any]) -> str:
             wm = meta.get("worker_meta", {}).get(st["worker"], {})
             vers = ", ".join(f"{k} {v}" for k, v in wm.items()
                              if k in ("cupy", "triton", "torch", "jax", "fusejit", "numpy"))
-            lines.append(f"- {st['worker']}: exit {st.get('returncode')}, {st.get('seconds', 0):.0f} s"
+            again = f" (restart {st['attempt']})" if st.get("attempt") else ""
+            lines.append(f"- {st['worker']}{again}: exit {st.get('returncode')}, {st.get('seconds', 0):.0f} s"
                          f"{'; ' + st['killed'] if st.get('killed') else ''}"
                          f"{'; ' + wm['error'] if wm.get('error') else ''}{'; ' + vers if vers else ''}")
         fm = meta.get("worker_meta", {}).get("fusejit", {})

@@ -285,6 +285,33 @@ def test_a_failing_workload_is_recorded_and_the_rest_run(tmp_path: Path) -> None
     assert late.records[0]["error"].startswith("skipped")
 
 
+def test_a_broken_cuda_context_ends_the_process_and_a_restart_goes_on(tmp_path: Path) -> None:
+    keys = ["softmax:tiny", "gelu:tiny", "sum_all:tiny"]
+    ctx = _context(tmp_path, "cupy", keys)
+    calls: list[str] = []
+
+    def body(w: Any, entry: dict[str, Any], refs: Any) -> list[dict[str, Any]]:
+        calls.append(w.name)
+        if w.name == "softmax":
+            return [{"impl": "cupy", "error": "CUDARuntimeError: cudaErrorIllegalAddress: an illegal "
+                                              "memory access was encountered"}]
+        return [{"impl": "cupy", "us": 1.0}]
+
+    with pytest.raises(SystemExit) as exit_info:
+        suite.run_combos(ctx, ["cupy"], body)
+    assert exit_info.value.code == suite.RESTART_EXIT and calls == ["softmax"]
+    # the next process skips what is done; a process that died mid-workload has it recorded
+    saved = json.loads(ctx.part.read_text())
+    saved["meta"]["current"] = "gelu:tiny"
+    again = _context(tmp_path, "cupy", keys)
+    again.records, again.meta = saved["records"], saved["meta"]
+    suite.run_combos(again, ["cupy"], body)
+    assert calls == ["softmax", "sum_all"]
+    assert [(r["key"], r.get("error", "")[:21]) for r in again.records] == [
+        ("softmax:tiny", "CUDARuntimeError: cud"), ("gelu:tiny", "the process died duri"),
+        ("sum_all:tiny", "")]
+
+
 # -- the writers, on made-up results -----------------------------------------------------------------
 
 def _fake_results() -> dict[str, Any]:
