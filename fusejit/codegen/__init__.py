@@ -10,6 +10,6 @@ launch (two for a split reduction).
 
 from __future__ import annotations
 
-from .triton_emitter import EmittedKernel, Launch, emit_kernel, kernel_sources
+from .triton_emitter import EmittedKernel, Launch, describe_tiling, emit_kernel, kernel_sources
 
-__all__ = ["EmittedKernel", "Launch", "emit_kernel", "kernel_sources"]
+__all__ = ["EmittedKernel", "Launch", "describe_tiling", "emit_kernel", "kernel_sources"]

@@ -10,6 +10,7 @@ crosses between kernels is written to memory.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,32 @@ from ..dtypes import ir_name
 from ..ir.domain import SPLIT_REDUCTION, Domain
 from ..ir.ops import LEAF, VIEW
 from ..ir.program import Kernel, Program
+
+#: Functions that describe how a kernel is tiled (set by the code generator: the fuser decides
+#: regions, codegen decides tiles, and ``explain()`` shows both without importing codegen).
+TILING_DESCRIBERS: list[Callable[[Kernel], list[str]]] = []
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes moved through memory: the fused plan against one kernel per op.
+
+    ``fused_read``/``fused_written``: each kernel reads its params and writes
+    its results once (split reductions' small partials are not counted).
+    ``unfused``: every op (views and constants excepted: they fold into loads)
+    as its own kernel, reading its operands (a view counted at the size of the
+    value it views) and writing its result: ``sigmoid(x * y + z)`` moves 8
+    arrays op by op and 4 fused.
+    """
+
+    fused_read: int
+    fused_written: int
+    unfused: int
+
+    @property
+    def fused(self) -> int:
+        """Bytes read plus bytes written by the fused plan."""
+        return self.fused_read + self.fused_written
 
 
 @dataclass
@@ -65,6 +92,23 @@ class Plan:
     def __str__(self) -> str:
         return str(self.program)
 
+    def traffic(self) -> Traffic:
+        """Memory traffic of the fused plan and of running one kernel per op (``Traffic``)."""
+        read = written = unfused = 0
+        seen: set[str] = set()
+        for k in self.program.kernels:
+            types = {p.name: p.type for p in k.params}
+            types.update({i.name: i.type for i in k.body})
+            read += sum(p.type.nbytes for p in k.params)
+            written += sum(t.nbytes for t in k.result_types)
+            defs = {i.name: i for i in k.body}
+            for i in k.body:
+                if i.name in seen or i.op in VIEW or i.op in LEAF:
+                    continue
+                seen.add(i.name)
+                unfused += i.type.nbytes + sum(_viewed_nbytes(a, defs, types) for a in i.args)
+        return Traffic(read, written, unfused)
+
     def explain(self) -> str:
         """Every kernel and what it fused, then every boundary and why, as readable text."""
         p = self.program
@@ -89,6 +133,8 @@ class Plan:
             lines.append(f"  fuses {len(k.body)} instruction{'s' if len(k.body) != 1 else ''}: "
                          f"{ops}")
             lines.append(f"  reads {_names(k.args) or 'nothing'}; writes {_names(k.results)}")
+            for describe in TILING_DESCRIBERS:
+                lines.extend(f"  tiling: {line}" for line in describe(k))
         if self.boundaries:
             lines.append("boundaries (values written to memory):")
             for value, producer, consumer, rule, reason in self.boundaries:
@@ -106,7 +152,26 @@ class Plan:
             lines.append("other fusions refused:")
             for instr, kernel, rule, reason in self.notes:
                 lines.append(f"  %{instr} not fused with @{kernel} ({rule}): {reason}")
+        t = self.traffic()
+        saved = f", {1 - t.fused / t.unfused:.0%} less" if t.unfused > t.fused else ""
+        lines.append(f"memory traffic: {_bytes(t.fused)} ({_bytes(t.fused_read)} read, "
+                     f"{_bytes(t.fused_written)} written); one kernel per op would move "
+                     f"{_bytes(t.unfused)}{saved}")
         return "\n".join(lines) + "\n"
+
+
+def _viewed_nbytes(name: str, defs: dict[str, Any], types: dict[str, Any]) -> int:
+    """Bytes of the value that ``name`` views (itself when it is not a view)."""
+    while name in defs and defs[name].op in VIEW:
+        name = defs[name].args[0]
+    return int(types[name].nbytes)
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
 
 
 def _names(names: Any) -> str:
@@ -128,7 +193,7 @@ def _signature(kernel: Kernel) -> str | None:
     ops = Counter(i.op for i in kernel.body)
     if ops["max"] and ops["exp"] and ops["sum"]:
         return "log_softmax" if ops["log"] else "softmax" if ops["div"] else None
-    if ops["sum"] >= 2 and ops["rsqrt"] and ops["sub"]:
+    if (ops["sum"] >= 2 or ops["m2"]) and ops["rsqrt"] and ops["sub"]:
         return "layer_norm"
     if ops["sum"] == 1 and ops["rsqrt"] and not ops["sub"]:
         return "rms_norm"

@@ -40,6 +40,11 @@ class TensorType:
             n *= d
         return n
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of a buffer holding the value (elements times item size)."""
+        return self.size * self.dtype.itemsize
+
 
 @dataclass(frozen=True)
 class Param:

@@ -27,11 +27,21 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import BackendError, BackendUnavailableError, InputError
+from ..codegen import describe_tiling
 from ..fuse import plan_for
+from ..fuse.plan import TILING_DESCRIBERS
 from ..ir.graph import build_program, make_input, structural_key, topological_order
 from ..ir.program import Program
 
 BACKEND_NAMES = ("cuda", "interpret", "numpy")
+
+
+def _gpu_tiling(kernel: Any) -> list[str]:
+    """The tiles the ``cuda`` target launches ``kernel`` with (contiguous buffers), for explain()."""
+    return [f"(on cuda) {line}" for line in describe_tiling(kernel, "cuda")]
+
+
+TILING_DESCRIBERS.append(_gpu_tiling)
 
 
 class Backend(Protocol):
