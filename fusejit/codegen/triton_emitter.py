@@ -330,6 +330,8 @@ class _Fn:
                 expr = f"tl.full([], 0, tl.int64) + 0 * {self.flat_of(coords)}"
             elif op == "m2":  # one element: its squared deviation from itself (NaN for inf)
                 expr = f"({x} - {x}) * ({x} - {x})"
+            elif op == "sumexp":  # one element: exp(x - x), NaN for inf and NaN
+                expr = f"tl.where({x} == {x} + 1, NAN, 1.0) + 0 * {x}"
             else:
                 expr = self.low.cast(x, src, instr.dtype)
             return self.emit(max(self.lvl(x), self.lvl(self.flat_of(coords))), expr, hint, comment)
@@ -757,8 +759,9 @@ class _Emitter:
         self._bm, self._bn = bm, bn
         (stage,) = self._stages()
         # one scratch buffer per partial value: m2's partials are (count, mean, m2) triples
-        slots = {r.name: ([f"part_{self.var_name(r.name)}_{s}" for s in ("n", "mean", "m2")]
-                          if r.op == "m2" else [f"part_{self.var_name(r.name)}"]) for r in stage}
+        parts = {"m2": ("n", "mean", "m2"), "sumexp": ("max", "sum")}
+        slots = {r.name: ([f"part_{self.var_name(r.name)}_{s}" for s in parts[r.op]]
+                          if r.op in parts else [f"part_{self.var_name(r.name)}"]) for r in stage}
         part_names = [p for r in stage for p in slots[r.name]]
         part_dtypes = [self._acc_dtype(r) for r in stage for _ in slots[r.name]]
         self.scratch = [(dt, n_split * rows) for dt in part_dtypes]
@@ -830,9 +833,14 @@ class _Emitter:
         lm = f", mask={tile_mask}, other=0" if tile_mask else ""
         at = "parts" if rows == 1 else f"parts * {rows} + rows"
         for r in stage:
-            xs = tuple(g.emit(2, f"tl.load({part} + {at}{lm})", f"{part}_all",
-                              f"partials of %{r.name}") for part in slots[r.name])
-            if r.op == "m2":  # masked partials load as (0, 0, 0): Chan's combine ignores them
+            # masked partials load as neutral values: (0, 0, 0) for m2, (-inf, 0) for sumexp
+            xs = tuple(g.emit(2, f"tl.load({part} + {at}{lm})" if not (
+                tile_mask and r.op == "sumexp" and k == 0) else
+                f"tl.load({part} + {at}, mask={tile_mask}, other=-INF)", f"{part}_all",
+                f"partials of %{r.name}") for k, part in enumerate(slots[r.name]))
+            if r.op == "sumexp":
+                g.rowvals[r.name] = self._online_reduce(g, r, xs, partial=False)
+            elif r.op == "m2":
                 g.rowvals[r.name] = self._chan_reduce(g, r, xs, partial=False)
             else:
                 g.rowvals[r.name] = self._reduce_tile(g, r, xs[0], None, src=self._acc_dtype(r))
@@ -933,6 +941,8 @@ class _Emitter:
         if op in ("prod", "all"):
             return "1"
         big = op in ("min", "argmin")
+        if op == "sumexp":  # masked lanes: exp(-inf - max) adds 0
+            return "-INF"
         if dt.kind == "f":
             return "INF" if big else "-INF"
         if dt.kind in "iu":
@@ -942,6 +952,11 @@ class _Emitter:
 
     def _acc_init(self, fn: _Fn, r: Instr, bm: int, bn: int) -> tuple[str, ...]:
         dt = self._acc_dtype(r, looped=True)
+        if r.op == "sumexp":  # per lane: running max, sum of exp(x - running max)
+            m, s = (fn.fresh(f"acc_{self.var_name(r.name)}_{part}") for part in ("max", "sum"))
+            fn.out.append(f"{m} = tl.full([{bm}, {bn}], -INF, {TL[dt]})")
+            fn.out.append(f"{s} = tl.full([{bm}, {bn}], 0, {TL[dt]})")
+            return (m, s)
         if r.op == "m2":  # per lane: count, running mean, sum of squared deviations
             names = tuple(fn.fresh(f"acc_{self.var_name(r.name)}_{part}")
                           for part in ("n", "mean", "m2"))
@@ -977,6 +992,9 @@ class _Emitter:
         dt = self._acc_dtype(r, looped=True)
         if r.op == "m2":
             self._welford_update(fn, r, x, dt, acc)
+            return
+        if r.op == "sumexp":
+            self._online_update(fn, r, x, dt, acc)
             return
         t = self._masked(fn, r, x, dt)
         a = acc[0]
@@ -1059,6 +1077,72 @@ class _Emitter:
             v = f"({v}).to({TL[r.dtype]})"
         return fn.emit(1, v, hint, _instr_text(r))
 
+    def _exp(self, fn: _Fn, arg: str, dt: np.dtype, level: int, hint: str) -> str:
+        """exp of an expression in ``dt``, lowered as the ``exp`` op is on this target."""
+        fn._cur_level, fn._hint = level, hint
+        return fn.emit(level, fn.low.lower("exp", [arg], [dt], dt), hint)
+
+    def _row_max(self, fn: _Fn, t: str, dt: np.dtype, hint: str) -> str:
+        """Max along the tile, NaN-propagating as NumPy's max."""
+        v = f"tl.reduce({t}, 1, tl.standard._elementwise_max)[:, None]"
+        if self.target == "cuda":
+            self.helpers.add("max")
+            return fn.emit(1, f"tl.reduce({t}, 1, _max_nan)[:, None]", hint)
+        m = fn.emit(1, v, f"{hint}_nonan")
+        return fn.emit(1, f"tl.where({self._anynan(t)}, NAN, {m})", hint)
+
+    def _sumexp_tile(self, fn: _Fn, r: Instr, x: str) -> str:
+        """sumexp of a row held in registers: its max, then sum(exp(x - max)) (no re-read)."""
+        dt = self._acc_dtype(r)
+        hint = self.var_name(r.name)
+        t = self._masked(fn, r, x, dt)
+        m = self._row_max(fn, t, dt, f"{hint}_max")
+        e = self._exp(fn, f"{t} - {m}", dt, 2, f"{hint}_exp")
+        mask = fn.masks[2]
+        if mask:
+            e = fn.emit(2, f"tl.where({mask}, {e}, 0)", f"{hint}_exp")
+        v = f"tl.reduce({e}, 1, tl.standard._sum_combine)[:, None]"
+        if dt != r.dtype:
+            v = f"({v}).to({TL[r.dtype]})"
+        return fn.emit(1, v, hint, _instr_text(r))
+
+    def _online_update(self, fn: _Fn, r: Instr, x: str, dt: np.dtype,
+                       acc: tuple[str, ...]) -> None:
+        """One tile step of the online softmax sum per lane: a new running max rescales the
+        running sum; equal values (both -inf or both +inf) scale by 1, not exp(nan)."""
+        m, s = acc
+        hint = self.var_name(r.name)
+        xa = x if self.types[r.args[0]].dtype == dt else f"{x}.to({TL[dt]})"
+        if fn.lvl(x) < 2:
+            xa = f"tl.broadcast_to({xa}, [{self._bm}, {self._bn}])"
+        xv = fn.emit(2, xa, f"x_{hint}") if xa != x or x not in fn.level else x
+        mask = fn.masks[2]
+        grown = f"tl.maximum({m}, {xv}, propagate_nan=tl.PropagateNan.ALL)"
+        new = fn.emit(2, f"tl.where({mask}, {grown}, {m})" if mask else grown, f"{hint}_max")
+        scale = self._exp(fn, f"{m} - {new}", dt, 2, f"{hint}_scale")
+        term = self._exp(fn, f"{xv} - {new}", dt, 2, f"{hint}_term")
+        term = f"tl.where({xv} == {new}, 1, {term})"
+        if mask:
+            term = f"tl.where({mask}, {term}, 0)"
+        fn.body.append(f"{s} = {s} * tl.where({m} == {new}, 1, {scale}) + {term}")
+        fn.body.append(f"{m} = {new}")
+
+    def _online_reduce(self, fn: _Fn, r: Instr, parts: tuple[str, ...], partial: bool) -> Any:
+        """Combine per-lane (max, sum) pairs: ``M = max(m)``, ``S = sum(s * exp(m - M))``.
+        A row whose max is infinite has exp(inf - inf) = NaN in NumPy's composite: NaN too."""
+        m, s = parts
+        dt = self._acc_dtype(r)
+        hint = ("part_" if partial else "") + self.var_name(r.name)
+        big = self._row_max(fn, m, dt, f"{hint}_max")
+        w = self._exp(fn, f"{m} - {big}", dt, 2, f"{hint}_w")
+        total = fn.emit(1, f"tl.reduce({s} * tl.where({m} == {big}, 1, {w}), 1, "
+                        f"tl.standard._sum_combine)[:, None]", f"{hint}_sum",
+                        _instr_text(r) + (" (partial)" if partial else ""))
+        if partial:
+            return big, total
+        v = fn.emit(1, f"tl.where(({big} == INF) | ({big} == -INF), NAN, {total})", hint)
+        return v if dt == r.dtype else fn.emit(1, f"{v}.to({TL[r.dtype]})", hint)
+
     def _anynan(self, t: str) -> str:
         return f"tl.reduce(({t} != {t}).to(tl.int8), 1, tl.standard._elementwise_max)[:, None] > 0"
 
@@ -1075,6 +1159,10 @@ class _Emitter:
             if acc is not None:
                 return self._chan_reduce(fn, r, acc, partial)
             return self._two_pass_tile(fn, r, x)
+        if r.op == "sumexp":
+            if acc is not None:
+                return self._online_reduce(fn, r, acc, partial)
+            return self._sumexp_tile(fn, r, x)
         t = self._masked(fn, r, x, dt, src) if acc is None else acc[0]
         op = r.op
         comment = _instr_text(r) + (" (partial)" if partial else "")

@@ -48,6 +48,9 @@ def _reduce(op: str, node: Node, axes: tuple[int, ...], keepdims: bool, dtype: n
         centered = _centered_square_of(node, axes)
         if centered is not None:  # sum((x - mean(x))**2): one pass, as var's numerator
             op, node = "m2", centered
+        shifted = _shifted_exp_of(node, axes)
+        if shifted is not None:  # sum(exp(x - max(x))): online, as softmax's denominator
+            op, node = "sumexp", shifted
     attrs: dict[str, Any] = {"axes": axes}
     if keepdims:
         attrs["keepdims"] = True
@@ -76,6 +79,27 @@ def _centered_square_of(node: Node, axes: tuple[int, ...]) -> Node | None:
     if (total.op != "sum" or total.srcs[0] is not x or tuple(total.attrs.get("axes", ())) != axes
             or not total.attrs.get("keepdims") or count.op != "const"
             or count.attrs.get("value") != _count(x.shape, axes) or x.shape != node.shape):
+        return None
+    return x
+
+
+def _shifted_exp_of(node: Node, axes: tuple[int, ...]) -> Node | None:
+    """``x`` when ``node`` is ``exp(x - max(x, axes, keepdims))`` (softmax's numerator).
+
+    Summing it over ``axes`` is ``sumexp(x)``: a sibling of the ``max``, so
+    both statistics of a row come from one read even when the row is too
+    long to stay in registers (online softmax).
+    """
+    if node.op != "exp" or node.dtype.kind != "f":
+        return None
+    d = node.srcs[0]
+    if d.op != "sub":
+        return None
+    x, m = d.srcs
+    while m.op in ("expand", "reshape") and m.srcs:
+        m = m.srcs[0]
+    if (m.op != "max" or m.srcs[0] is not x or tuple(m.attrs.get("axes", ())) != axes
+            or not m.attrs.get("keepdims") or x.shape != node.shape):
         return None
     return x
 

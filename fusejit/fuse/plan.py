@@ -191,7 +191,7 @@ def launches_of(kernel: Kernel, domain: Domain) -> list[Launch]:
 def _signature(kernel: Kernel) -> str | None:
     """A well-known composite the region computes, recognized from its op counts."""
     ops = Counter(i.op for i in kernel.body)
-    if ops["max"] and ops["exp"] and ops["sum"]:
+    if ops["max"] and (ops["sumexp"] or ops["exp"] and ops["sum"]):
         return "log_softmax" if ops["log"] else "softmax" if ops["div"] else None
     if (ops["sum"] >= 2 or ops["m2"]) and ops["rsqrt"] and ops["sub"]:
         return "layer_norm"

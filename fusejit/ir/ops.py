@@ -87,6 +87,9 @@ _REDUCE = [
     # sum of squared deviations from the mean over the axes (float): var's numerator, computed
     # in one pass (Welford per lane, Chan's formula to combine) instead of mean then re-read
     OpInfo("m2", "reduce", 1, "m2", "float"),
+    # sum of exp(x - max(x)) over the axes (float): softmax's denominator, computed online (a
+    # running max per lane rescales the running sum) so the row is read once for both statistics
+    OpInfo("sumexp", "reduce", 1, "sumexp", "float"),
 ]
 
 _VIEW = [OpInfo(n, "view", 1) for n in ("reshape", "permute", "expand", "slice")]
@@ -99,7 +102,7 @@ REDUCE = frozenset(op.name for op in _REDUCE)
 VIEW = frozenset(op.name for op in _VIEW)
 LEAF = frozenset(("const", "iota"))
 #: Reductions that combine associatively: partial results (of a split reduction) combine again.
-SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all", "m2"})
+SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all", "m2", "sumexp"})
 #: Ops computed per element (elementwise ops, casts and leaves): what a pointwise region holds.
 POINTWISE = ELEMENTWISE | {"cast"} | LEAF
 

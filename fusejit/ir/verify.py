@@ -283,8 +283,8 @@ def _reduce(instr: Instr, operands: list[TensorType]) -> str | None:
         want = BOOL
     elif op in ("argmax", "argmin"):
         want = INT64
-    elif op == "m2" and src.dtype.kind != "f":
-        return f"bad dtype: 'm2' needs a float operand, got {ir_name(src.dtype)}"
+    elif op in ("m2", "sumexp") and src.dtype.kind != "f":
+        return f"bad dtype: '{op}' needs a float operand, got {ir_name(src.dtype)}"
     else:
         want = src.dtype
     if result.dtype != want:

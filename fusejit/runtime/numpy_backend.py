@@ -66,6 +66,11 @@ def evaluate_instr(instr: Instr, args: list[np.ndarray]) -> np.ndarray:
         axes, keep = tuple(attrs["axes"]), bool(attrs.get("keepdims", False))
         if op in ("argmax", "argmin"):
             out = getattr(np, op)(args[0], axis=axes[0], keepdims=keep)
+        elif op == "sumexp":  # the reference: sum(exp(x - max(x))) in float64, rounded once
+            x = args[0].astype(np.float64)
+            with np.errstate(invalid="ignore", over="ignore"):
+                out = np.sum(np.exp(x - np.max(x, axis=axes, keepdims=True)), axis=axes,
+                             keepdims=keep)
         elif op == "m2":  # the reference: two passes in float64, rounded once
             x = args[0].astype(np.float64)
             with np.errstate(invalid="ignore"):
