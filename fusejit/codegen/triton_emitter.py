@@ -391,6 +391,8 @@ class _Emitter:
         self.kernel = kernel
         self.target = target
         self.tiling: list[str] = []
+        #: the row max each sumexp computed, by name (a max of the same operand reuses it)
+        self.row_max: dict[str, str | None] = {}
         self.name = sanitize(kernel.name)
         self.domain: Domain = region_domain(kernel)
         self.types = {p.name: p.type for p in kernel.params}
@@ -672,6 +674,10 @@ class _Emitter:
 
         straight_coords = open_tile(False) if persistent else None
         for stage in stages:
+            # a max of the same operand as a sumexp is the sumexp's running max: not computed twice
+            riders = {m.name: s for m in stage if m.op == "max" for s in stage
+                      if s.op == "sumexp" and s.args[0] == m.args[0]}
+            stage = [r for r in stage if r.name not in riders]
             if persistent:
                 coords = straight_coords
             else:
@@ -689,6 +695,12 @@ class _Emitter:
                 self._close_loop(fn, cols, bn)
                 for i, r in enumerate(stage):
                     fn.rowvals[r.name] = self._reduce_tile(fn, r, None, accs[i])
+                    self.row_max[r.name] = accs[i][0] if r.op == "sumexp" else None
+            for name, s in riders.items():
+                m = self.row_max[s.name]
+                out = self.types[name].dtype
+                fn.rowvals[name] = m if self._acc_dtype(s) == out else \
+                    fn.emit(1, f"{m}.to({TL[out]})", self.var_name(name), "max shared with sumexp")
         # row-level outputs
         domain_outs = []
         for j, y in enumerate(self.kernel.yields):
@@ -839,7 +851,7 @@ class _Emitter:
                 f"tl.load({part} + {at}, mask={tile_mask}, other=-INF)", f"{part}_all",
                 f"partials of %{r.name}") for k, part in enumerate(slots[r.name]))
             if r.op == "sumexp":
-                g.rowvals[r.name] = self._online_reduce(g, r, xs, partial=False)
+                g.rowvals[r.name] = self._online_reduce(g, r, xs, partial=False, shared_max=False)
             elif r.op == "m2":
                 g.rowvals[r.name] = self._chan_reduce(g, r, xs, partial=False)
             else:
@@ -954,7 +966,7 @@ class _Emitter:
         dt = self._acc_dtype(r, looped=True)
         if r.op == "sumexp":  # per lane: running max, sum of exp(x - running max)
             m, s = (fn.fresh(f"acc_{self.var_name(r.name)}_{part}") for part in ("max", "sum"))
-            fn.out.append(f"{m} = tl.full([{bm}, {bn}], -INF, {TL[dt]})")
+            fn.out.append(f"{m} = tl.full([{bm}, 1], -INF, {TL[dt]})")  # one per row
             fn.out.append(f"{s} = tl.full([{bm}, {bn}], 0, {TL[dt]})")
             return (m, s)
         if r.op == "m2":  # per lane: count, running mean, sum of squared deviations
@@ -1034,13 +1046,16 @@ class _Emitter:
         mask = fn.masks[2]
         body = fn.body
         delta = fn.emit(2, f"{xv} - {mean}", f"delta_{hint}")
+        # lanes are valid in a prefix of the steps, so a valid lane's count at step k is k + 1
+        # for all of them: one reciprocal per step instead of a division per element
+        inv = fn.emit(2, f"tl.full([], 1.0, {TL[dt]}) / (k // {self._bn} + 1)", f"inv_{hint}")
         if mask:
             body.append(f"{n} = {n} + {mask}.to({TL[dt]})")
-            body.append(f"{mean} = {mean} + tl.where({mask}, {delta} / tl.maximum({n}, 1), 0)")
+            body.append(f"{mean} = {mean} + tl.where({mask}, {delta} * {inv}, 0)")
             body.append(f"{m2} = {m2} + tl.where({mask}, {delta} * ({xv} - {mean}), 0)")
         else:
             body.append(f"{n} = {n} + 1")
-            body.append(f"{mean} = {mean} + {delta} / {n}")
+            body.append(f"{mean} = {mean} + {delta} * {inv}")
             body.append(f"{m2} = {m2} + {delta} * ({xv} - {mean})")
 
     def _chan_reduce(self, fn: _Fn, r: Instr, parts: tuple[str, ...], partial: bool) -> Any:
@@ -1082,14 +1097,14 @@ class _Emitter:
         fn._cur_level, fn._hint = level, hint
         return fn.emit(level, fn.low.lower("exp", [arg], [dt], dt), hint)
 
-    def _row_max(self, fn: _Fn, t: str, dt: np.dtype, hint: str) -> str:
-        """Max along the tile, NaN-propagating as NumPy's max."""
+    def _row_max(self, fn: _Fn, t: str, dt: np.dtype, hint: str, level: int = 1) -> str:
+        """Max along the tile, NaN-propagating as NumPy's max (``level`` 2: inside the loop)."""
         v = f"tl.reduce({t}, 1, tl.standard._elementwise_max)[:, None]"
         if self.target == "cuda":
             self.helpers.add("max")
-            return fn.emit(1, f"tl.reduce({t}, 1, _max_nan)[:, None]", hint)
-        m = fn.emit(1, v, f"{hint}_nonan")
-        return fn.emit(1, f"tl.where({self._anynan(t)}, NAN, {m})", hint)
+            return fn.emit(level, f"tl.reduce({t}, 1, _max_nan)[:, None]", hint)
+        m = fn.emit(level, v, f"{hint}_nonan")
+        return fn.emit(level, f"tl.where({self._anynan(t)}, NAN, {m})", hint)
 
     def _sumexp_tile(self, fn: _Fn, r: Instr, x: str) -> str:
         """sumexp of a row held in registers: its max, then sum(exp(x - max)) (no re-read)."""
@@ -1097,6 +1112,7 @@ class _Emitter:
         hint = self.var_name(r.name)
         t = self._masked(fn, r, x, dt)
         m = self._row_max(fn, t, dt, f"{hint}_max")
+        self.row_max[r.name] = m
         e = self._exp(fn, f"{t} - {m}", dt, 2, f"{hint}_exp")
         mask = fn.masks[2]
         if mask:
@@ -1108,36 +1124,38 @@ class _Emitter:
 
     def _online_update(self, fn: _Fn, r: Instr, x: str, dt: np.dtype,
                        acc: tuple[str, ...]) -> None:
-        """One tile step of the online softmax sum per lane: a new running max rescales the
-        running sum; equal values (both -inf or both +inf) scale by 1, not exp(nan)."""
+        """One tile step of the online softmax sum: the row's running max grows by the tile's
+        max and rescales the per-lane running sums (one exp per element, one per row); equal
+        values (both -inf or both +inf) scale by 1, not by exp(nan)."""
         m, s = acc
         hint = self.var_name(r.name)
-        xa = x if self.types[r.args[0]].dtype == dt else f"{x}.to({TL[dt]})"
-        if fn.lvl(x) < 2:
-            xa = f"tl.broadcast_to({xa}, [{self._bm}, {self._bn}])"
-        xv = fn.emit(2, xa, f"x_{hint}") if xa != x or x not in fn.level else x
-        mask = fn.masks[2]
-        grown = f"tl.maximum({m}, {xv}, propagate_nan=tl.PropagateNan.ALL)"
-        new = fn.emit(2, f"tl.where({mask}, {grown}, {m})" if mask else grown, f"{hint}_max")
+        t = self._masked(fn, r, x, dt)  # masked lanes hold -inf: they add exp(-inf) = 0
+        tile_max = self._row_max(fn, t, dt, f"{hint}_tile_max", level=2)
+        new = fn.emit(2, f"tl.maximum({m}, {tile_max}, propagate_nan=tl.PropagateNan.ALL)",
+                      f"{hint}_max")
         scale = self._exp(fn, f"{m} - {new}", dt, 2, f"{hint}_scale")
-        term = self._exp(fn, f"{xv} - {new}", dt, 2, f"{hint}_term")
-        term = f"tl.where({xv} == {new}, 1, {term})"
-        if mask:
-            term = f"tl.where({mask}, {term}, 0)"
-        fn.body.append(f"{s} = {s} * tl.where({m} == {new}, 1, {scale}) + {term}")
+        term = self._exp(fn, f"{t} - {new}", dt, 2, f"{hint}_term")
+        fn.body.append(f"{s} = {s} * tl.where({m} == {new}, 1, {scale}) + "
+                       f"tl.where({t} == {new}, 1, {term})")
         fn.body.append(f"{m} = {new}")
 
-    def _online_reduce(self, fn: _Fn, r: Instr, parts: tuple[str, ...], partial: bool) -> Any:
-        """Combine per-lane (max, sum) pairs: ``M = max(m)``, ``S = sum(s * exp(m - M))``.
-        A row whose max is infinite has exp(inf - inf) = NaN in NumPy's composite: NaN too."""
+    def _online_reduce(self, fn: _Fn, r: Instr, parts: tuple[str, ...], partial: bool,
+                       shared_max: bool) -> Any:
+        """Combine (max, sum) pairs along the tile: ``M = max(m)``, ``S = sum(s * exp(m - M))``
+        (``shared_max``: a loop's accumulators, whose ``m`` is already the row's max). A row
+        whose max is infinite
+        has exp(inf - inf) = NaN in NumPy's composite: NaN too."""
         m, s = parts
         dt = self._acc_dtype(r)
         hint = ("part_" if partial else "") + self.var_name(r.name)
-        big = self._row_max(fn, m, dt, f"{hint}_max")
-        w = self._exp(fn, f"{m} - {big}", dt, 2, f"{hint}_w")
-        total = fn.emit(1, f"tl.reduce({s} * tl.where({m} == {big}, 1, {w}), 1, "
-                        f"tl.standard._sum_combine)[:, None]", f"{hint}_sum",
-                        _instr_text(r) + (" (partial)" if partial else ""))
+        if shared_max:
+            big, weighted = m, s
+        else:
+            big = self._row_max(fn, m, dt, f"{hint}_max")
+            w = self._exp(fn, f"{m} - {big}", dt, 2, f"{hint}_w")
+            weighted = f"{s} * tl.where({m} == {big}, 1, {w})"
+        total = fn.emit(1, f"tl.reduce({weighted}, 1, tl.standard._sum_combine)[:, None]",
+                        f"{hint}_sum", _instr_text(r) + (" (partial)" if partial else ""))
         if partial:
             return big, total
         v = fn.emit(1, f"tl.where(({big} == INF) | ({big} == -INF), NAN, {total})", hint)
@@ -1161,7 +1179,7 @@ class _Emitter:
             return self._two_pass_tile(fn, r, x)
         if r.op == "sumexp":
             if acc is not None:
-                return self._online_reduce(fn, r, acc, partial)
+                return self._online_reduce(fn, r, acc, partial, shared_max=True)
             return self._sumexp_tile(fn, r, x)
         t = self._masked(fn, r, x, dt, src) if acc is None else acc[0]
         op = r.op
