@@ -176,6 +176,13 @@ def dlpack(tensor: Any, stream: Any, max_version: tuple[int, int] | None,
         return buf.__dlpack__(stream=stream, **kwargs)
 
 
+def download(buffer: Any, stream: Any) -> np.ndarray:
+    """A host copy of a CuPy ``buffer`` computed on ``stream``: copied on that stream, which
+    CuPy then waits for, so the copy sees the kernels' results whatever stream is current."""
+    with buffer.device, stream:
+        return buffer.get()
+
+
 def to_cupy(tensor: Any) -> Any:
     """``Tensor.cupy()``: the CuPy buffer itself, or a copy of a host buffer on the current
     device."""

@@ -76,10 +76,17 @@ class Tensor:
         return self
 
     def numpy(self) -> np.ndarray:
-        """The values as a host NumPy array (realizes if needed)."""
+        """The values as a host NumPy array (realizes if needed).
+
+        A host buffer is returned as is (not copied); a device buffer is copied to the host
+        once the stream it was computed on has finished it.
+        """
         from ..runtime import to_numpy
         self.realize()
-        return to_numpy(self._node.buffer)
+        node = self._node
+        if node.stream is not None:
+            return interop.download(node.buffer, node.stream)
+        return to_numpy(node.buffer)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self.numpy()
