@@ -334,23 +334,26 @@ def test_numpy_copies_on_the_stream_the_tensor_was_computed_on(
 # -- on a GPU ------------------------------------------------------------------------------------
 
 _SPIN = r"""
-extern "C" __global__ void spin(long long cycles) {
-    long long start = clock64();
-    while (clock64() - start < cycles) { }
+extern "C" __global__ void spin(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
 }
 """
 
 
 def _spinner() -> Any:
-    """A kernel that keeps the current stream busy for ``seconds`` (compiled and run once)."""
+    """``spin(seconds)``: a kernel that keeps the current stream busy that long (compiled and
+    run once here, so that later calls only launch)."""
     import cupy as cp
     kernel = cp.RawKernel(_SPIN, "spin")
-    kernel((1,), (1,), (np.int64(0),))
+    kernel((1,), (1,), (np.uint64(0),))
     cp.cuda.Device().synchronize()
-    khz = cp.cuda.Device().attributes["ClockRate"]
 
     def spin(seconds: float) -> None:
-        kernel((1,), (1,), (np.int64(seconds * khz * 1000),))
+        kernel((1,), (1,), (np.uint64(seconds * 1e9),))
     return spin
 
 
@@ -382,9 +385,13 @@ def test_gpu_realize_on_a_non_default_stream(gpu: Any) -> None:
         x += 1               # queued behind the spin, on s
         y = _gpu_program(x)  # on s, fusejit's kernel runs after x += 1: y = 3
         assert not s.done    # nothing has run yet: the host did not wait
-        # nothing went to the null stream: it is idle while s spins (were the kernel there, it
-        # would already have run, on x = 0, and y would be 1)
-        assert cp.cuda.Stream.null.done
+        # the null stream holds nothing that waits for s: an event on it completes while s
+        # still spins (had the kernel gone there, it would have run at once, on x = 0, and
+        # y would be 1, not 3)
+        done = cp.cuda.Event()
+        done.record(cp.cuda.Stream.null)
+        done.synchronize()
+        assert not s.done
     assert y.__cuda_array_interface__["stream"] == s.ptr
     s.synchronize()
     np.testing.assert_array_equal(cp.asnumpy(y.cupy()), np.full(1 << 20, 3, np.float32))

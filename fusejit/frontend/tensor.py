@@ -84,7 +84,7 @@ class Tensor:
         from ..runtime import to_numpy
         self.realize()
         node = self._node
-        if node.stream is not None:
+        if node.stream is not None and not isinstance(node.buffer, np.ndarray):
             return interop.download(node.buffer, node.stream)
         return to_numpy(node.buffer)
 
@@ -135,7 +135,8 @@ class Tensor:
     def __dlpack_device__(self) -> tuple[int, int]:
         """The DLPack device of the buffer (realizes a lazy tensor first): ``(1, 0)`` for host
         memory, ``(2, device_id)`` for a CUDA device."""
-        return tuple(interop.realized_buffer(self).__dlpack_device__())  # type: ignore[return-value]
+        kind, index = interop.realized_buffer(self).__dlpack_device__()
+        return int(kind), int(getattr(index, "id", index))  # older CuPy gives a Device
 
     def item(self) -> Scalar:
         """The single element as a Python scalar."""
