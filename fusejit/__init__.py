@@ -11,10 +11,11 @@ from numpy import (bool_, float16, float32, float64, int8, int16, int32, int64, 
                    uint32, uint64)
 
 from .errors import (AxisError, BackendError, BackendUnavailableError, DeviceError,
-                     DeviceMemoryError, DomainError, DTypeError, FusejitError, InputError, IRError,
-                     IRSyntaxError, IRVerifyError, ShapeError)
+                     DeviceMemoryError, DomainError, DTypeError, FusejitError, InputError,
+                     InteropError, IRError, IRSyntaxError, IRVerifyError, NotOnDeviceError,
+                     ShapeError)
 from .frontend import *  # noqa: F403  (the NumPy-named functions)
-from .frontend import ELEMENTWISE_FUNCTIONS, IndexingError, Tensor, asarray
+from .frontend import ELEMENTWISE_FUNCTIONS, IndexingError, Tensor, asarray, from_dlpack
 from .frontend import __dict__ as _frontend_names
 from .fuse import Plan, plan
 from .ir.program import Kernel, Program
@@ -39,9 +40,9 @@ newaxis = None
 
 __all__ = [
     "FusejitError", "ShapeError", "AxisError", "DomainError", "DTypeError", "BackendError",
-    "BackendUnavailableError", "DeviceError", "DeviceMemoryError",
+    "BackendUnavailableError", "DeviceError", "DeviceMemoryError", "InteropError", "NotOnDeviceError",
     "InputError", "IRError", "IRSyntaxError", "IRVerifyError", "IndexingError", "Tensor", "Program", "Kernel",
-    "asarray", "realize", "plan", "Plan", "dump", "parse", "load",
+    "asarray", "from_dlpack", "realize", "plan", "Plan", "dump", "parse", "load",
     "get_backend", "set_backend", "using_backend",
     *[n for n in _frontend_names if not n.startswith("_") and callable(_frontend_names[n])],
 ]

@@ -34,7 +34,20 @@ class BackendUnavailableError(BackendError):
 
 
 class DeviceError(FusejitError, ValueError):
-    """Arrays on different CUDA devices in one program (or not on the current device)."""
+    """Arrays on different CUDA devices in one program (or not on the current device), or
+    device memory given to a backend that computes in host memory."""
+
+
+class InteropError(FusejitError, TypeError):
+    """An object whose buffer fusejit cannot take (no DLPack, CUDA array interface or array
+    interface, or one its exporter refuses), or a buffer that cannot be handed out as asked
+    (``Tensor.cupy()`` without CuPy or a GPU)."""
+
+
+class NotOnDeviceError(FusejitError, AttributeError):
+    """``Tensor.__cuda_array_interface__`` of a tensor in host memory. It is an
+    ``AttributeError`` so that ``hasattr(t, "__cuda_array_interface__")`` is False and
+    consumers (``cupy.asarray``) fall back to the host protocols."""
 
 
 class DeviceMemoryError(FusejitError, MemoryError):

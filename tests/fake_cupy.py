@@ -6,13 +6,22 @@ counts and compute capabilities, a memory limit per device that raises CuPy's
 ``OutOfMemoryError``, and ``Module``/``Function`` objects that remember the
 device they were loaded on and refuse launches from another one or with arrays
 of another device (as CUDA does). Kernels do not compute anything: launches
-are recorded in ``launches`` (tests check where they ran, not their values).
+are recorded in ``launches`` (tests check where they ran, not their values),
+and the stream of each in ``launch_streams``.
+
+Interop: streams (``cp.cuda.Stream``, a per-thread current stream, ``Stream.null``
+with pointer 0), arrays exporting ``__cuda_array_interface__`` (naming the current
+stream, as CuPy does) and DLPack (each export recorded in ``dlpack_exports`` as
+``(consumer stream argument, current stream pointer)``), ``from_dlpack`` and
+``asarray`` of an object exporting ``__cuda_array_interface__``, both sharing the
+exporter's memory (fake device memory is host memory).
 
 Install it with ``monkeypatch.setitem(sys.modules, "cupy", FakeCupy(...))``.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import types
 from typing import Any
@@ -41,6 +50,17 @@ class _Pointer:
         self.device_id = device_id
 
 
+class _HostView:
+    """A CUDA array interface seen as NumPy's array interface (fake device memory is host
+    memory): ``np.asarray`` of it shares the exporter's memory and keeps ``owner`` alive."""
+
+    def __init__(self, cai: dict[str, Any], owner: Any) -> None:
+        self.owner = owner
+        self.__array_interface__ = {"shape": tuple(cai["shape"]), "typestr": cai["typestr"],
+                                    "data": cai["data"], "strides": cai.get("strides"),
+                                    "version": 3}
+
+
 class FakeCupy(types.ModuleType):
     """A fake ``cupy`` module: ``devices`` gives each device's compute capability."""
 
@@ -55,7 +75,11 @@ class FakeCupy(types.ModuleType):
         self.launches: list[tuple[int, str, tuple[int, ...]]] = []
         self.loads: list[tuple[int, str]] = []
         self.uploads: list[tuple[int, tuple[int, ...]]] = []
+        self.launch_streams: list[int] = []
+        self.dlpack_exports: list[tuple[Any, int]] = []
+        self.cai_imports: list[Any] = []  # the "stream" of each interface asarray took
         self._local = threading.local()
+        serial = itertools.count(0x1000, 0x10)
 
         class ndarray:  # noqa: N801  (CuPy's name)
             """A NumPy array on a fake device."""
@@ -76,7 +100,50 @@ class FakeCupy(types.ModuleType):
             def get(self) -> np.ndarray:
                 return self._host.copy()
 
+            @property
+            def __cuda_array_interface__(self) -> dict[str, Any]:
+                host = self._host
+                return {"shape": self.shape, "typestr": self.dtype.str, "descr": self.dtype.descr,
+                        "data": (self.data.ptr if self.size else 0, False), "version": 3,
+                        "strides": None if host.flags.c_contiguous else self.strides,
+                        "stream": fake.cuda.get_current_stream().ptr or 1}  # 0 is disallowed
+
+            def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+                fake.dlpack_exports.append((stream, fake.cuda.get_current_stream().ptr))
+                return self._host.__dlpack__(**kwargs)
+
+            def __dlpack_device__(self) -> tuple[int, int]:
+                return (2, self.data.device_id)
+
         self.ndarray = ndarray
+
+        class Stream:
+            """``cupy.cuda.Stream``: ``with s:`` makes it the thread's current stream."""
+
+            null: Stream
+
+            def __init__(self, null: bool = False, non_blocking: bool = False) -> None:
+                self.ptr = 0 if null else next(serial)
+                self.non_blocking = non_blocking
+
+            def use(self) -> Stream:
+                fake._local.stream = self
+                return self
+
+            def synchronize(self) -> None:
+                pass
+
+            def __enter__(self) -> Stream:
+                fake._local.__dict__.setdefault("streams", []).append(get_current_stream())
+                return self.use()
+
+            def __exit__(self, *exc: Any) -> None:
+                fake._local.stream = fake._local.streams.pop()
+
+        Stream.null = Stream(null=True)
+
+        def get_current_stream() -> Stream:
+            return getattr(fake._local, "stream", Stream.null)
 
         class Device:
             """``cupy.cuda.Device``: a context manager that makes a device current."""
@@ -107,13 +174,14 @@ class FakeCupy(types.ModuleType):
                 self.device_id, self.name, self.ptr = device_id, name, id(self)
 
             def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: list[Any],
-                         shared_mem: int = 0) -> None:
+                         shared_mem: int = 0, stream: Any = None) -> None:
                 if fake.current() != self.device_id:
                     raise CUDADriverError("CUDA_ERROR_INVALID_HANDLE: launched from another device")
                 for a in args:
                     if isinstance(a, ndarray) and a.data.device_id != self.device_id:
                         raise CUDADriverError("CUDA_ERROR_ILLEGAL_ADDRESS: an array of another device")
                 fake.launches.append((self.device_id, self.name, tuple(grid)))
+                fake.launch_streams.append((stream or get_current_stream()).ptr)
 
         class Module:
             def __init__(self) -> None:
@@ -143,7 +211,8 @@ class FakeCupy(types.ModuleType):
         driver = types.SimpleNamespace(CUDADriverError=CUDADriverError,
                                        funcSetAttribute=lambda *a: None)
         self.cuda = types.SimpleNamespace(
-            Device=Device, runtime=runtime, driver=driver,
+            Device=Device, Stream=Stream, get_current_stream=get_current_stream,
+            runtime=runtime, driver=driver,
             memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
             function=types.SimpleNamespace(Module=Module))
 
@@ -165,9 +234,33 @@ class FakeCupy(types.ModuleType):
     def asarray(self, a: Any) -> Any:
         if isinstance(a, self.ndarray):
             return a
+        if hasattr(a, "__cuda_array_interface__"):  # wrapped, not copied (as CuPy does)
+            cai = a.__cuda_array_interface__
+            self.cai_imports.append(cai.get("stream"))
+            return self.ndarray(np.asarray(_HostView(cai, a)), self.current())
         host = np.array(a, copy=True)
         self.uploads.append((self.current(), host.shape))
         return self._new(host)
+
+    def array(self, a: Any, copy: bool = True) -> Any:
+        found = self.asarray(a)
+        return found.copy() if copy else found
+
+    def from_dlpack(self, a: Any) -> Any:
+        """CuPy's ``from_dlpack``: device memory only; the exporter is given the current stream."""
+        kind, device_id = a.__dlpack_device__()
+        if kind not in (2, 13):
+            raise TypeError(f"CuPy takes CUDA memory only, got DLPack device type {kind}")
+        consumer = self.cuda.get_current_stream().ptr or 1
+
+        class Capsule:  # the exporter's capsule, read by NumPy (fake device memory is host memory)
+            def __dlpack__(self, **kwargs: Any) -> Any:
+                return a.__dlpack__(stream=consumer, **kwargs)
+
+            def __dlpack_device__(self) -> tuple[int, int]:
+                return (1, 0)
+
+        return self.ndarray(np.from_dlpack(Capsule()), device_id)
 
     def ascontiguousarray(self, a: Any) -> Any:
         return self._new(np.ascontiguousarray(a._host))

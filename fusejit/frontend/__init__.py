@@ -25,7 +25,7 @@ from .reductions import (
     sum,
     var,
 )
-from .tensor import Tensor, arange, asarray, astype, binary, full, unary, where
+from .tensor import Tensor, arange, asarray, astype, binary, from_dlpack, full, unary, where
 from .views import (
     IndexingError,
     broadcast_to,

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import BOOL, as_dtype, fits, is_bool, is_float, resolve_ufunc, scalar_kind
-from ..errors import AxisError, DomainError, DTypeError, FusejitError, ShapeError
+from ..errors import AxisError, DomainError, DTypeError, FusejitError, InteropError, ShapeError
 from ..ir.graph import NAME_PATTERN, Node, make, make_input, num_elements
+from . import interop
 
 Scalar = bool | int | float
 ArrayLike = Any
@@ -75,14 +76,67 @@ class Tensor:
         return self
 
     def numpy(self) -> np.ndarray:
-        """The values as a host NumPy array (realizes if needed)."""
+        """The values as a host NumPy array (realizes if needed).
+
+        A host buffer is returned as is (not copied); a device buffer is copied to the host
+        once the stream it was computed on has finished it.
+        """
         from ..runtime import to_numpy
         self.realize()
-        return to_numpy(self._node.buffer)
+        node = self._node
+        if node.stream is not None and not isinstance(node.buffer, np.ndarray):
+            return interop.download(node.buffer, node.stream)
+        return to_numpy(node.buffer)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self.numpy()
         return out.astype(dtype) if dtype is not None else out
+
+    # -- handing the buffer to other libraries (zero-copy) ----------------------
+    def cupy(self) -> Any:
+        """The values as a CuPy array (realizes if needed).
+
+        Zero-copy when the buffer is in device memory (what the ``cuda`` backend computes,
+        and tensors made from CuPy or other device arrays): the CuPy array *is* the
+        tensor's buffer, and its kernels may still be running on the stream they were
+        queued on (CuPy's current stream at ``realize``). A tensor in host memory (computed
+        by a host backend, or made from host data and not computed) is copied to CuPy's
+        current device: a new array on each call, as ``numpy()`` copies a device buffer to
+        the host. Raises ``InteropError`` without CuPy or a GPU.
+        """
+        return interop.to_cupy(self)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """The CUDA array interface (version 3) of a buffer in device memory (realizes a lazy
+        tensor on the ``cuda`` backend first), so ``cupy.asarray(t)``, numba and the others
+        take the buffer without a copy.
+
+        ``stream`` is the CuPy stream the tensor was computed on (consumers wait for it before
+        reading); for a buffer fusejit did not compute, CuPy's current stream, as CuPy does for
+        its own arrays. A tensor in host memory has no interface: this raises
+        ``NotOnDeviceError``, an ``AttributeError``, so ``hasattr`` is False and consumers
+        use ``__array__`` or DLPack instead (a lazy tensor is then not computed).
+        """
+        return interop.cuda_array_interface(self)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """Export the buffer as a DLPack capsule (realizes a lazy tensor first), so
+        ``np.from_dlpack(t)``, ``cupy.from_dlpack(t)``, ``torch.from_dlpack(t)`` and
+        ``jax.dlpack.from_dlpack(t)`` share its memory.
+
+        A host buffer is exported by NumPy (``stream`` must be None), a device buffer by CuPy,
+        with every argument passed through: on CUDA, the consumer's ``stream`` is made to
+        wait for the stream the tensor was computed on (``-1``: no synchronization).
+        """
+        return interop.dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """The DLPack device of the buffer (realizes a lazy tensor first): ``(1, 0)`` for host
+        memory, ``(2, device_id)`` for a CUDA device."""
+        kind, index = interop.realized_buffer(self).__dlpack_device__()
+        return int(kind), int(getattr(index, "id", index))  # older CuPy gives a Device
 
     def item(self) -> Scalar:
         """The single element as a Python scalar."""
@@ -166,19 +220,31 @@ def _cupy_module() -> Any:
     return sys.modules.get("cupy")
 
 
-def asarray(obj: ArrayLike, dtype: Any = None, name: str | None = None) -> Tensor:
-    """A lazy tensor over a NumPy or CuPy array, nested list, or scalar.
-
-    NumPy arrays are not copied (the tensor reads them when realized, so do not
-    mutate them meanwhile); CuPy arrays stay on the device. ``name`` becomes the
-    input's name in the IR text.
-    """
+def _check_name(name: str | None) -> None:
     if name is not None and not (isinstance(name, str) and NAME_PATTERN.match(name)):
         raise FusejitError(
             f"input name {name!r} is not an identifier (letters, digits and _, not starting "
             f"with a digit)")
+
+
+def asarray(obj: ArrayLike, dtype: Any = None, name: str | None = None) -> Tensor:
+    """A lazy tensor over a NumPy or CuPy array, another library's array, nested list, or scalar.
+
+    NumPy arrays are not copied (the tensor reads them when realized, so do not
+    mutate them meanwhile); CuPy arrays stay on the device (a host backend copies
+    them to the host when it realizes them). Other libraries' arrays are taken
+    without a copy through DLPack (``__dlpack__``) or the CUDA array interface, as
+    ``from_dlpack`` takes them: host memory on any backend, device memory on the
+    ``cuda`` backend only (a host backend raises ``DeviceError``). Objects with
+    neither go through ``np.asarray`` (``__array_interface__`` and the buffer
+    protocol share memory too). ``name`` becomes the input's name in the IR text.
+    """
+    _check_name(name)
     if isinstance(obj, Tensor):
         return obj if dtype is None else obj.astype(dtype)
+    if not isinstance(obj, np.ndarray) and not interop.is_cupy_array(obj) \
+            and interop.exports_buffer(obj):
+        obj = interop.import_buffer(obj, what="asarray")  # a NumPy or CuPy array now
     cp = _cupy_module()
     if cp is not None and isinstance(obj, cp.ndarray):
         dt = as_dtype(dtype if dtype is not None else obj.dtype, where="asarray")
@@ -194,6 +260,40 @@ def asarray(obj: ArrayLike, dtype: Any = None, name: str | None = None) -> Tenso
     if arr.dtype != dt:  # byte-swapped input
         arr = arr.astype(dt)
     return Tensor(make_input(arr, dt, tuple(arr.shape), name))
+
+
+def from_dlpack(x: Any, /, *, copy: bool | None = None, name: str | None = None) -> Tensor:
+    """A tensor over another library's buffer, sharing its memory (no copy).
+
+    Takes any object exporting DLPack (``__dlpack__``: NumPy, CuPy, torch, jax, ...), the
+    CUDA array interface (``__cuda_array_interface__``: CuPy, numba, ...) or the NumPy array
+    interface (``__array_interface__``), without importing the library. Host memory is taken
+    through ``np.from_dlpack`` on any backend (the ``cuda`` backend copies it to the device
+    when it realizes, as it does NumPy arrays); device memory through ``cupy.from_dlpack`` or
+    ``cupy.asarray`` and needs the ``cuda`` backend (a host backend raises ``DeviceError``).
+    CuPy arrays and fusejit tensors are taken as ``asarray`` takes them.
+
+    ``copy``: None shares memory when the exporter can, True always copies, False never
+    does (the exporter raises if it must). Do not write to the buffer until the tensors
+    that read it are realized. ``name`` becomes the input's name in the IR text. Anything
+    else raises ``InteropError`` (use ``asarray`` for lists and scalars).
+    """
+    _check_name(name)
+    if copy is not True and (isinstance(x, (Tensor, np.ndarray)) or interop.is_cupy_array(x)):
+        return asarray(x, name=name)
+    array = interop.import_buffer(x, copy=copy)
+    if array is None:
+        if not (hasattr(x, "__array_interface__") or hasattr(x, "__array_struct__")):
+            raise InteropError(
+                f"from_dlpack: {type(x).__name__} exports no buffer (no __dlpack__, "
+                f"__cuda_array_interface__ or __array_interface__); use fj.asarray for lists, "
+                f"scalars and other array-likes")
+        try:
+            array = np.array(x, copy=True) if copy else np.asarray(x, copy=copy)
+        except (ValueError, TypeError) as exc:
+            raise InteropError(f"from_dlpack: NumPy cannot take the array interface of "
+                               f"{type(x).__name__}: {exc}") from exc
+    return asarray(array, name=name)
 
 
 def _operand(x: ArrayLike) -> Tensor | Scalar:

@@ -66,7 +66,7 @@ class Node:
     """One immutable value of the lazy graph."""
 
     __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "key", "_hash", "buffer", "name",
-                 "sig", "leaves", "copies", "__weakref__")
+                 "sig", "leaves", "copies", "stream", "__weakref__")
 
     op: str
     srcs: tuple[Node, ...]
@@ -75,6 +75,9 @@ class Node:
     shape: tuple[int, ...]
     #: input leaves only: a device backend's copies of a host buffer, by device id (or None)
     copies: dict[int, Any] | None
+    #: input leaves only: the CuPy stream a device backend computed the buffer on (None: not
+    #: computed by a device backend); buffer exports name it as the stream to wait for
+    stream: Any
 
     def __hash__(self) -> int:
         return self._hash
@@ -157,14 +160,17 @@ def merge_leaves(groups: list[tuple[Node, ...]]) -> tuple[tuple[Node, ...], tupl
     return tuple(merged), tuple(positions)
 
 
-def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str | None) -> Node:
-    """A leaf holding data. Never merged with another leaf."""
+def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str | None,
+               stream: Any = None) -> Node:
+    """A leaf holding data. Never merged with another leaf. ``stream``: the CuPy stream the
+    buffer was computed on, when a device backend computed it."""
     node = Node()
     node.op, node.srcs, node.attrs, node.dtype, node.shape = "input", (), {}, dtype, shape
     node.key = ("input", next(_INPUT_SERIAL))
     node._hash = hash(node.key)
     node.buffer, node.name = buffer, name
     node.copies = None  # a device backend's copies of host data, by device id
+    node.stream = stream
     node.leaves = (node,)
     node.sig = _intern(("input", name, dtype.str, shape))
     return node

@@ -48,7 +48,9 @@ class Backend(Protocol):
     """What every backend provides (``numpy_backend``, ``interpret_backend``, ``cuda_backend``).
 
     A backend with ``device_memory`` also has ``leaf_buffers(leaves)``: the buffers
-    of a realize's leaves on the current device (host data copied there once).
+    of a realize's leaves on the current device (host data copied there once), and
+    ``current_stream()``: the stream it launches on now (realized tensors remember it, so
+    ``__cuda_array_interface__`` and ``__dlpack__`` name the stream their data was made on).
     """
 
     name: str
@@ -249,14 +251,16 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
         backend = current()
         if backend.device_memory:
             buffers = backend.leaf_buffers(leaves)
+            stream = backend.current_stream()  # the stream the kernels are queued on
         else:
             buffers = [leaf.buffer for leaf in leaves]
+            stream = None
         outs = backend.execute(plan.program, buffers, plan)
         by_node = {id(n): out for n, out in zip(nodes, outs)}
         for t in tensors:
             if id(t._node) in by_node:
                 node = t._node
-                t._node = make_input(by_node[id(node)], node.dtype, node.shape, None)
+                t._node = make_input(by_node[id(node)], node.dtype, node.shape, None, stream)
     return tensors
 
 

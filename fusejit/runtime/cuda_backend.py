@@ -7,6 +7,12 @@ and launched on CuPy's current stream with ``32 * num_warps`` threads, the
 kernel's shared memory, and NULL for the trailing scratch pointers Triton
 appends (their count is read from the compiled PTX).
 
+Streams: every launch, allocation and upload goes on CuPy's current stream
+(``with cupy.cuda.Stream() as s:``); ``Function.__call__`` without a ``stream``
+argument launches on it. Nothing synchronizes: a realize returns once the
+kernels are queued. ``runtime.realize`` records the stream on the realized
+tensors (``current_stream``), so their buffer exports name it.
+
 Inputs: CuPy arrays are used in place (views keep their strides; the view's
 own data pointer is passed, so offsets cost nothing), NumPy arrays are copied
 to the device (a realized leaf keeps its copy, one per device, for later
@@ -215,6 +221,10 @@ class CudaBackend:
         if isinstance(buffer, np.ndarray):
             return buffer
         return self.cp.asnumpy(buffer)
+
+    def current_stream(self) -> Any:
+        """CuPy's current stream (of this thread and the current device): what kernels launch on."""
+        return self.cp.cuda.get_current_stream()
 
     # -- programs ----------------------------------------------------------------------
     def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[Any]:
