@@ -393,6 +393,8 @@ class _Emitter:
         self.tiling: list[str] = []
         #: the row max each sumexp computed, by name (a max of the same operand reuses it)
         self.row_max: dict[str, str | None] = {}
+        #: the per-row shift each looped m2 accumulates against, by name
+        self.shift: dict[str, str | None] = {}
         self.name = sanitize(kernel.name)
         self.domain: Domain = region_domain(kernel)
         self.types = {p.name: p.type for p in kernel.params}
@@ -973,6 +975,7 @@ class _Emitter:
             names = tuple(fn.fresh(f"acc_{self.var_name(r.name)}_{part}")
                           for part in ("n", "mean", "m2"))
             fn.out.extend(f"{n} = tl.full([{bm}, {bn}], 0, {TL[dt]})" for n in names)
+            self.shift[r.name] = self._row_shift(fn, r, dt)
             return names
         name = fn.fresh(f"acc_{self.var_name(r.name)}")
         fn.out.append(f"{name} = tl.full([{bm}, {bn}], {self._identity(r, dt)}, {TL[dt]})")
@@ -1033,13 +1036,33 @@ class _Emitter:
             body.append(f"{a} = tl.where({tk}, {t}, {a})")
             body.append(f"{i} = tl.where({tk}, cols, {i})")
 
+    def _row_shift(self, fn: _Fn, r: Instr, dt: np.dtype) -> str | None:
+        """The operand's first element of the row (reduced coordinates 0), or None (empty rows).
+
+        Welford's running mean is rounded at the data's magnitude (an ulp of 1000 is 6e-5 in
+        float32), which costs m2 accuracy when the mean dwarfs the spread; accumulating
+        ``x - shift`` keeps the running values at the spread's magnitude (m2 is shift-free).
+        """
+        d = self.domain
+        if d.reduce_size == 0:
+            return None
+        it = iter(fn.row_dims)
+        dims = tuple("0" if i in d.reduced else next(it) for i in range(len(d.shape)))
+        k = fn.value(r.args[0], Coords(d.shape, None, dims))
+        src = self.types[r.args[0]].dtype
+        return fn.emit(1, k if src == dt else f"{k}.to({TL[dt]})", f"shift_{self.var_name(r.name)}",
+                       "the row's first element: Welford runs on x - shift")
+
     def _welford_update(self, fn: _Fn, r: Instr, x: str, dt: np.dtype,
                         acc: tuple[str, ...]) -> None:
-        """One tile step of Welford's update per lane: ``n += 1``, ``mean += d / n``,
-        ``m2 += d * (x - new mean)``; lanes outside the mask keep their state."""
+        """One tile step of Welford's update per lane on ``x - shift``: ``n += 1``,
+        ``mean += d / n``, ``m2 += d * (x - new mean)``; lanes outside the mask keep their state."""
         n, mean, m2 = acc
         hint = self.var_name(r.name)
         xa = x if self.types[r.args[0]].dtype == dt else f"{x}.to({TL[dt]})"
+        shift = self.shift.get(r.name)
+        if shift is not None:
+            xa = f"{xa} - {shift}"
         if fn.lvl(x) < 2:
             xa = f"tl.broadcast_to({xa}, [{self._bm}, {self._bn}])"
         xv = fn.emit(2, xa, f"x_{hint}") if xa != x or x not in fn.level else x
