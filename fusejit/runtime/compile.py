@@ -97,7 +97,8 @@ def compile_launch(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool
     threads need at once is compiled once, the others read the entry it wrote).
     """
     spec = "".join("d" if d else "n" for d in divisible)
-    key = f"{kc.source_hash(emitted.source)}-{launch.fn_name}-{launch.num_warps}-{spec}-sm{cc}"
+    stages = f"-s{launch.num_stages}" if launch.num_stages else ""
+    key = f"{kc.source_hash(emitted.source)}-{launch.fn_name}-{launch.num_warps}{stages}-{spec}-sm{cc}"
     key += f"-triton{kc.triton_version()}"
     path = kc.cache_dir() / "cubin" / f"{key}.entry"
     found = _load_entry(path)
@@ -125,6 +126,8 @@ def _compile(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool, ...]
     attrs = {(i,): [["tt.divisibility", 16]] for i, d in enumerate(divisible) if d}
     src = ASTSource(fn, signature, {}, attrs)
     options = {"num_warps": launch.num_warps, "enable_fp_fusion": False}
+    if launch.num_stages:
+        options["num_stages"] = launch.num_stages
     compiled = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=options)
     name = compiled.metadata.name
     return Compiled(name, compiled.asm["cubin"], int(compiled.metadata.shared), launch.num_warps,
