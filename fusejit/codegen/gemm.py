@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ir.domain import operand_itemsizes
 from ..ir.program import Kernel
 from .heuristics import GEMM_ATTRS, GemmConfig, gemm_config, gemm_uses_dot
 from .lowering import PTR, TL
@@ -116,7 +117,7 @@ class GemmEmitter(_Emitter):
     def _config(self) -> GemmConfig:
         attrs = self.kernel.attrs
         default = gemm_config(self.m, self.n, self.k, self.batch, self.dtype.name, self.precision,
-                              bool(self.domain.reduced))
+                              bool(self.domain.reduced), operand_itemsizes(self.kernel, self.mm.name))
         return GemmConfig(**{name: int(attrs.get(name, getattr(default, name)))
                              for name in GEMM_ATTRS})
 
@@ -315,11 +316,12 @@ class GemmEmitter(_Emitter):
             tile = [c.block_k, c.block_n]
         v = fn.value(name, Coords(shape, None, dims))
         hint = f"{'a' if index == 0 else 'b'}_tile"
-        computed = self._has_prologue(name)
-        if computed and mask_k:
-            # zeros past K: a prologue of the zeros loaded there need not give 0 (exp(0) = 1)
+        spans = self._spans_tile(name, index)
+        if mask_k and (self._has_prologue(name) or not spans):
+            # zeros past K: a prologue of the zeros loaded there need not give 0 (exp(0) = 1),
+            # and a value constant along K was loaded without K's mask
             v = fn.emit(2, f"tl.where({mask_k}, {v}, 0)", hint)
-        if not self._spans_tile(name, index):
+        if not spans:
             v = fn.emit(2, f"tl.broadcast_to({v}, {tile})", hint)
         return v
 

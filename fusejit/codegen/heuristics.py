@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 #: SMs of the GPU the heuristics are tuned for (H100/H200).
 SMS = 132
 #: Programs to aim for: 4 per SM, so that every SM has work and the tail is short.
@@ -187,11 +189,20 @@ def _clamp(block: int, extent: int, low: int = 16) -> int:
     return max(low, min(block, next_pow2(extent)))
 
 
+def gemm_shared_bytes(block_m: int, block_n: int, block_k: int, num_stages: int,
+                      loads: tuple[int, int]) -> int:
+    """Shared memory of the operand tiles in flight: ``num_stages`` A and B tiles, of the
+    bytes per element each operand loads (``loads``, wider than the product's dtype when a
+    prologue casts)."""
+    return num_stages * (block_m * block_k * loads[0] + block_k * block_n * loads[1])
+
+
 def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str = "ieee",
-                span_row: bool = False) -> GemmConfig:
+                span_row: bool = False, loads: tuple[int, int] | None = None) -> GemmConfig:
     """The default tiles of a GEMM of ``[batch, m, k] @ [batch, k, n]`` in ``dtype``.
 
     ``span_row``: the kernel reduces rows of the product, so ``block_n`` covers all of N.
+    ``loads``: bytes per element loaded for A and B (default: the dtype's size).
     """
     if not gemm_uses_dot(dtype):
         # integers other than int8: a [block_m, block_k, block_n] multiply-and-sum per step
@@ -220,6 +231,10 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
             bm //= 2
     if bm * bn <= 64 * 64:
         warps = 4
+    size = np.dtype(dtype).itemsize
+    loads = loads or (size, size)
+    while stages > 2 and gemm_shared_bytes(bm, bn, bk, stages, loads) > GEMM_SHARED_LIMIT:
+        stages -= 1
     tiles = batch * -(-m // bm) * -(-n // bn)
     steps = -(-k // bk)
     split = 1
@@ -228,9 +243,13 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     return GemmConfig(bm, bn, bk, warps, stages, 8, split)
 
 
-def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str, itemsize: int,
-                        span_row: bool = False) -> str | None:
-    """Why a gemm kernel's tile attributes cannot work, or None (checked on edited IR)."""
+def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,
+                        loads: tuple[int, int], span_row: bool = False) -> str | None:
+    """Why a gemm kernel's tile attributes cannot work, or None (checked on edited IR).
+
+    ``loads``: bytes per element loaded for A and B (``gemm_shared_bytes``).
+    """
+    itemsize = np.dtype(dtype).itemsize
     for name in ("block_m", "block_n", "block_k"):
         v = attrs[name]
         low = 16 if gemm_uses_dot(dtype) or name != "block_k" else 1
@@ -258,7 +277,7 @@ def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str, itemsiz
     if not gemm_uses_dot(dtype) and bm * bn * bk // (32 * attrs["num_warps"]) > 1024:
         return (f"a {dtype} product multiplies a {bm} x {bk} x {bn} block per step, "
                 f"{bm * bn * bk // (32 * attrs['num_warps'])} values per thread (at most 1024)")
-    shared = attrs["num_stages"] * (bm * bk + bk * bn) * itemsize
+    shared = gemm_shared_bytes(bm, bn, bk, attrs["num_stages"], loads)
     if shared > GEMM_SHARED_LIMIT:
         return (f"{attrs['num_stages']} stages of {bm} x {bk} and {bk} x {bn} tiles need {shared} "
                 f"bytes of shared memory (at most {GEMM_SHARED_LIMIT} on an H100/H200)")

@@ -33,7 +33,14 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import IRVerifyError
-from ..ir.domain import GEMM, SPLIT_REDUCTION, Domain, RegionError, region_domain
+from ..ir.domain import (
+    GEMM,
+    SPLIT_REDUCTION,
+    Domain,
+    RegionError,
+    operand_itemsizes,
+    region_domain,
+)
 from ..ir.program import Instr, Kernel, Program
 from ..ir.verify import register_region_check
 from . import cost
@@ -142,7 +149,7 @@ def _gemm_problem(kernel: Kernel, domain: Domain) -> dict[str, Any]:
     return {"m": shape[-2], "n": shape[-1], "k": types[mm.args[0]].shape[-1],
             "batch": num_elements(shape[:-2]), "dtype": mm.dtype.name,
             "precision": str(mm.attrs.get("precision", "ieee")), "span_row": bool(domain.reduced),
-            "itemsize": mm.dtype.itemsize}
+            "loads": operand_itemsizes(kernel, mm.name)}
 
 
 def _gemm_attrs_problem(kernel: Kernel, domain: Domain) -> str | None:
@@ -156,7 +163,7 @@ def _gemm_attrs_problem(kernel: Kernel, domain: Domain) -> str | None:
             return f"its tiles are invalid: {key}={value} is not an integer"
     attrs = _with_gemm_defaults(kernel, domain)
     g = _gemm_problem(kernel, domain)
-    reason = gemm_config_problem(attrs, g["m"], g["n"], g["k"], g["dtype"], g["itemsize"],
+    reason = gemm_config_problem(attrs, g["m"], g["n"], g["k"], g["dtype"], g["loads"],
                                  g["span_row"])
     return f"its tiles are invalid: {reason}" if reason else None
 
@@ -168,7 +175,7 @@ def _with_gemm_defaults(kernel: Kernel, domain: Domain) -> dict[str, Any]:
         return dict(kernel.attrs)
     g = _gemm_problem(kernel, domain)
     default = gemm_config(g["m"], g["n"], g["k"], g["batch"], g["dtype"], g["precision"],
-                          g["span_row"]).attrs()
+                          g["span_row"], g["loads"]).attrs()
     return {**default, **kernel.attrs}
 
 

@@ -504,7 +504,8 @@ class GreedyFuser:
             frozen=any(r.frozen is not None for r in regions), size=size, num_inputs=num_inputs,
             reductions=reductions, row_instrs=row_instrs, row=row, shapes=self.shapes,
             yields=yields, anchor=regions[0].anchor if regions else None, cycle=cycle,
-            probe=probe, needs_probe=bool(regions) and (merged or is_root or bool(row_instrs)),
+            probe=probe, needs_probe=bool(regions) and (merged or is_root or bool(row_instrs)
+                                                        or bool(matmuls)),
             stuck=next((c.reason for c in choices if c.how == "stuck"), None),
             matmuls=matmuls, prologue=prologue,
             extra={"is_reduction": is_reduction, "clones": clones, "params": params,

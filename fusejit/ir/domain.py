@@ -214,6 +214,27 @@ def _gemm_domain(kernel: Kernel, matmuls: list[Instr], types: dict) -> Domain:
     return domain
 
 
+def operand_itemsizes(kernel: Kernel, matmul: str) -> tuple[int, int]:
+    """Bytes per element that a GEMM region loads for each operand of ``matmul``: the widest
+    parameter its prologue reads (a float32 buffer cast to float16 while loading counts 4)."""
+    defs = {i.name: i for i in kernel.body}
+    params = {p.name: p.type for p in kernel.params}
+    out = []
+    for operand in defs[matmul].args:
+        widest, stack, seen = 1, [operand], set()
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in params:
+                widest = max(widest, params[name].dtype.itemsize)
+            elif name in defs:
+                stack.extend(defs[name].args)
+        out.append(widest)
+    return out[0], out[1]
+
+
 def _check_row_dependent(kernel: Kernel, domain: Domain) -> set[str]:
     """Names of row-dependent values, checking that each stays at its canonical coordinates."""
     row: set[str] = set()
