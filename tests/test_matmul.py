@@ -409,3 +409,14 @@ def test_two_layer_mlp_values(backend):
     x, w1, b1, w2, b2 = (_array(s, F32) for s in [(32, 40), (40, 48), (48,), (48, 24), (24,)])
     got = _gelu(fj, fj.asarray(x) @ fj.asarray(w1) + fj.asarray(b1)) @ fj.asarray(w2) + b2
     assert_matches_numpy(got, _gelu(np, x @ w1 + b1) @ w2 + b2, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("shapes", [((1, 37), (37, 5)), ((37, 1), (1, 5)), ((5, 37), (37, 1)),
+                                    ((1, 1), (1, 1)), ((2, 1, 40), (40, 33))])
+def test_size_one_dims(interpret_backend, shapes):
+    a, b = _array(shapes[0], F32), _array(shapes[1], F32)
+    fn = lambda xp, a, b: (a @ b + 1, (a @ b).sum(-1))  # noqa: E731
+    got = fn(fj, fj.asarray(a), fj.asarray(b))
+    fj.realize(*got)
+    for g, e in zip(got, fn(np, a, b)):
+        assert_matches_numpy(g, e, rtol=1e-5, atol=1e-5)

@@ -391,7 +391,7 @@ class GemmEmitter(_Emitter):
         """The flat index of every point of the tile, as a tile-shaped tensor (``widen``: the
         coordinates drop size-1 dims of the product, so the index may miss an axis of it)."""
         flat = fn.flat_of(coords)
-        if widen or fn.lvl(flat) < 2:  # give the pointer the tile's shape
+        if widen or 1 in (self.m, self.n) or fn.lvl(flat) < 2:  # give the pointer the tile's shape
             flat = fn.emit(2, f"rows_m * 0 + cols * 0 + {flat}", "same")
         return flat
 
@@ -425,7 +425,7 @@ class GemmEmitter(_Emitter):
                 continue
             at = self._coords_for(shape, coords)
             v = fn.value(y, at)
-            flat = self._tile_flat(fn, at, at is not coords)
+            flat = self._tile_flat(fn, at, at is not coords or 1 in (self.m, self.n))
             m = f", mask={fn.masks[2]}" if fn.masks[2] else ""
             fn.out.append(f"tl.store({self.out_name[j]} + {flat}, "
                           f"{self.store_expr(v, dtype)}{m})  # yield %{y}")
