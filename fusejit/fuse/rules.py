@@ -196,9 +196,10 @@ def gemm_prologue_refusal(p: Prologue, mm: Instr, shapes: dict[str, Shape]) -> s
     recompute an operand from another kernel or to read it from memory.
     """
     if p.blocked is not None:
-        return (f"operand %{p.operand} of %{mm.name} needs %{p.blocked}, computed from a "
-                f"reduction or a product; a GEMM recomputes only pointwise producers of its "
-                f"operands while loading their tiles")
+        what = "is" if p.blocked == p.operand else f"needs %{p.blocked},"
+        return (f"operand %{p.operand} of %{mm.name} {what} computed from a reduction or a "
+                f"product; a GEMM recomputes only pointwise producers of its operands while "
+                f"loading their tiles")
     if not p.instrs:
         return None
     shape = shapes[p.operand]
@@ -237,14 +238,14 @@ def rule_gemm_prologue(c: Candidate) -> str | None:
     """
     if c.instr.op != "matmul":
         return None
-    if c.reductions:
-        name = c.reductions[0][0]
-        return (f"the kernel already reduces (%{name}); a GEMM kernel's reductions reduce rows of "
-                f"its product, after it")
     for p in c.prologue:
         reason = gemm_prologue_refusal(p, c.instr, c.shapes)
         if reason is not None:
             return reason
+    if c.reductions:
+        name = c.reductions[0][0]
+        return (f"the kernel already reduces (%{name}); a GEMM kernel's reductions reduce rows of "
+                f"its product, after it")
     return None
 
 
