@@ -420,3 +420,36 @@ def test_size_one_dims(interpret_backend, shapes):
     fj.realize(*got)
     for g, e in zip(got, fn(np, a, b)):
         assert_matches_numpy(g, e, rtol=1e-5, atol=1e-5)
+
+
+# -- random programs with products ----------------------------------------------------------
+
+_FUZZ_OPS = ("add", "multiply", "subtract", "maximum", "exp", "tanh", "negative", "sum", "max",
+             "argmax", "transpose", "T", "reshape", "slice", "broadcast_to", "expand_dims",
+             "astype", "where", "softmax", "layer_norm", "matmul")
+
+
+@pytest.fixture
+def _every_growth_checked(monkeypatch):
+    from fusejit.fuse import greedy
+    monkeypatch.setattr(greedy, "CHECK_EVERY_GROWTH", True)
+
+
+def _fuzz(backend_name):
+    from hypothesis import HealthCheck, given, settings
+
+    from fusejit.testing import check_program, programs
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(programs(ops=_FUZZ_OPS, max_side=5))
+    def check(recipe):
+        check_program(recipe, backend=backend_name)
+    check()
+
+
+def test_random_programs_with_products_numpy(numpy_backend, _every_growth_checked):
+    _fuzz("numpy")
+
+
+def test_random_programs_with_products_interpret(interpret_backend, _every_growth_checked):
+    _fuzz("interpret")

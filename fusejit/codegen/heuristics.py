@@ -223,12 +223,11 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         bn = max(16, next_pow2(n))
         while bm > 16 and bm * bn > 128 * 256:
             bm //= 2
-    else:
-        # shrink tiles (N first) until the tiles can fill the GPU
-        while batch * -(-m // bm) * -(-n // bn) < SMS and bn > 64:
-            bn //= 2
-        while batch * -(-m // bm) * -(-n // bn) < SMS and bm > 64:
-            bm //= 2
+    # shrink tiles (N first, unless a tile spans the row) until they can fill the GPU
+    while not span_row and batch * -(-m // bm) * -(-n // bn) < SMS and bn > 64:
+        bn //= 2
+    while batch * -(-m // bm) * -(-n // bn) < SMS and bm > 64:
+        bm //= 2
     if bm * bn <= 64 * 64:
         warps = 4
     size = np.dtype(dtype).itemsize
