@@ -223,3 +223,33 @@ def test_hopper_gemms_use_wgmma_and_async_copies(name):
 def test_ieee_float32_gemm_uses_fma_not_tensor_cores():
     ptx = _ptx("f32_ieee")
     assert "wgmma" not in ptx and "mma.sync" not in ptx and "fma.rn.f32" in ptx
+
+
+@pytest.mark.parametrize("name", ["f16_relu_bias_8192", "f32_tf32", "prologue_scale_cast",
+                                  "split_k", "transposed_views"])
+def test_tma_gemms_compile(name):
+    """With ``tma=1`` operand tiles load through TMA (cp.async.bulk.tensor) and the cubin asks
+    for global scratch (its descriptors)."""
+    fn, specs = GEMM_CASES[name]
+    arrays = [np.zeros(s, d) for s, d in specs]
+    text = fj.dump(fn(fj, *[fj.asarray(a) for a in arrays]), fused=True)
+    prog = fj.parse(text.replace("kind=gemm", "kind=gemm tma=1"))
+    for kernel in prog.kernels:
+        if kernel.kind != "gemm":
+            continue
+        emitted = emit_kernel(kernel, None, "cuda")
+        compiled = compile_all(emitted, 90, True)
+        assert compiled[0].scratch > 0 and emitted.aligned
+
+
+def test_cache_entries_without_scratch_fields_still_load():
+    """Entries written before the global-scratch fields existed read them as 0 and 1."""
+    import json
+
+    from fusejit.runtime.compile import Compiled, decode_entry, encode_entry
+    entry = encode_entry(Compiled("k", b"\x7fELF....", 0, 4, 5, 3, 256, 128))
+    assert decode_entry(entry).scratch == 256 and decode_entry(entry).scratch_align == 128
+    head, _, cubin = entry.partition(b"\n")
+    old = {k: v for k, v in json.loads(head).items() if not k.startswith("scratch")}
+    again = decode_entry(json.dumps(old).encode() + b"\n" + cubin)
+    assert (again.scratch, again.scratch_align) == (0, 1)

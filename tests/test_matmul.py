@@ -453,3 +453,39 @@ def test_random_programs_with_products_numpy(numpy_backend, _every_growth_checke
 
 def test_random_programs_with_products_interpret(interpret_backend, _every_growth_checked):
     _fuzz("interpret")
+
+
+# -- TMA loads (opt-in: tma=1) ---------------------------------------------------------------
+
+@pytest.mark.parametrize("case", ["plain", "weight_transposed", "prologue", "split_k", "tf32",
+                                  "int8", "batch_broadcast"])
+def test_tma_loads(interpret_backend, case):
+    fns = {
+        "plain": (lambda xp, a, b: a @ b, [((64, 40), F16), ((40, 48), F16)]),
+        "weight_transposed": (lambda xp, a, w: a @ w.T, [((64, 40), F16), ((48, 40), F16)]),
+        "prologue": (lambda xp, x, w: (x * 0.5).astype(F16) @ w, [((64, 40), F32),
+                                                                  ((40, 48), F16)]),
+        "split_k": (lambda xp, a, b: a @ b + 1, [((20, 200), F32), ((200, 30), F32)]),
+        "tf32": (lambda xp, a, b: xp.matmul(a, b, precision="tf32") if xp is fj else a @ b,
+                 [((64, 40), F32), ((40, 48), F32)]),
+        "int8": (lambda xp, a, b: a @ b, [((64, 48), np.int8), ((48, 32), np.int8)]),
+        "batch_broadcast": (lambda xp, a, b: a @ b, [((3, 33, 40), F16), ((40, 32), F16)]),
+    }
+    fn, specs = fns[case]
+    arrays = [_array(s, d) for s, d in specs]
+    text = _retile(_fused_text(fn, arrays), block_m=16, block_n=32, block_k=16,
+                   split_k=4 if case == "split_k" else 1).replace("kind=gemm", "kind=gemm tma=1")
+    prog = fj.parse(text)
+    from fusejit.codegen import emit_kernel
+    source = emit_kernel(prog.kernels[0], None, "interpret").source
+    assert "tl.make_tensor_descriptor(" in source and "(TMA)" in source
+    (out,) = prog.run(*arrays)
+    expected = fn(np, *arrays)
+    tol = {"float16": 1e-2, "float32": 2e-3 if case == "tf32" else 1e-5}.get(str(out.dtype))
+    assert_matches_numpy(out, expected, rtol=tol, atol=tol)
+
+
+def test_tma_is_validated():
+    text = _fused_text(lambda xp, a, b: a @ b, [_array((64, 40), F32), _array((40, 48), F32)])
+    with pytest.raises(fj.IRVerifyError, match="tma=2 is not 0 or 1"):
+        fj.parse(text.replace("kind=gemm", "kind=gemm tma=2"))

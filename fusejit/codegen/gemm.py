@@ -20,6 +20,13 @@ rows and whose columns are its columns: pointwise consumers of the product
 (bias, activation, residual, cast) and row reductions (the fuser lets them in
 only when ``block_n`` spans N). Every output is stored once.
 
+With the optional attribute ``tma=1``, operand tiles that are plain 2-D buffers (or
+transposes of them: any view whose tile is a box of the buffer with a contiguous inner
+axis, rows 16-byte aligned) load through Hopper's tensor memory accelerator
+(``tl.make_tensor_descriptor``; the box past the edges reads zeros, so no masks), and the
+buffer must start on a 16-byte boundary (the ``cuda`` backend checks). Other operands keep
+pointer loads. It is off by default until measured.
+
 With ``split_k > 1`` the region is two functions: ``<name>_partials`` computes
 the product over one chunk of K per program into a float32 (accumulator-typed)
 scratch buffer, and ``<name>_combine`` adds the chunks in a fixed order (so the
@@ -80,6 +87,10 @@ class _GemmFn(_Fn):
 
     def load(self, name: str, coords: Coords) -> str:
         self.loaded.add(self.em.param_index[name])
+        if self.gemm.tma and self.body is not None:
+            found = self.gemm.tma_load(self, name, coords)
+            if found is not None:
+                return found
         return super().load(name, coords)
 
 
@@ -101,12 +112,17 @@ class GemmEmitter(_Emitter):
         self.acc_dtype = accumulator_dtype(self.dtype)
         self.precision = str(self.mm.attrs.get("precision", "ieee"))
         self.cfg = self._config()
+        self.tma = bool(self.kernel.attrs.get("tma", 0))
+        self.aligned: set[int] = set()
+        #: the tile variables of the operand being loaded: (row variable, column variable)
+        self._context: tuple[str, str] = ("", "")
         self.tiles_m = -(-self.m // self.cfg.block_m)
         self.tiles_n = -(-self.n // self.cfg.block_n)
         self.tiles = self.tiles_m * self.tiles_n
         self.idx64 = self.idx64 or self._scratch_reach() > INT32_MAX
         c = self.cfg
         split = f", K in {c.split_k} chunks (partials + combine)" if c.split_k > 1 else ""
+        split += ", TMA loads" if self.tma else ""
         self.summary = (
             f"gemm: C{list(shape)} = A{list(self.a_shape)} @ B{list(self.b_shape)} in "
             f"{c.block_m} x {c.block_n} tiles, K by {c.block_k}{split}",
@@ -314,6 +330,7 @@ class GemmEmitter(_Emitter):
         else:
             dims = (*self.bdims, "k_b", "cols_n")
             tile = [c.block_k, c.block_n]
+        self._context = (dims[-2], dims[-1])
         v = fn.value(name, Coords(shape, None, dims))
         hint = f"{'a' if index == 0 else 'b'}_tile"
         spans = self._spans_tile(name, index)
@@ -324,6 +341,42 @@ class GemmEmitter(_Emitter):
         if not spans:
             v = fn.emit(2, f"tl.broadcast_to({v}, {tile})", hint)
         return v
+
+    def tma_load(self, fn: _GemmFn, name: str, coords: Coords) -> str | None:
+        """Parameter ``name`` at the operand tile's coordinates as one TMA box, or None when
+        its layout does not allow it (see the module docstring)."""
+        shape = self.types[name].shape
+        dims = coords.dims
+        dtype = self.types[name].dtype
+        if len(shape) != 2 or dims is None or set(dims) != set(self._context) or dtype.kind == "b":
+            return None
+        i = self.param_index[name]
+        strides = self.strides[i]
+        if 1 not in strides or 0 in strides:
+            return None
+        inner = strides.index(1) if strides[1] != 1 else 1
+        outer = 1 - inner
+        if (strides[outer] * dtype.itemsize) % 16:
+            return None
+        c = self.cfg
+        size = {"rows_m": c.block_m, "cols_n": c.block_n, "k_a": c.block_k, "k_b": c.block_k}
+        start = {"rows_m": f"pid_m * {c.block_m}", "cols_n": f"pid_n * {c.block_n}",
+                 "k_a": "k", "k_b": "k"}
+        v_outer, v_inner = dims[outer], dims[inner]
+        if size[v_inner] * dtype.itemsize < 16:
+            return None
+        key = ("tma", name, outer)
+        desc = fn.memo_row.get(key)
+        if desc is None:
+            desc = fn.emit(0, f"tl.make_tensor_descriptor({self.ptr_name[i]}, shape=[{shape[outer]}, "
+                              f"{shape[inner]}], strides=[{strides[outer]}, 1], block_shape="
+                              f"[{size[v_outer]}, {size[v_inner]}])",
+                           f"desc_{self.var_name(name)}", f"%{name} in TMA boxes")
+            fn.memo_row[key] = desc
+        self.aligned.add(i)
+        flip = ".T" if v_outer == self._context[1] else ""
+        return fn.emit(2, f"{desc}.load([{start[v_outer]}, {start[v_inner]}]){flip}",
+                       self.var_name(name), f"load %{name} (TMA)")
 
     def _has_prologue(self, name: str) -> bool:
         """Whether an operand is computed (not only a view of a parameter)."""

@@ -153,6 +153,9 @@ def choose_split(rows: int, reduce_size: int, row_blocks: int | None = None,
 
 #: The names of a gemm kernel's tile attributes, in the order ``fusejit plan`` explains them.
 GEMM_ATTRS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m", "split_k")
+#: Attributes a gemm kernel may also carry: ``tma=1`` loads plain operand tiles through TMA
+#: descriptors (``codegen/gemm.py``), off unless written.
+GEMM_OPTIONAL_ATTRS = ("tma",)
 #: Shared memory one program may use on an H100/H200 (227 KB), in bytes.
 GEMM_SHARED_LIMIT = 232448
 #: Most accumulator elements one thread may hold (past this the registers spill).
@@ -254,6 +257,8 @@ def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,
         low = 16 if gemm_uses_dot(dtype) or name != "block_k" else 1
         if not isinstance(v, int) or v < low or v > 256 or v & (v - 1):
             return f"{name}={v} is not a power of two from {low} to 256"
+    if attrs.get("tma", 0) not in (0, 1):
+        return f"tma={attrs['tma']} is not 0 or 1"
     if attrs["num_warps"] not in (1, 2, 4, 8, 16):
         return f"num_warps={attrs['num_warps']} is not 1, 2, 4, 8 or 16"
     for name, low, high in (("num_stages", 1, 8), ("group_m", 1, 1024),

@@ -81,6 +81,9 @@ class EmittedKernel:
     scratch: tuple[tuple[np.dtype, int], ...]
     out_types: tuple[TensorType, ...]
     uses_libdevice: bool = False
+    #: parameters the source reads through TMA descriptors: their buffers must start on a
+    #: 16-byte boundary (the ``cuda`` backend checks)
+    aligned: tuple[int, ...] = ()
 
 
 def sanitize(name: str) -> str:
@@ -456,6 +459,8 @@ class _Emitter:
 
     #: lines the kind adds to the header comment, after the target (how it tiles the region)
     summary: tuple[str, ...] = ()
+    #: parameters read through TMA descriptors (``EmittedKernel.aligned``)
+    aligned: frozenset[int] | set[int] = frozenset()
 
     def assemble(self, fns: list[_Fn], launches: list[Launch]) -> EmittedKernel:
         """The module source: header comment (the region's IR), imports, constants, functions."""
@@ -472,7 +477,7 @@ class _Emitter:
             lines += ["", *f.source]
         source = "\n".join(lines) + "\n"
         return EmittedKernel(self.name, source, tuple(launches), tuple(self.scratch),
-                             tuple(k.result_types), uses_lib)
+                             tuple(k.result_types), uses_lib, tuple(sorted(self.aligned)))
 
     def _header(self, fn_name: str, args: list[str]) -> list[str]:
         return ["@triton.jit", f"def {fn_name}({', '.join(args)}):"]

@@ -154,8 +154,8 @@ def _gemm_problem(kernel: Kernel, domain: Domain) -> dict[str, Any]:
 
 def _gemm_attrs_problem(kernel: Kernel, domain: Domain) -> str | None:
     """Why the tile attributes a user wrote on a gemm kernel cannot work, or None."""
-    from ..codegen.heuristics import GEMM_ATTRS, gemm_config_problem
-    given = {k: v for k, v in kernel.attrs.items() if k in GEMM_ATTRS}
+    from ..codegen.heuristics import GEMM_ATTRS, GEMM_OPTIONAL_ATTRS, gemm_config_problem
+    given = {k: v for k, v in kernel.attrs.items() if k in GEMM_ATTRS + GEMM_OPTIONAL_ATTRS}
     if not given:
         return None
     for key, value in given.items():
