@@ -14,10 +14,12 @@ Every implementation runs in its own process, fusejit first (this process import
 CuPy, torch or jax): ``fusejit`` times the default tiles (the heuristics' choice, as a user
 gets them) and a small sweep of candidate tiles per case (the fused IR text edited, as a user
 would edit a .fir file), each as the plan's launches alone, plus the whole ``realize`` path of
-the default; ``cupy`` is cuBLAS (``cupy.matmul``; TF32 in a second process started with
-``CUPY_TF32=1``); ``torch`` is eager (cuBLAS) and ``torch.compile`` (default mode; with
-``--torch-max-autotune`` also ``max-autotune-no-cudagraphs``, whose autotuning takes
-minutes); ``jax`` is ``jax.jit`` (``Precision.HIGHEST`` for ieee, ``DEFAULT`` for TF32).
+the default; ``fusejit-tma`` the same with ``tma=1`` (operand tiles through TMA descriptors,
+an opt-in experiment, in its own process); ``cupy`` is cuBLAS (``cupy.matmul``; TF32 in a
+second process started with ``CUPY_TF32=1``); ``torch`` is eager (cuBLAS) and
+``torch.compile`` (default mode; with ``--torch-max-autotune`` also
+``max-autotune-no-cudagraphs``, whose autotuning takes minutes); ``jax`` is ``jax.jit``
+(``Precision.HIGHEST`` for ieee, ``DEFAULT`` for TF32).
 Inputs are drawn with CuPy from fixed seeds in every process (torch and jax take them through
 DLPack) and every result is checked against a float64 CuPy product of the same inputs
 (``||out - ref|| / ||ref||``). Timing: CUDA events around rounds of back-to-back calls (jax:
@@ -165,11 +167,11 @@ def _realize(fj: Any, case: str, x: dict[str, Any]) -> Any:
     return _fusejit_program(fj, case, x).realize()
 
 
-def _retile(text: str, tiles: tuple[int, ...]) -> str:
+def _retile(text: str, tiles: tuple[int, ...], tma: bool = False) -> str:
     names = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k")
     for name, value in zip(names, tiles):
         text = re.sub(rf"\b{name}=\d+", f"{name}={value}", text)
-    return text
+    return text.replace("kind=gemm", "kind=gemm tma=1") if tma else text
 
 
 def _tiles_of(kernel: Any) -> str:
@@ -178,7 +180,13 @@ def _tiles_of(kernel: Any) -> str:
             + (f" split{a['split_k']}" if a.get("split_k", 1) > 1 else ""))
 
 
-def worker_fusejit(cases: list[str], deadline: float, quick: bool) -> dict[str, Any]:
+def worker_fusejit_tma(cases: list[str], deadline: float, quick: bool) -> dict[str, Any]:
+    """The same with ``tma=1`` on every gemm kernel (its own process: an experiment)."""
+    return worker_fusejit(cases, deadline, quick, tma=True)
+
+
+def worker_fusejit(cases: list[str], deadline: float, quick: bool,
+                   tma: bool = False) -> dict[str, Any]:
     """Default tiles (launches alone and the realize path), then the sweep."""
     import cupy as cp
 
@@ -193,7 +201,8 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool) -> dict[str, 
         ref = _reference(cp, case, x)
         y = _fusejit_program(fj, case, x)
         text = fj.dump(y, fused=True)
-        base = fj.parse(text)
+        base = fj.parse(_retile(text, (), tma))
+        label = "fusejit tma" if tma else "fusejit"
         buffers = [x[p.name] for p in base.inputs]
 
         def launches(program: Any, buffers: list[Any] = buffers) -> Any:
@@ -204,13 +213,14 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool) -> dict[str, 
         try:
             run = launches(base)
             err = _error(cp, run()[0], ref)
-            res["fusejit"] = _entry(case, _time_events(cp, run), err,
-                                    tiles=_tiles_of(plan_for(base).program.kernels[0]),
-                                    kernels=len(plan_for(base).kernels))
-            realize = partial(_realize, fj, case, x)
-            res["fusejit realize"] = _entry(case, _time_events(cp, realize), err)
+            res[label] = _entry(case, _time_events(cp, run), err,
+                                tiles=_tiles_of(plan_for(base).program.kernels[0]),
+                                kernels=len(plan_for(base).kernels))
+            if not tma:
+                realize = partial(_realize, fj, case, x)
+                res["fusejit realize"] = _entry(case, _time_events(cp, realize), err)
         except Exception as exc:  # noqa: BLE001  (recorded, the run goes on)
-            res["fusejit"] = {"failed": f"{type(exc).__name__}: {exc}"[:300]}
+            res[label] = {"failed": f"{type(exc).__name__}: {exc}"[:300]}
         sweep = []
         share = (deadline - time.time()) / max(1, len(cases) - i)
         stop_at = time.time() + share
@@ -219,7 +229,7 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool) -> dict[str, 
                 sweep.append({"tiles": str(tiles), "skipped": "time budget"})
                 continue
             try:
-                prog = fj.parse(_retile(text, tiles))
+                prog = fj.parse(_retile(text, tiles, tma))
                 run = launches(prog)
                 err = _error(cp, run()[0], ref)
                 sweep.append(_entry(case, _time_events(cp, run, 0.5), err,
@@ -228,8 +238,8 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool) -> dict[str, 
                 sweep.append({"tiles": str(tiles), "failed": f"{type(exc).__name__}: {exc}"[:300]})
         ok = [s for s in sweep if "tflops" in s and s["error"] < 1e-2]
         if ok:
-            res["fusejit best tiles"] = max(ok, key=lambda s: s["tflops"])
-        res["sweep"] = sweep
+            res[f"{label} best tiles"] = max(ok, key=lambda s: s["tflops"])
+        res["sweep tma" if tma else "sweep"] = sweep
         results[case] = res
         print(f"fusejit {case}: " + json.dumps({k: v.get("tflops") for k, v in res.items()
                                                 if isinstance(v, dict)}), flush=True)
@@ -345,8 +355,8 @@ def worker_jax(cases: list[str], deadline: float, quick: bool) -> dict[str, Any]
     return results
 
 
-WORKERS = {"fusejit": worker_fusejit, "cupy": worker_cupy, "cupy-tf32": worker_cupy,
-           "torch": worker_torch, "jax": worker_jax}
+WORKERS = {"fusejit": worker_fusejit, "fusejit-tma": worker_fusejit_tma, "cupy": worker_cupy,
+           "cupy-tf32": worker_cupy, "torch": worker_torch, "jax": worker_jax}
 
 
 # -- the driver -------------------------------------------------------------------------
@@ -380,7 +390,8 @@ def _tflops_of(result: dict[str, Any], column: str) -> float | None:
 
 
 def _markdown(results: dict[str, dict[str, Any]]) -> str:
-    cols = ["fusejit", "fusejit best tiles", "fusejit realize", "cuBLAS (cupy)", "torch eager",
+    cols = ["fusejit", "fusejit best tiles", "fusejit tma", "fusejit tma best tiles",
+            "fusejit realize", "cuBLAS (cupy)", "torch eager",
             "torch.compile", "torch.compile max-autotune-no-cudagraphs", "jax.jit"]
     present = [c for c in cols if any(c in r for r in results.values())]
     lines = ["| case | " + " | ".join(present) + " | fusejit / cuBLAS | fusejit / best of "
@@ -392,7 +403,8 @@ def _markdown(results: dict[str, dict[str, Any]]) -> str:
         for c in present:
             v = tf(c)
             cells.append(f"{v:.0f}" if v is not None else ("fail" if c in r else ""))
-        ours = max([v for v in (tf("fusejit"), tf("fusejit best tiles")) if v] or [0.0])
+        ours = max([v for v in (tf("fusejit"), tf("fusejit best tiles"), tf("fusejit tma"),
+                                tf("fusejit tma best tiles")) if v] or [0.0])
         blas = tf("cuBLAS (cupy)") or tf("torch eager")
         peers = [v for v in (tf("torch.compile"),
                              tf("torch.compile max-autotune-no-cudagraphs"), tf("jax.jit")) if v]
@@ -405,8 +417,8 @@ def _markdown(results: dict[str, dict[str, Any]]) -> str:
     lines.append("")
     lines.append("TFLOP/s (2*M*N*K per call). `fusejit`: default tiles, the plan's launches alone; "
                  "`fusejit best tiles`: the best of the sweep (error < 1e-2); `fusejit realize`: "
-                 "the whole user path per call. Ratios use the better of the two fusejit "
-                 "columns.")
+                 "the whole user path per call; `fusejit tma`: the same with `tma=1` (operand "
+                 "tiles through TMA descriptors). Ratios use the best fusejit column.")
     return "\n".join(lines) + "\n"
 
 
@@ -415,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="bench-matmul-out")
     p.add_argument("--quick", action="store_true", help="default tiles only, no sweep")
     p.add_argument("--only", default="", help="regex over case names")
-    p.add_argument("--impls", default="fusejit,cupy,cupy-tf32,torch,jax")
+    p.add_argument("--impls", default="fusejit,fusejit-tma,cupy,cupy-tf32,torch,jax")
     p.add_argument("--budget", type=float, default=450.0, help="seconds for the whole run")
     p.add_argument("--torch-max-autotune", action="store_true")
     p.add_argument("--worker", default="", help=argparse.SUPPRESS)
@@ -432,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     deadline = start + args.budget
     impls = [i.strip() for i in args.impls.split(",") if i.strip()]
     # fusejit gets half the budget (its sweep compiles), the peers share the rest
-    shares = {"fusejit": 0.5, "cupy": 0.05, "cupy-tf32": 0.05, "torch": 0.25, "jax": 0.15}
+    shares = {"fusejit": 0.35, "fusejit-tma": 0.2, "cupy": 0.05, "cupy-tf32": 0.05,
+              "torch": 0.2, "jax": 0.15}
     merged: dict[str, dict[str, Any]] = {c: {} for c in cases}
     failures = {}
     env = {"BENCH_TORCH_MAX_AUTOTUNE": "1"} if args.torch_max_autotune else {}

@@ -183,3 +183,27 @@ def test_edited_tiles_run_on_the_gpu():
 
 def test_matmul_never_imports_torch():
     assert "torch" not in sys.modules
+
+
+@pytest.mark.parametrize("case", ["plain", "weight_transposed", "prologue", "split_k", "tf32"])
+def test_tma_gemm_cuda(case):
+    """``tma=1`` (opt-in): operand tiles through TMA descriptors, values as without."""
+    cp = _cp()
+    fns = {
+        "plain": (lambda xp, a, b: a @ b, [((1024, 512), F16), ((512, 768), F16)]),
+        "weight_transposed": (lambda xp, a, w: a @ w.T, [((1000, 512), F16), ((776, 512), F16)]),
+        "prologue": (lambda xp, x, w: (x * 0.5).astype(F16) @ w, [((1024, 512), F32),
+                                                                  ((512, 768), F16)]),
+        "split_k": (lambda xp, a, b: a @ b, [((64, 8192), F16), ((8192, 256), F16)]),
+        "tf32": (lambda xp, a, b: xp.matmul(a, b, precision="tf32") if xp is fj else a @ b,
+                 [((1024, 512), F32), ((512, 768), F32)]),
+    }
+    fn, specs = fns[case]
+    arrays = [_device(s, d, seed, scale=0.05) for seed, (s, d) in enumerate(specs)]
+    text = fj.dump(fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)]),
+                   fused=True)
+    prog = fj.parse(text.replace("kind=gemm", "kind=gemm tma=1"))
+    (out,) = prog.run(*arrays)
+    ref = fn(cp, *[a.astype(cp.float64) if a.dtype != F32 or case != "prologue" else a
+                   for a in arrays])
+    assert _rel_error(out, ref.astype(cp.float64)) < (3e-3 if case == "tf32" else 2e-3)
