@@ -27,7 +27,7 @@ wall clock until ``block_until_ready``), the median round's time per call.
 
 Writes ``DIR/results.json`` (per case and implementation: ms, TFLOP/s, the tiles, the error)
 and ``DIR/results.md`` (a table with the ratios the issue's targets name). ``--budget``
-(default 450 s) bounds the whole run: the sweep stops early when its share is spent.
+(default 420 s) bounds the whole run: the sweep stops early when its share is spent.
 """
 
 from __future__ import annotations
@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="default tiles only, no sweep")
     p.add_argument("--only", default="", help="regex over case names")
     p.add_argument("--impls", default="fusejit,fusejit-tma,cupy,cupy-tf32,torch,jax")
-    p.add_argument("--budget", type=float, default=450.0, help="seconds for the whole run")
+    p.add_argument("--budget", type=float, default=420.0, help="seconds for the whole run")
     p.add_argument("--torch-max-autotune", action="store_true")
     p.add_argument("--worker", default="", help=argparse.SUPPRESS)
     p.add_argument("--deadline", type=float, default=0.0, help=argparse.SUPPRESS)
