@@ -56,7 +56,10 @@ Property-test random programs on a backend (Hypothesis required)::
         check_program(recipe, backend="interpret")
 
 Restrict what is drawn with the arguments of ``programs`` (``dtypes``,
-``ops``, ``max_steps``, ``allow_nan``, ``max_side``...). ``numpy_reference``
+``ops``, ``max_steps``, ``allow_nan``, ``max_side``...). Matrix products are
+drawn only when asked for: ``programs(ops=ALL_OPS + MATMUL_OPS)`` adds
+``xp.matmul(a, b)``, ``a @ b`` and ``xp.matmul(a, xp.swapaxes(b, -1, -2))`` over
+values whose shapes multiply (1-D, batched and broadcast ones included). ``numpy_reference``
 returns a NumPy implementation for fusejit functions NumPy lacks (sigmoid,
 rsqrt, erf, softmax, log_softmax, layer_norm, rms_norm, logsumexp), so a
 recipe runs unchanged on both modules.
@@ -88,7 +91,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Recipe", "Step", "Ref", "programs", "check_program", "assert_matches_numpy",
+__all__ = ["Recipe", "Step", "Ref", "programs", "check_program", "assert_matches_numpy", "MATMUL_OPS",
+           "matmul_error_bound", "MATMUL_UNIT_ROUNDOFF",
            "numpy_reference", "TOLERANCES", "tolerance", "program_tolerance", "run_numpy", "run_fusejit"]
 
 #: (rtol, atol) by float dtype; see the module docstring for why.
@@ -97,6 +101,36 @@ TOLERANCES: dict[np.dtype, tuple[float, float]] = {
     np.dtype(np.float32): (1e-5, 1e-5),
     np.dtype(np.float64): (1e-12, 1e-12),
 }
+
+
+#: Relative error of one accumulated step and of the rounded result of a matrix product, by
+#: (dtype, precision): float16 and float32 accumulate in float32 (tensor cores, which float16
+#: uses, may truncate rather than round: twice float32's unit roundoff), float64 in float64;
+#: "tf32" rounds each input to 10 mantissa bits first, "tf32x3" keeps about 21 of them.
+MATMUL_UNIT_ROUNDOFF: dict[tuple[str, str], tuple[float, float]] = {
+    ("float16", "ieee"): (2.0 ** -23, 2.0 ** -11),
+    ("float32", "ieee"): (2.0 ** -24, 2.0 ** -24),
+    ("float32", "tf32"): (2.0 ** -10, 2.0 ** -24),
+    ("float32", "tf32x3"): (2.0 ** -20, 2.0 ** -24),
+    ("float64", "ieee"): (2.0 ** -53, 2.0 ** -53),
+}
+
+
+def matmul_error_bound(a: np.ndarray, b: np.ndarray, dtype: Any, precision: str = "ieee"
+                       ) -> np.ndarray:
+    """Per-element bound on ``|fusejit's a @ b - the exact product|`` for a float ``dtype``.
+
+    The classical bound of a sum of K products, in any order: ``K * u * (|a| @ |b|)``
+    with ``u`` the accumulation's unit roundoff, plus the rounding of the result to
+    ``dtype`` (``MATMUL_UNIT_ROUNDOFF``). NumPy's own result obeys it too (its float16
+    ``matmul`` also adds in float32 and rounds once), so compare both with the exact
+    product (float64 inputs and sums), not with each other.
+    """
+    u_acc, u_out = MATMUL_UNIT_ROUNDOFF[(np.dtype(dtype).name, precision)]
+    a64, b64 = np.abs(np.asarray(a, np.float64)), np.abs(np.asarray(b, np.float64))
+    k = a64.shape[-1]
+    exact = np.abs(np.asarray(a, np.float64) @ np.asarray(b, np.float64))
+    return k * u_acc * (a64 @ b64) + u_out * exact + np.finfo(np.dtype(dtype)).tiny
 
 
 def tolerance(dtype: Any) -> tuple[float, float]:
@@ -269,6 +303,8 @@ class Step:
             return f"{args[0]}.{self.name}"
         if self.kind == "safe_div":
             return f"xp.{self.name}({args[0]}, xp.where({args[1]} == 0, 1, {args[1]}))"
+        if self.kind == "matmul_t":
+            return f"xp.matmul({args[0]}, xp.swapaxes({args[1]}, -1, -2))"
         if self.kind == "safe_cast":
             dt = dict(self.kwargs)["dtype"]
             low = 0 if dt.startswith("u") else -100
@@ -299,6 +335,7 @@ _OPERATORS: dict[str, Callable[..., Any]] = {
     "^": lambda a, b: a ^ b, "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+    "@": lambda a, b: a @ b,
 }
 _UNARY_OPERATORS: dict[str, Callable[[Any], Any]] = {
     "-": lambda a: -a, "+": lambda a: +a, "~": lambda a: ~a, "abs": abs,
@@ -320,6 +357,8 @@ def _apply_step(xp: Any, step: Step, values: list[Any]) -> Any:
     if step.kind == "safe_div":  # integer // and % with a nonzero divisor
         a, b = args
         return _function(xp, step.name)(a, xp.where(b == 0, 1, b))
+    if step.kind == "matmul_t":  # a product with the second operand's last two axes swapped
+        return xp.matmul(args[0], xp.swapaxes(args[1], -1, -2))
     if step.kind == "safe_cast":  # float -> int casts only of in-range finite values
         (a,) = args
         target = np.dtype(kwargs["dtype"])
@@ -389,10 +428,18 @@ def program_tolerance(recipe: Recipe) -> tuple[float, float]:
     """``(rtol, atol)`` of the least precise float dtype of any value in the recipe.
 
     A float32 result computed from float16 intermediates carries float16
-    rounding error, so it is compared at float16's tolerance.
+    rounding error, so it is compared at float16's tolerance. With a matrix
+    product in the recipe, ``atol`` scales with the largest finite magnitude of any
+    value: a sum of products is exact only to its terms' size (its result can
+    cancel to 0 while its terms do not).
     """
-    tolerances = [tolerance(np.asarray(v).dtype) for v in _numpy_values(recipe)]
-    return max(tolerances, default=(0.0, 0.0))
+    values = _numpy_values(recipe)
+    rtol, atol = max((tolerance(np.asarray(v).dtype) for v in values), default=(0.0, 0.0))
+    if any(s.kind == "matmul_t" or s.name in ("matmul", "@") for s in recipe.steps):
+        finite = [float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0)) for a in
+                  (np.asarray(v) for v in values) if a.dtype.kind == "f"]
+        atol *= max([1.0, *finite])
+    return rtol, atol
 
 
 def run_fusejit(recipe: Recipe, backend: str | None = None) -> list[np.ndarray]:
@@ -449,8 +496,10 @@ VIEWS = ("reshape", "transpose", "T", "expand_dims", "squeeze", "broadcast_to", 
          "index", "flip")
 COMPOSITES = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 OTHER = ("where", "clip", "astype", "full_like", "arange")
+#: Drawn only when named in ``ops`` (not in ``ALL_OPS``): matrix products.
+MATMUL_OPS = ("matmul",)
 _GROUPS = (BINARY_FUNCTIONS, UNARY_FUNCTIONS, REDUCTIONS, VIEWS, BINARY_FUNCTIONS,
-           COMPOSITES + OTHER)
+           COMPOSITES + OTHER, MATMUL_OPS)
 ALL_OPS: tuple[str, ...] = (UNARY_FUNCTIONS + BINARY_FUNCTIONS + REDUCTIONS + VIEWS
                             + COMPOSITES + OTHER)
 
@@ -500,7 +549,7 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
 
     dtype_pool = tuple(np.dtype(d) for d in (dtypes or ALL_DTYPES))
     op_pool = tuple(ops or ALL_OPS)
-    unknown = set(op_pool) - set(ALL_OPS)
+    unknown = set(op_pool) - set(ALL_OPS) - set(MATMUL_OPS)
     if unknown:
         raise ValueError(f"unknown ops {sorted(unknown)}; choose from fusejit.testing.ALL_OPS")
 
@@ -703,9 +752,32 @@ def _draw_step(draw: Any, st: Any, op_pool: tuple[str, ...], dtype_pool: tuple[n
         if dt.kind == "f" and target.kind in "iu":
             return Step("safe_cast", "astype", (ref,), (("dtype", target.name),))
         return Step("method", "astype", (ref, target.name))
+    if op == "matmul":
+        return _matmul_step(draw, st, ref, shape, values)
     if op == "full_like":
         fill = scalar_for(dt)
         return Step("function", "full_like", (ref, fill))
     if op == "arange":
         return Step("function", "arange", (draw(st.integers(-3, 3)), draw(st.integers(3, 8))))
     return None  # pragma: no cover
+
+
+def _matmul_step(draw: Any, st: Any, ref: Ref, shape: tuple[int, ...], values: list[Any]) -> Step | None:
+    """A product of ``ref`` with a value whose shape fits (maybe with its last two axes swapped)."""
+    if not shape:
+        return None
+    pairs = []
+    for j, v in enumerate(values):
+        s = _shape(v)
+        if s and (s[0] if len(s) == 1 else s[-2]) == shape[-1]:
+            pairs.append((j, False))
+        if len(s) >= 2 and s[-1] == shape[-1]:
+            pairs.append((j, True))
+    if not pairs:
+        return None
+    j, swapped = draw(st.sampled_from(pairs))
+    if swapped:
+        return Step("matmul_t", "matmul", (ref, Ref(j)))
+    if draw(st.booleans()):
+        return Step("operator", "@", (ref, Ref(j)))
+    return Step("function", "matmul", (ref, Ref(j)))

@@ -73,6 +73,8 @@ class FakeCupy(types.ModuleType):
         self.allocated = [0] * len(devices)
         self.count_error = count_error        # raised by getDeviceCount (no driver, ...)
         self.launches: list[tuple[int, str, tuple[int, ...]]] = []
+        #: the argument list of each launch, in order
+        self.arguments: list[list[Any]] = []
         self.loads: list[tuple[int, str]] = []
         self.uploads: list[tuple[int, tuple[int, ...]]] = []
         self.launch_streams: list[int] = []
@@ -182,6 +184,7 @@ class FakeCupy(types.ModuleType):
                         raise CUDADriverError("CUDA_ERROR_ILLEGAL_ADDRESS: an array of another device")
                 fake.launches.append((self.device_id, self.name, tuple(grid)))
                 fake.launch_streams.append((stream or get_current_stream()).ptr)
+                fake.arguments.append(list(args))
 
         class Module:
             def __init__(self) -> None:

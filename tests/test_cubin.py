@@ -119,3 +119,137 @@ def test_floor_divide_and_remainder_compile(dtype):
     # float ones go through libdevice fmod on the GPU
     _compile(lambda xp, x, y: (xp.floor_divide(x, y), xp.remainder(x, y)),
              [np.ones(64, dtype), np.ones(64, dtype)])
+
+
+# -- GEMM kernels ---------------------------------------------------------------------------
+
+def _gelu(xp, y):
+    return 0.5 * y * (1 + xp.tanh(0.7978845608 * (y + 0.044715 * y * y * y)))
+
+
+#: name -> (function of (xp, *arrays), [(shape, dtype)]): the bench shapes at their default
+#: tiles, every dtype path, prologues, epilogues, row reductions, split-K, views, odd sizes
+GEMM_CASES = {
+    "f16_relu_bias_8192": (lambda xp, a, b, c: xp.maximum(a @ b + c, 0),
+                           [((8192, 8192), "f2"), ((8192, 8192), "f2"), ((8192,), "f2")]),
+    "f16_small_m": (lambda xp, a, b: a @ b, [((128, 4096), "f2"), ((4096, 4096), "f2")]),
+    "f16_wide": (lambda xp, a, b: a @ b, [((16384, 4096), "f2"), ((4096, 1024), "f2")]),
+    "f32_ieee": (lambda xp, a, b: a @ b, [((4096, 4096), "f4"), ((4096, 4096), "f4")]),
+    "f32_tf32": (lambda xp, a, b: xp.matmul(a, b, precision="tf32"),
+                 [((4096, 4096), "f4"), ((4096, 4096), "f4")]),
+    "f32_tf32x3": (lambda xp, a, b: xp.matmul(a, b, precision="tf32x3"),
+                   [((1024, 512), "f4"), ((512, 768), "f4")]),
+    "f64": (lambda xp, a, b: a @ b, [((300, 200), "f8"), ((200, 100), "f8")]),
+    "i8": (lambda xp, a, b: a @ b, [((512, 512), "i1"), ((512, 512), "i1")]),
+    "i32_fma": (lambda xp, a, b: a @ b, [((100, 70), "i4"), ((70, 90), "i4")]),
+    "u8_fma": (lambda xp, a, b: a @ b, [((64, 64), "u1"), ((64, 64), "u1")]),
+    "i64_fma": (lambda xp, a, b: a @ b, [((64, 64), "i8"), ((64, 64), "i8")]),
+    "bool": (lambda xp, a, b: a @ b, [((64, 64), "?"), ((64, 64), "?")]),
+    "prologue_scale_cast": (lambda xp, x, s, w: (x * s).astype(np.float16) @ w,
+                            [((4096, 4096), "f4"), ((4096,), "f4"), ((4096, 4096), "f2")]),
+    "mlp": (lambda xp, x, w1, b1, w2, b2: _gelu(xp, x @ w1 + b1) @ w2 + b2,
+            [((2048, 1024), "f2"), ((1024, 4096), "f2"), ((4096,), "f2"), ((4096, 1024), "f2"),
+             ((1024,), "f2")]),
+    "softmax_rows": (lambda xp, a, b: xp.softmax(a @ b, -1),
+                     [((4096, 512), "f2"), ((512, 200), "f2")]),
+    "row_sum_max": (lambda xp, a, b: ((a @ b).sum(-1), (a @ b).max(-1)),
+                    [((1000, 256), "f4"), ((256, 100), "f4")]),
+    "split_k": (lambda xp, a, b: a @ b * 2 + 1, [((64, 8192), "f2"), ((8192, 256), "f2")]),
+    "batched_broadcast": (lambda xp, a, b: a @ b, [((4, 1, 257, 96), "f2"), ((3, 96, 130), "f2")]),
+    "transposed_views": (lambda xp, a, b: a.T @ b[:, ::2], [((512, 1000), "f2"),
+                                                           ((512, 1000), "f2")]),
+    "odd_sizes": (lambda xp, a, b: a @ b + 1, [((1, 37), "f4"), ((37, 5), "f4")]),
+    "vector_reshape": (lambda xp, a, b: (a @ b).reshape(-1), [((1, 300), "f2"), ((300, 77), "f2")]),
+}
+
+
+def _gemm_kernels(name):
+    fn, specs = GEMM_CASES[name]
+    arrays = [np.zeros(s, d) for s, d in specs]
+    kernels = _kernels(fn, arrays)
+    assert any(k.kind == "gemm" for k in kernels)
+    return fn, arrays, kernels
+
+
+@pytest.mark.parametrize("name", sorted(GEMM_CASES))
+def test_gemm_kernels_compile(name):
+    fn, arrays, _ = _gemm_kernels(name)
+    _compile(fn, arrays)
+
+
+def test_gemm_small_tiles_compile():
+    """The interpret tests' tiles (16/32) and split-K compile for sm_90 too."""
+    import re
+    fn = lambda xp, x, s, w, c: xp.maximum((x * s).astype(np.float16) @ w + c, 0)  # noqa: E731
+    arrays = [np.zeros((64, 40), np.float32), np.zeros(40, np.float32),
+              np.zeros((40, 48), np.float16), np.zeros(48, np.float16)]
+    text = fj.dump(fn(fj, *[fj.asarray(a) for a in arrays]), fused=True)
+    for tiles in ("block_m=16 block_n=32 block_k=16", "block_m=32 block_n=16 block_k=32"):
+        for split in (1, 2):
+            edited = re.sub(r"block_k=\d+ block_m=\d+ block_n=\d+", "", text)
+            edited = edited.replace("kind=gemm", f"kind=gemm {tiles}")
+            edited = re.sub(r"split_k=\d+", f"split_k={split}", edited)
+            (kernel,) = fj.parse(edited).kernels
+            for c in compile_all(emit_kernel(kernel, None, "cuda"), 90, True):
+                assert c.cubin[:4] == b"\x7fELF"
+
+
+def _ptx(name):
+    """The PTX of the first launch of a GEMM case (compiled here with all pointers aligned)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from fusejit.runtime import kernel_cache as kc
+    _, _, kernels = _gemm_kernels(name)
+    emitted = emit_kernel(next(k for k in kernels if k.kind == "gemm"), None, "cuda")
+    launch = emitted.launches[0]
+    module = kc.import_source(kc.write_source(emitted), interpret=False)
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(launch.signature))}
+    src = ASTSource(getattr(module, launch.fn_name), launch.signature, {}, attrs)
+    options = {"num_warps": launch.num_warps, "num_stages": launch.num_stages}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+
+
+@pytest.mark.parametrize("name", ["f16_relu_bias_8192", "f32_tf32", "prologue_scale_cast",
+                                  "transposed_views"])
+def test_hopper_gemms_use_wgmma_and_async_copies(name):
+    """float16 and TF32 products run on Hopper's warpgroup MMA, fed by 16-byte async copies."""
+    ptx = _ptx(name)
+    assert "wgmma.mma_async" in ptx
+    assert "cp.async.cg.shared.global" in ptx and ", 0x10," in ptx
+
+
+def test_ieee_float32_gemm_uses_fma_not_tensor_cores():
+    ptx = _ptx("f32_ieee")
+    assert "wgmma" not in ptx and "mma.sync" not in ptx and "fma.rn.f32" in ptx
+
+
+@pytest.mark.parametrize("name", ["f16_relu_bias_8192", "f32_tf32", "prologue_scale_cast",
+                                  "split_k", "transposed_views"])
+def test_tma_gemms_compile(name):
+    """With ``tma=1`` operand tiles load through TMA (cp.async.bulk.tensor) and the cubin asks
+    for global scratch (its descriptors)."""
+    fn, specs = GEMM_CASES[name]
+    arrays = [np.zeros(s, d) for s, d in specs]
+    text = fj.dump(fn(fj, *[fj.asarray(a) for a in arrays]), fused=True)
+    prog = fj.parse(text.replace("kind=gemm", "kind=gemm tma=1"))
+    for kernel in prog.kernels:
+        if kernel.kind != "gemm":
+            continue
+        emitted = emit_kernel(kernel, None, "cuda")
+        compiled = compile_all(emitted, 90, True)
+        assert compiled[0].scratch > 0 and emitted.aligned
+
+
+def test_cache_entries_without_scratch_fields_still_load():
+    """Entries written before the global-scratch fields existed read them as 0 and 1."""
+    import json
+
+    from fusejit.runtime.compile import Compiled, decode_entry, encode_entry
+    entry = encode_entry(Compiled("k", b"\x7fELF....", 0, 4, 5, 3, 256, 128))
+    assert decode_entry(entry).scratch == 256 and decode_entry(entry).scratch_align == 128
+    head, _, cubin = entry.partition(b"\n")
+    old = {k: v for k, v in json.loads(head).items() if not k.startswith("scratch")}
+    again = decode_entry(json.dumps(old).encode() + b"\n" + cubin)
+    assert (again.scratch, again.scratch_align) == (0, 1)

@@ -370,3 +370,50 @@ def test_real_out_of_memory_is_a_device_memory_error() -> None:
         huge.realize()
     assert "4,398,046,511,104 bytes asked for" in str(info.value)
     assert (fj.asarray(cp.ones(8, cp.float32)) + 1).numpy().tolist() == [2.0] * 8  # still usable
+
+
+def test_gemm_launches_with_real_compiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """A split-K GEMM on the cuda backend (real sm_90 cubins, a fake device): the partials
+    launch over (tiles, chunks), then the combine launch, each with its pipelining depth in
+    the cubin's cache key and more than 48 KB of shared memory enabled."""
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    cp = FakeCupy(devices=(90,))
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    with fj.using_backend("cuda"):
+        a = fj.asarray(np.ones((64, 8192), np.float16))
+        b = fj.asarray(np.ones((8192, 256), np.float16))
+        y = fj.maximum(a @ b, 0)
+        (kernel,) = fj.plan(y).regions
+        split, stages = kernel.attrs["split_k"], kernel.attrs["num_stages"]
+        assert split > 1
+        y.realize()
+    names = [(name, grid) for _, name, grid in cp.launches]
+    assert [n for n, _ in names] == [f"{kernel.name}_partials", f"{kernel.name}_combine"]
+    assert names[0][1][1] == split and names[1][1][1] == 1
+    entries = sorted(p.name for p in (tmp_path / "cubin").iterdir())
+    assert any(f"-s{stages}-" in e and "_partials" in e for e in entries), entries
+
+
+def test_tma_gemm_gets_global_scratch_and_aligned_inputs(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Any) -> None:
+    """A gemm kernel with ``tma=1`` (descriptors made in the kernel, real sm_90 cubins) is
+    launched with a global scratch buffer of one slice per program; an operand that does not
+    start on a 16-byte boundary is refused with a BackendError naming it."""
+    import re
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    cp = FakeCupy(devices=(90,))
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    a, b = np.ones((256, 128), np.float16), np.ones((128, 256), np.float16)
+    text = fj.dump(fj.asarray(a, name="a") @ fj.asarray(b, name="b"), fused=True)
+    prog = fj.parse(re.sub(r"kind=gemm", "kind=gemm tma=1", text))
+    with fj.using_backend("cuda"):
+        prog.run(cp.asarray(a), cp.asarray(b))
+        (_, _, grid), args = cp.launches[-1], cp.arguments[-1]
+        scratch = args[3]  # a, b, out, then Triton's global scratch
+        assert isinstance(scratch, cp.ndarray) and scratch.dtype == np.uint8
+        assert scratch.size % (grid[0] * grid[1] * grid[2]) == 0 and scratch.size > 0
+        offset = cp.ndarray(np.ones(256 * 128 + 1, np.float16)[1:].reshape(256, 128), 0)
+        with pytest.raises(fj.BackendError, match="16-byte boundary"):
+            prog.run(offset, cp.asarray(b))  # starts 2 bytes into its allocation

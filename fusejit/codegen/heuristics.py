@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 #: SMs of the GPU the heuristics are tuned for (H100/H200).
 SMS = 132
 #: Programs to aim for: 4 per SM, so that every SM has work and the tail is short.
@@ -133,3 +135,156 @@ def choose_split(rows: int, reduce_size: int, row_blocks: int | None = None,
     by_programs = -(-TARGET_PROGRAMS // blocks)
     by_size = max(1, reduce_size * max(1, kept_per_program) // SPLIT_MIN_CHUNK)
     return max(1, min(by_programs, by_size, SPLIT_MAX))
+
+
+# -- GEMM tiles ------------------------------------------------------------------------
+#
+# A GEMM kernel computes one block_m x block_n tile of the product per program, stepping K
+# by block_k with num_stages loads in flight (Triton's software pipeline); programs are
+# ordered in groups of group_m tile rows so that neighbours share A and B tiles in L2, and
+# split_k > 1 cuts K into that many chunks (float32 partials, then a combine launch that
+# adds them in a fixed order and runs the epilogue: deterministic, no atomics). The fused
+# IR writes the choice as the kernel's attributes; a user may edit them and run again.
+#
+# Hopper (sm_90) facts behind the defaults: a warpgroup MMA (wgmma) is 64 rows, so tiles of
+# 128 x 128 or 128 x 256 with 8 warps keep two warpgroups busy; 3-4 stages of 64-deep float16
+# tiles (48-64 KB each at 128 x 256) fit the 227 KB of shared memory; float32 "ieee" products
+# run on the FMA units (no tensor cores), so they take 32-deep tiles.
+
+#: The names of a gemm kernel's tile attributes, in the order ``fusejit plan`` explains them.
+GEMM_ATTRS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m", "split_k")
+#: Attributes a gemm kernel may also carry: ``tma=1`` loads plain operand tiles through TMA
+#: descriptors (``codegen/gemm.py``), off unless written.
+GEMM_OPTIONAL_ATTRS = ("tma",)
+#: Shared memory one program may use on an H100/H200 (227 KB), in bytes.
+GEMM_SHARED_LIMIT = 232448
+#: Most accumulator elements one thread may hold (past this the registers spill).
+GEMM_MAX_ACC_PER_THREAD = 256
+#: Most K chunks of a split-K GEMM.
+GEMM_MAX_SPLIT_K = 16
+#: Dtypes ``tl.dot`` multiplies (float32 per ``precision``); others use multiply-and-sum.
+GEMM_DOT_DTYPES = ("float16", "float32", "float64", "int8")
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """How one GEMM kernel is tiled (see the section comment above)."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+    group_m: int
+    split_k: int
+
+    def attrs(self) -> dict[str, int]:
+        """The kernel attributes that spell this choice in the IR text."""
+        return {name: getattr(self, name) for name in GEMM_ATTRS}
+
+
+def gemm_uses_dot(dtype: str) -> bool:
+    """Whether a product of ``dtype`` (a NumPy dtype name) runs on ``tl.dot``."""
+    return dtype in GEMM_DOT_DTYPES
+
+
+def _clamp(block: int, extent: int, low: int = 16) -> int:
+    return max(low, min(block, next_pow2(extent)))
+
+
+def gemm_shared_bytes(block_m: int, block_n: int, block_k: int, num_stages: int,
+                      loads: tuple[int, int]) -> int:
+    """Shared memory of the operand tiles in flight: ``num_stages`` A and B tiles, of the
+    bytes per element each operand loads (``loads``, wider than the product's dtype when a
+    prologue casts)."""
+    return num_stages * (block_m * block_k * loads[0] + block_k * block_n * loads[1])
+
+
+def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str = "ieee",
+                span_row: bool = False, loads: tuple[int, int] | None = None) -> GemmConfig:
+    """The default tiles of a GEMM of ``[batch, m, k] @ [batch, k, n]`` in ``dtype``.
+
+    ``span_row``: the kernel reduces rows of the product, so ``block_n`` covers all of N.
+    ``loads``: bytes per element loaded for A and B (default: the dtype's size).
+    """
+    if not gemm_uses_dot(dtype):
+        # integers other than int8: a [block_m, block_k, block_n] multiply-and-sum per step
+        return GemmConfig(_clamp(32, m), _clamp(32, n) if not span_row else next_pow2(max(n, 16)),
+                          8, 4, 1, 8, 1)
+    if dtype == "float64":
+        bm, bn, bk, warps, stages = 64, 64, 16, 4, 3
+    elif dtype == "float32" and precision == "ieee":
+        # FMA units: 4 warps give each thread an 8 x 16 block of the tile (128 accumulators),
+        # about 13 FMAs per 16-byte shared-memory load (8 warps: under 6)
+        bm, bn, bk, warps, stages = 128, 128, 32, 4, 3
+    elif dtype == "float32":
+        bm, bn, bk, warps, stages = 128, 128, 32, 8, 3
+    elif m >= 256 and n >= 256:
+        bm, bn, bk, warps, stages = 128, 256, 64, 8, 3
+    else:
+        bm, bn, bk, warps, stages = 128, 128, 64, 8, 4
+    bm, bn, bk = _clamp(bm, m), _clamp(bn, n), _clamp(bk, k)
+    if span_row:
+        bn = max(16, next_pow2(n))
+        while bm > 16 and bm * bn > 128 * 256:
+            bm //= 2
+    # shrink tiles (N first, unless a tile spans the row) until they can fill the GPU
+    while not span_row and batch * -(-m // bm) * -(-n // bn) < SMS and bn > 64:
+        bn //= 2
+    while batch * -(-m // bm) * -(-n // bn) < SMS and bm > 64:
+        bm //= 2
+    if bm * bn <= 64 * 64:
+        warps = 4
+    size = np.dtype(dtype).itemsize
+    loads = loads or (size, size)
+    while stages > 2 and gemm_shared_bytes(bm, bn, bk, stages, loads) > GEMM_SHARED_LIMIT:
+        stages -= 1
+    tiles = batch * -(-m // bm) * -(-n // bn)
+    steps = -(-k // bk)
+    split = 1
+    if tiles < SMS // 2 and steps >= 16:
+        split = max(1, min(GEMM_MAX_SPLIT_K, -(-SMS // tiles), steps // 8))
+    return GemmConfig(bm, bn, bk, warps, stages, 8, split)
+
+
+def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,
+                        loads: tuple[int, int], span_row: bool = False) -> str | None:
+    """Why a gemm kernel's tile attributes cannot work, or None (checked on edited IR).
+
+    ``loads``: bytes per element loaded for A and B (``gemm_shared_bytes``).
+    """
+    itemsize = np.dtype(dtype).itemsize
+    for name in ("block_m", "block_n", "block_k"):
+        v = attrs[name]
+        low = 16 if gemm_uses_dot(dtype) or name != "block_k" else 1
+        if not isinstance(v, int) or v < low or v > 256 or v & (v - 1):
+            return f"{name}={v} is not a power of two from {low} to 256"
+    if attrs.get("tma", 0) not in (0, 1):
+        return f"tma={attrs['tma']} is not 0 or 1"
+    if attrs["num_warps"] not in (1, 2, 4, 8, 16):
+        return f"num_warps={attrs['num_warps']} is not 1, 2, 4, 8 or 16"
+    for name, low, high in (("num_stages", 1, 8), ("group_m", 1, 1024),
+                            ("split_k", 1, GEMM_MAX_SPLIT_K)):
+        v = attrs[name]
+        if not isinstance(v, int) or not low <= v <= high:
+            return f"{name}={v} is not an integer from {low} to {high}"
+    bm, bn, bk = attrs["block_m"], attrs["block_n"], attrs["block_k"]
+    if span_row and bn < n:
+        return (f"block_n={bn} does not span the rows of {n} columns that the kernel reduces "
+                f"(block_n >= {next_pow2(n)})")
+    steps = -(-k // bk)
+    if attrs["split_k"] > max(1, steps):
+        return (f"split_k={attrs['split_k']} is more chunks than the {steps} steps of block_k={bk} "
+                f"over K={k}")
+    acc = bm * bn * (2 if itemsize == 8 else 1) // (32 * attrs["num_warps"])
+    if acc > GEMM_MAX_ACC_PER_THREAD:
+        return (f"a {bm} x {bn} accumulator over {attrs['num_warps']} warps is {acc} registers per "
+                f"thread (at most {GEMM_MAX_ACC_PER_THREAD}: more warps or smaller tiles)")
+    if not gemm_uses_dot(dtype) and bm * bn * bk // (32 * attrs["num_warps"]) > 1024:
+        return (f"a {dtype} product multiplies a {bm} x {bk} x {bn} block per step, "
+                f"{bm * bn * bk // (32 * attrs['num_warps'])} values per thread (at most 1024)")
+    shared = gemm_shared_bytes(bm, bn, bk, attrs["num_stages"], loads)
+    if shared > GEMM_SHARED_LIMIT:
+        return (f"{attrs['num_stages']} stages of {bm} x {bk} and {bk} x {bn} tiles need {shared} "
+                f"bytes of shared memory (at most {GEMM_SHARED_LIMIT} on an H100/H200)")
+    return None

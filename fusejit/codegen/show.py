@@ -25,5 +25,7 @@ def run(args: argparse.Namespace) -> int:
             print()
         print(emitted.source, end="")
         for launch in emitted.launches:
-            print(f"# launch {launch.fn_name}: grid={launch.grid} num_warps={launch.num_warps}")
+            stages = f" num_stages={launch.num_stages}" if launch.num_stages else ""
+            print(f"# launch {launch.fn_name}: grid={launch.grid} num_warps={launch.num_warps}"
+                  f"{stages}")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .linalg import dot, matmul, vecdot
 from .reductions import (
     all,
     amax,
@@ -154,6 +155,9 @@ def _attach_methods() -> None:
     Tensor.expand_dims = expand_dims  # type: ignore[attr-defined]
     Tensor.broadcast_to = broadcast_to  # type: ignore[attr-defined]
     Tensor.amax, Tensor.amin = max, min  # type: ignore[attr-defined]
+    Tensor.dot = dot  # type: ignore[attr-defined]
+    Tensor.__matmul__ = lambda self, other: matmul(self, other)  # type: ignore[attr-defined]
+    Tensor.__rmatmul__ = lambda self, other: matmul(other, self)  # type: ignore[attr-defined]
     for name in ELEMENTWISE_FUNCTIONS:
         if not hasattr(Tensor, name):
             setattr(Tensor, name, g[name])

@@ -33,7 +33,14 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import IRVerifyError
-from ..ir.domain import SPLIT_REDUCTION, RegionError, region_domain
+from ..ir.domain import (
+    GEMM,
+    SPLIT_REDUCTION,
+    Domain,
+    RegionError,
+    operand_itemsizes,
+    region_domain,
+)
 from ..ir.program import Instr, Kernel, Program
 from ..ir.verify import register_region_check
 from . import cost
@@ -123,7 +130,53 @@ def _region_error(kernel: Kernel) -> tuple[str, Instr | None] | None:
         reason = rule_split_reduction(kernel, domain, check_size=False)
         if reason is not None:
             return f"kind=split_reduction is impossible: {reason}", None
+    if domain.kind == GEMM:
+        reason = _gemm_attrs_problem(kernel, domain)
+        if reason is not None:
+            return reason, None
     return None
+
+
+# -- tiles of gemm kernels -------------------------------------------------------------
+
+def _gemm_problem(kernel: Kernel, domain: Domain) -> dict[str, Any]:
+    """The numbers the GEMM heuristics take: M, N, K, batch, dtype, precision, span_row."""
+    from ..ir.graph import num_elements
+    mm = next(i for i in kernel.body if i.name == domain.matmul)
+    types = {p.name: p.type for p in kernel.params}
+    types.update({i.name: i.type for i in kernel.body})
+    shape = mm.shape
+    return {"m": shape[-2], "n": shape[-1], "k": types[mm.args[0]].shape[-1],
+            "batch": num_elements(shape[:-2]), "dtype": mm.dtype.name,
+            "precision": str(mm.attrs.get("precision", "ieee")), "span_row": bool(domain.reduced),
+            "loads": operand_itemsizes(kernel, mm.name)}
+
+
+def _gemm_attrs_problem(kernel: Kernel, domain: Domain) -> str | None:
+    """Why the tile attributes a user wrote on a gemm kernel cannot work, or None."""
+    from ..codegen.heuristics import GEMM_ATTRS, GEMM_OPTIONAL_ATTRS, gemm_config_problem
+    given = {k: v for k, v in kernel.attrs.items() if k in GEMM_ATTRS + GEMM_OPTIONAL_ATTRS}
+    if not given:
+        return None
+    for key, value in given.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"its tiles are invalid: {key}={value} is not an integer"
+    attrs = _with_gemm_defaults(kernel, domain)
+    g = _gemm_problem(kernel, domain)
+    reason = gemm_config_problem(attrs, g["m"], g["n"], g["k"], g["dtype"], g["loads"],
+                                 g["span_row"])
+    return f"its tiles are invalid: {reason}" if reason else None
+
+
+def _with_gemm_defaults(kernel: Kernel, domain: Domain) -> dict[str, Any]:
+    """``kernel.attrs`` with every missing tile attribute of a gemm kernel filled in."""
+    from ..codegen.heuristics import GEMM_ATTRS, gemm_config
+    if all(name in kernel.attrs for name in GEMM_ATTRS):
+        return dict(kernel.attrs)
+    g = _gemm_problem(kernel, domain)
+    default = gemm_config(g["m"], g["n"], g["k"], g["batch"], g["dtype"], g["precision"],
+                          g["span_row"], g["loads"]).attrs()
+    return {**default, **kernel.attrs}
 
 
 def region_check(kernel: Kernel) -> str | None:
@@ -156,8 +209,10 @@ def _check_user_kernels(program: Program) -> None:
 def _normalize_user_kernel(k: Kernel) -> tuple[Kernel, Any]:
     domain = region_domain(k)
     attrs = dict(k.attrs)
-    if k.kind != SPLIT_REDUCTION:
+    if k.kind != SPLIT_REDUCTION or domain.kind == GEMM:
         attrs["kind"] = domain.kind
+    if domain.kind == GEMM:
+        attrs = _with_gemm_defaults(replace(k, attrs=attrs), domain)
     if attrs != k.attrs:
         k = replace(k, attrs=attrs)
     return k, domain
@@ -184,6 +239,9 @@ def build_plan(program: Program) -> Plan:
         kernel, domain = f.kernel, f.domain
         if f.region.frozen is not None:
             kernel, domain = _normalize_user_kernel(kernel)
+        elif domain.kind == GEMM:
+            kernel.attrs = _with_gemm_defaults(kernel, domain)
+            kernel.name = unique_name(kernel_base_name(kernel, domain), used)
         else:
             if rule_split_reduction(kernel, domain) is None:
                 # how many partials is the emitter's call (it knows its tiles); a user's

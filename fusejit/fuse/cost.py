@@ -18,6 +18,14 @@ one file. The model is deliberately small:
   a *split reduction* (partials, then a final launch), so that the whole GPU
   works on it (``should_split``; how many partials is the emitter's choice, since
   it depends on its tiles).
+* A GEMM kernel loads each operand tile once per tile of the other output axis
+  (A's tiles for every column of tiles, B's for every row), so a *prologue* (the
+  pointwise producers of an operand, computed while its tiles load) is recomputed
+  that many times: it may read at most ``GEMM_PROLOGUE_MAX_FULL_LOADS`` buffers of
+  the operand's size (scales, vectors and constants are free), and cost at most
+  ``GEMM_PROLOGUE_MAX_COST`` per element unless the other axis fits one tile
+  (``GEMM_TILE_SPAN``), where it is computed once. A row reduction of the product
+  (``sum(a @ b, -1)``) fuses when one tile spans the row (``GEMM_ROW_MAX_N``).
 """
 
 from __future__ import annotations
@@ -76,3 +84,26 @@ def should_split(rows: int, reduce_size: int, outer: bool = False) -> bool:
         return (programs < OUTER_SPLIT_MAX_PROGRAMS and reduce_size >= 64
                 and rows * reduce_size >= OUTER_SPLIT_MIN_ELEMENTS)
     return rows < SPLIT_MAX_ROWS and reduce_size >= SPLIT_MIN_REDUCE
+
+
+#: Buffers of an operand's full size (at least M x K elements for A) that its GEMM prologue
+#: may read: one (the operand's data; a cast or scale of it reads no more than the product
+#: of a written operand would), more only for operands of at most GEMM_SMALL_OPERAND elements.
+GEMM_PROLOGUE_MAX_FULL_LOADS = 1
+#: Operands this small (elements of one matrix) are cheap whatever their prologue reads.
+GEMM_SMALL_OPERAND = 4096
+#: Largest prologue cost per element (``op_cost`` summed: a cast and a scale are 1, one
+#: transcendental function 4) recomputed for every tile along the other output axis.
+GEMM_PROLOGUE_MAX_COST = 4
+#: The widest GEMM tile along an output axis: an operand is loaded once per this many
+#: columns (A) or rows (B) of the product.
+GEMM_TILE_SPAN = 128
+#: A row reduction of the product fuses into the GEMM kernel when its rows (N) are at most
+#: this long: one tile then spans the row (the heuristics widen block_n to cover it).
+GEMM_ROW_MAX_N = 256
+
+
+def gemm_recomputes(other: int) -> int:
+    """How many times a GEMM prologue is computed per element: the tiles along the other
+    output axis of extent ``other`` (N for operand A, M for B), at most ``GEMM_TILE_SPAN`` wide."""
+    return max(1, -(-other // GEMM_TILE_SPAN))

@@ -20,6 +20,13 @@ one launch), each region's writes are fixed (requested outputs and values
 read by other regions), and regions become ``Kernel`` blocks in dependency
 order.
 
+A ``matmul`` is treated like a reduction: it and every value computed from it
+are not free (never recomputed elsewhere). It joins the regions of its
+operands' producers when they are a cheap prologue (``rule_gemm_prologue``),
+else starts a region of its own, recomputing an operand from another region
+only under the same cost rule (``gemm_prologue_refusal``); the product's
+consumers then join it as its epilogue.
+
 Constants and iotas that are not outputs never get a region of their own:
 they are cloned into every region that uses them (they cost nothing).
 Kernel blocks already in the program (user-edited fused text) are fixed
@@ -34,11 +41,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import FusejitError
-from ..ir.domain import Domain, RegionError, region_domain
+from ..ir.domain import Domain, RegionError, region_domain, squeezed
 from ..ir.ops import LEAF, REDUCE, VIEW
 from ..ir.program import Instr, Kernel, Param, Program, TensorType
 from . import cost
-from .rules import Candidate, first_refusal
+from .rules import Candidate, Prologue, first_refusal, gemm_prologue_refusal
 
 log = logging.getLogger("fusejit.fusion")
 Shape = tuple[int, ...]
@@ -85,7 +92,7 @@ class Region:
     """A region under construction: the instructions of one future kernel."""
 
     __slots__ = ("id", "instrs", "own", "params", "reductions", "row", "yields", "anchor",
-                 "frozen", "parent", "min_index", "max_index", "deps", "kernel_name")
+                 "frozen", "parent", "min_index", "max_index", "deps", "kernel_name", "matmuls")
 
     def __init__(self, rid: int, index: int) -> None:
         self.id = rid
@@ -93,7 +100,8 @@ class Region:
         self.own: set[str] = set()                # values whose home is this region
         self.params: dict[str, None] = {}         # outer names read (ordered set)
         self.reductions: list[tuple[str, Shape, tuple[int, ...]]] = []
-        self.row: set[str] = set()                # values computed from a reduction
+        self.row: set[str] = set()                # values computed from a reduction or product
+        self.matmuls: list[tuple[str, Shape]] = []  # the product of a GEMM region, with its shape
         self.yields: dict[str, Shape] = {}        # values known to be written
         self.anchor: Shape | None = None          # the shape the region iterates over
         self.frozen: Kernel | None = None         # a user-written kernel block
@@ -228,7 +236,7 @@ class GreedyFuser:
                             is not None for a in instr.args if self._region_of(a) is r)
                 return cheap, -r.max_index
             attempts.extend(((r,), False) for r in sorted(producers, key=preference))
-        else:
+        elif instr.op != "matmul":  # a product is never a sibling (one GEMM per kernel)
             siblings = self._siblings(instr)
             if instr.op in REDUCE:
                 # a reduction joins first a region that already reduces its domain (batch
@@ -300,7 +308,7 @@ class GreedyFuser:
                 if len(params) > max_loads:
                     return None
                 continue
-            if ins.op in REDUCE or n in region.row:
+            if ins.op in REDUCE or ins.op == "matmul" or n in region.row:
                 return None
             total += cost.op_cost(ins.op)
             if total > max_cost:
@@ -312,20 +320,28 @@ class GreedyFuser:
     def _fits(self, region: Region, value: str) -> bool:
         """Whether ``region`` can write ``value`` (its shape fits the region's one domain)."""
         shape = self.shapes[value]
+        if region.matmuls and not region.reductions:
+            d = region.matmuls[0][1]
+            return shape == d or squeezed(shape) == squeezed(d)
         if region.reductions:
             _, d, axes = region.reductions[0]
             return shape == d or shape == tuple(x for i, x in enumerate(d) if i not in axes) \
                 or shape == tuple(1 if i in axes else x for i, x in enumerate(d))
         return all(s == shape for s in region.yields.values())
 
-    def _choose(self, region: Region, value: str, avoid: set[str]) -> Choice:
+    def _choose(self, region: Region, value: str, avoid: set[str],
+                operand_of: tuple[Instr, int] | None = None) -> Choice:
         """Recompute (cheap and free), read (already written) or write ``value`` of ``region``.
 
         A cone that reads a value of ``avoid`` (computed from a reduction in the
         consumer's region) is not cloned: the clone would stop being free there.
+        ``operand_of``: ``value`` is operand ``i`` of that ``matmul``, recomputed
+        only under the GEMM prologue rule.
         """
         if value in region.yields:
             return Choice("read", value, region)
+        if operand_of is not None:
+            return self._choose_operand(region, value, *operand_of)
         cone = self._cone(region, value, cost.MAX_RECOMPUTE_COST, cost.MAX_RECOMPUTE_LOADS)
         if cone is not None and avoid.isdisjoint(cone[1]):
             return Choice("clone", value, region, cone[0], cone[1], cone[2],
@@ -341,6 +357,46 @@ class GreedyFuser:
         return Choice("stuck", value, region, reason=(
             f"%{value} can neither be written by its kernel (shape {list(self.shapes[value])}) "
             f"nor recomputed here"))
+
+    def _choose_operand(self, region: Region, value: str, mm: Instr, index: int) -> Choice:
+        """Recompute operand ``index`` of ``mm`` from ``region`` as a GEMM prologue, or write it."""
+        cone = self._cone(region, value, _NO_LIMIT, _NO_LIMIT)
+        if cone is not None:
+            reason = gemm_prologue_refusal(Prologue(index, value, cone[0], cone[1]), mm, self.shapes)
+            if reason is None:
+                return Choice("clone", value, region, cone[0], cone[1], cone[2],
+                              f"a pointwise producer of an operand of %{mm.name}, applied while "
+                              f"its tiles load (cost {cone[2]})")
+        else:
+            reason = None
+        if self._fits(region, value):
+            return Choice("write", value, region, reason=reason or "")
+        return Choice("stuck", value, region, reason=(
+            f"%{value} can neither be written by its kernel (shape {list(self.shapes[value])}) "
+            f"nor recomputed as a prologue of %{mm.name}"))
+
+    def _prologue(self, body: dict[str, Instr], row: set[str], mm: Instr, index: int) -> Prologue:
+        """The free producers of operand ``index`` of ``mm`` among ``body`` (a grown region)."""
+        operand = mm.args[index]
+        instrs: list[Instr] = []
+        params: list[str] = []
+        blocked = None
+        seen: set[str] = set()
+        stack = [operand]
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            ins = body.get(n)
+            if ins is None:
+                params.append(n)
+            elif ins.op in REDUCE or ins.op == "matmul" or n in row:
+                blocked = blocked or n
+            else:
+                instrs.append(ins)
+                stack.extend(ins.args)
+        return Prologue(index, operand, instrs, params, blocked)
 
     # -- candidates ------------------------------------------------------------------
     def _candidate(self, instr: Instr, regions: tuple[Region, ...], sibling: bool
@@ -374,7 +430,8 @@ class GreedyFuser:
                 continue
             if r in members:
                 continue
-            choice = self._choose(r, a, avoid)
+            operand_of = (instr, instr.args.index(a)) if instr.op == "matmul" else None
+            choice = self._choose(r, a, avoid, operand_of)
             choices.append(choice)
             if choice.how == "clone":
                 for ins in choice.cone:
@@ -397,9 +454,13 @@ class GreedyFuser:
         added = [p for p in new_params if p not in params and p not in clones]
         num_inputs = len(params) + len(added)
         size = len(instrs) + len(clones) + (instr.name not in instrs)
-        # reductions and values computed from them
+        # reductions, products and values computed from them
         is_reduction = instr.op in REDUCE
+        is_root = is_reduction or instr.op == "matmul"
         reductions = [x for r in regions for x in r.reductions]
+        matmuls = [x for r in regions for x in r.matmuls]
+        if instr.op == "matmul":
+            matmuls = matmuls + [(instr.name, instr.shape)]
         if is_reduction:
             reductions = reductions + [(instr.name, self.shapes[instr.args[0]],
                                         tuple(instr.attrs["axes"]))]
@@ -407,9 +468,9 @@ class GreedyFuser:
             row, row_instrs = self._row_values(instrs, instr)
         else:
             base_row = regions[0].row if regions else set()
-            row_dep = not is_reduction and any(a in base_row for a in instr.args)
+            row_dep = not is_root and any(a in base_row for a in instr.args)
             row_instrs = [instr] if row_dep else []
-            row = base_row | {instr.name} if (row_dep or is_reduction) else base_row
+            row = base_row | {instr.name} if (row_dep or is_root) else base_row
         yields: dict[str, Shape]
         if merged or instr.name in self.outputs:
             yields = {}
@@ -434,13 +495,19 @@ class GreedyFuser:
             body[instr.name] = instr
             return self._kernel("probe", body, yields)
 
+        prologue: list[Prologue] = []
+        if instr.op == "matmul":
+            body = {**instrs, **clones}
+            prologue = [self._prologue(body, row, instr, i) for i in range(2)]
         cand = Candidate(
             instr=instr, regions=tuple(f"r{r.id}" for r in regions), sibling=sibling,
             frozen=any(r.frozen is not None for r in regions), size=size, num_inputs=num_inputs,
             reductions=reductions, row_instrs=row_instrs, row=row, shapes=self.shapes,
             yields=yields, anchor=regions[0].anchor if regions else None, cycle=cycle,
-            probe=probe, needs_probe=bool(regions) and (merged or is_reduction or bool(row_instrs)),
+            probe=probe, needs_probe=bool(regions) and (merged or is_root or bool(row_instrs)
+                                                        or bool(matmuls)),
             stuck=next((c.reason for c in choices if c.how == "stuck"), None),
+            matmuls=matmuls, prologue=prologue,
             extra={"is_reduction": is_reduction, "clones": clones, "params": params,
                    "added": added})
         return cand, choices
@@ -454,7 +521,7 @@ class GreedyFuser:
         row: set[str] = set()
         row_instrs: list[Instr] = []
         for ins in body:
-            if ins.op in REDUCE:
+            if ins.op in REDUCE or ins.op == "matmul":
                 row.add(ins.name)
             elif any(a in row for a in ins.args):
                 row.add(ins.name)
@@ -510,12 +577,15 @@ class GreedyFuser:
             if producer is not None and producer is not target:
                 target.deps.add(producer)
         target.reductions = cand.reductions
+        target.matmuls = cand.matmuls
         target.row = cand.row
         if instr.name in self.outputs:
             target.yields[instr.name] = instr.shape
             self.boundaries.append(Boundary(instr.name, target, "return", "requested_output",
                                             "it is an output of the program"))
-        if target.reductions:
+        if target.matmuls:
+            target.anchor = target.matmuls[0][1]
+        elif target.reductions:
             target.anchor = target.reductions[0][1]
         elif instr.op not in VIEW or target.anchor is None:
             target.anchor = instr.shape
@@ -532,6 +602,8 @@ class GreedyFuser:
             if choice.how in ("write", "stuck"):
                 r.yields[choice.value] = self.shapes[choice.value]
             rule, reason = refusals.get(r, ("", ""))
+            if not rule and choice.reason:
+                rule, reason = "gemm_prologue", choice.reason
             if not rule:
                 rule, reason = "joined_elsewhere", (
                     f"%{instr.name} joined another kernel, where this value is not computed")
@@ -549,6 +621,7 @@ class GreedyFuser:
         target.own |= other.own
         target.params.update(other.params)
         target.yields.update(other.yields)
+        target.matmuls = target.matmuls + other.matmuls
         target.deps |= other.deps
         target.deps.discard(target)
         target.deps.discard(other)
@@ -563,7 +636,8 @@ class GreedyFuser:
         """Merge independent pointwise regions that write one shape (several outputs, one launch)."""
         groups: dict[Shape, Region] = {}
         for region in self.regions:
-            if region.parent is not None or region.frozen is not None or region.reductions:
+            if (region.parent is not None or region.frozen is not None or region.reductions
+                    or region.matmuls):
                 continue
             shapes = set(region.yields.values())
             if len(shapes) != 1:

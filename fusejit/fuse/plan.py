@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..dtypes import ir_name
-from ..ir.domain import SPLIT_REDUCTION, Domain
+from ..ir.domain import GEMM, SPLIT_REDUCTION, Domain
 from ..ir.ops import LEAF, VIEW
 from ..ir.program import Kernel, Program
 
@@ -128,6 +128,12 @@ class Plan:
             if k.kind == SPLIT_REDUCTION:
                 count = f"split={k.attrs['split']}, " if "split" in k.attrs else ""
                 split = f", {count}partial + final launch"
+            if k.kind == GEMM and "block_m" in k.attrs:
+                a = k.attrs
+                split = (f", tiles {a['block_m']}x{a['block_n']}x{a['block_k']}, "
+                         f"{a.get('num_warps')} warps, {a.get('num_stages')} stages")
+                if a.get("split_k", 1) > 1:
+                    split += f", split_k={a['split_k']}: partials + combine launch"
             lines.append(f"kernel @{k.name} ({k.kind}{where}{split})")
             ops = ", ".join(f"%{i.name} = {i.op}" for i in k.body)
             lines.append(f"  fuses {len(k.body)} instruction{'s' if len(k.body) != 1 else ''}: "
@@ -180,7 +186,7 @@ def _names(names: Any) -> str:
 
 def launches_of(kernel: Kernel, domain: Domain) -> list[Launch]:
     """The launches of one Kernel block (two for a split reduction)."""
-    if kernel.kind == SPLIT_REDUCTION:
+    if kernel.kind == SPLIT_REDUCTION or (kernel.kind == GEMM and kernel.attrs.get("split_k", 1) > 1):
         return [Launch(kernel, kernel.kind, kernel.args, kernel.results, domain, stage)
                 for stage in ("partial", "final")]
     return [Launch(kernel, kernel.kind, kernel.args, kernel.results, domain)]
@@ -203,6 +209,8 @@ def _signature(kernel: Kernel) -> str | None:
 def kernel_base_name(kernel: Kernel, domain: Domain) -> str:
     """``<what>_<dtype>_<domain>``: e.g. ``softmax_f32_4096x1024`` or ``exp_sum_div_f32_64x32``."""
     what = _signature(kernel)
+    if what is not None and domain.kind == GEMM:
+        what = f"matmul_{what}"
     if what is None:
         seen: list[str] = []
         for i in kernel.body:

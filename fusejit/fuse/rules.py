@@ -16,21 +16,50 @@ skips that last call: ``region_domain`` never rejects free values (only the
 shapes a kernel writes, which ``outputs_fit_domain`` checks), and skipping it
 keeps the pass linear.
 
+Rules ``one_matmul`` to ``gemm_row_reduction`` decide what joins a GEMM kernel
+(a region with a ``matmul``): the pointwise producers of its operands that are
+cheap to recompute per tile (the prologue, ``gemm_prologue_refusal``), the
+pointwise consumers of its product (the epilogue) and row reductions of the
+product when one tile spans the row.
+
 A rule takes a ``Candidate`` and returns None (legal) or a human sentence.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..ir.domain import INNER_REDUCTION, OUTER_REDUCTION, RegionError, reduction_kind, region_domain
-from ..ir.ops import SPLITTABLE
+from ..ir.domain import (
+    INNER_REDUCTION,
+    OUTER_REDUCTION,
+    RegionError,
+    reduction_kind,
+    region_domain,
+    squeezed,
+)
+from ..ir.ops import SPLITTABLE, VIEW
 from ..ir.program import Instr, Kernel
 from . import cost
 
 Shape = tuple[int, ...]
+
+
+@dataclass
+class Prologue:
+    """The producers of one operand of a ``matmul`` inside the kernel it would run in."""
+
+    #: 0 for A (``[..., M, K]``), 1 for B (``[..., K, N]``)
+    index: int
+    operand: str
+    #: the free instructions computing the operand (empty: the operand is loaded as is)
+    instrs: list[Instr]
+    #: the buffers those instructions read (outer values)
+    params: list[str]
+    #: a value computed from a reduction or a product that the operand needs, or None
+    blocked: str | None = None
 
 
 @dataclass
@@ -65,6 +94,10 @@ class Candidate:
     needs_probe: bool
     #: why an operand from another region could be neither written there nor recomputed here
     stuck: str | None = None
+    #: every matmul of the grown region: (value name, product shape)
+    matmuls: list[tuple[str, Shape]] = field(default_factory=list)
+    #: when ``instr`` is a matmul: its operands' producers inside the grown region
+    prologue: list[Prologue] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -132,6 +165,145 @@ def rule_region_inputs(c: Candidate) -> str | None:
     if c.num_inputs > cost.MAX_REGION_INPUTS:
         return (f"the kernel would read {c.num_inputs} buffers, over the limit of "
                 f"{cost.MAX_REGION_INPUTS}")
+    return None
+
+
+def rule_one_matmul(c: Candidate) -> str | None:
+    """A kernel computes at most one matrix product.
+
+    Fuses: a product with its prologue and epilogue. Refuses: a second
+    ``matmul`` in a kernel that has one (``gelu(x @ w1 + b1) @ w2`` is two
+    kernels), and horizontal fusion of anything with a GEMM kernel. Why: a
+    GEMM kernel is one tiled loop over K with one accumulator; the second
+    product needs the first one complete (or its own loop and tiles).
+    """
+    if len(c.matmuls) > 1:
+        return (f"the kernel already computes the product %{c.matmuls[0][0]}; a kernel computes "
+                f"one matrix product (each is a GEMM kernel of its own)")
+    if c.sibling and (c.matmuls or c.instr.op == "matmul"):
+        return "a GEMM kernel fuses only its operands' producers and its product's consumers"
+    return None
+
+
+def gemm_prologue_refusal(p: Prologue, mm: Instr, shapes: dict[str, Shape]) -> str | None:
+    """Why the producers of operand ``p`` of ``mm`` cannot run while its tiles load, or None.
+
+    The cost rule of GEMM prologues (see ``cost.py``): the producers must be free
+    (no reduction or other product in them), read at most
+    ``cost.GEMM_PROLOGUE_MAX_FULL_LOADS`` buffers of the operand's size, and cost at
+    most ``cost.GEMM_PROLOGUE_MAX_COST`` per element unless the other output axis
+    fits one tile. The greedy pass applies the same test when it decides whether to
+    recompute an operand from another kernel or to read it from memory.
+    """
+    if p.blocked is not None:
+        what = "is" if p.blocked == p.operand else f"needs %{p.blocked},"
+        return (f"operand %{p.operand} of %{mm.name} {what} computed from a reduction or a "
+                f"product; a GEMM recomputes only pointwise producers of its operands while "
+                f"loading their tiles")
+    if not p.instrs:
+        return None
+    shape = shapes[p.operand]
+    tile = shape[-2] * shape[-1]
+    full = [q for q in p.params if math.prod(shapes[q]) >= max(2, tile)]
+    if len(full) > cost.GEMM_PROLOGUE_MAX_FULL_LOADS and tile > cost.GEMM_SMALL_OPERAND:
+        return (f"operand %{p.operand} of %{mm.name} would be computed from {len(full)} buffers of "
+                f"its size ({', '.join('%' + q for q in full)}) at every tile load; a GEMM prologue "
+                f"reads at most {cost.GEMM_PROLOGUE_MAX_FULL_LOADS} (writing %{p.operand} once "
+                f"reads fewer bytes)")
+    total = sum(cost.op_cost(i.op) for i in p.instrs)
+    other = mm.shape[-1] if p.index == 0 else mm.shape[-2]
+    recomputes = cost.gemm_recomputes(other)
+    if total > cost.GEMM_PROLOGUE_MAX_COST and recomputes > 1:
+        axis = "N" if p.index == 0 else "M"
+        ops = ", ".join(f"%{i.name} = {i.op}" for i in p.instrs[:4])
+        return (f"the producers of operand %{p.operand} of %{mm.name} ({ops}) cost {total} per "
+                f"element, over {cost.GEMM_PROLOGUE_MAX_COST}, and would be recomputed for each "
+                f"of the {recomputes} tiles along {axis}={other}; writing %{p.operand} once is "
+                f"cheaper")
+    return None
+
+
+def rule_gemm_prologue(c: Candidate) -> str | None:
+    """A matrix product joins the kernel of its operands' producers when they are a cheap
+    prologue: pointwise, reading at most one buffer of the operand's size, cheap per element.
+
+    Fuses: ``(x * s).astype(float16) @ w`` (the scale and cast are applied to each
+    tile of ``x`` as it loads), transposes and slices of operands (index math).
+    Refuses: operands computed from a reduction (``softmax(x) @ v``) or from another
+    product, producers reading two full-size buffers (``(x + y) @ w``), and
+    expensive producers recomputed for many tiles (``exp(x) ** 3 @ w`` with a wide
+    ``w``); and a product joining a kernel that already reduces. Why: a GEMM loads
+    each operand tile once per tile of the other output axis, so a prologue is
+    recomputed, and its loads repeated, that many times (see ``cost.py``).
+    """
+    if c.instr.op != "matmul":
+        return None
+    for p in c.prologue:
+        reason = gemm_prologue_refusal(p, c.instr, c.shapes)
+        if reason is not None:
+            return reason
+    if c.reductions:
+        name = c.reductions[0][0]
+        return (f"the kernel already reduces (%{name}); a GEMM kernel's reductions reduce rows of "
+                f"its product, after it")
+    return None
+
+
+def rule_gemm_epilogue(c: Candidate) -> str | None:
+    """The consumers of a product join its GEMM kernel when they keep the product's shape.
+
+    Fuses: every pointwise consumer of the product with its shape, or with operands
+    broadcast into it (bias, scale, residual, activation, cast): ``relu(a @ b + bias)``
+    is one kernel, computed on the accumulator tile before the single store; reshapes
+    that only add or drop size-1 dims (``matrix @ vector`` forms). Refuses: transposes,
+    slices and broadcasts of the product. Why: the product exists only as the tile in
+    registers, at its own coordinates; moving it needs it in memory.
+    """
+    if not c.matmuls:
+        return None
+    name, shape = c.matmuls[0]
+    for instr in c.row_instrs:
+        if instr.op not in VIEW:
+            continue
+        src = c.shapes[instr.args[0]]
+        if src != shape and (c.reductions or squeezed(src) != squeezed(shape)):
+            continue  # a row value of a reduction: the reduction rules decide
+        if instr.op in ("permute", "slice", "expand"):
+            return (f"%{instr.name} = {instr.op} moves the product of %{name} (it exists only as "
+                    f"the tile in registers); that needs the product written to memory first")
+        if squeezed(instr.shape) != squeezed(shape):
+            return (f"%{instr.name} reshapes the product of %{name} from {_fmt(shape)} to "
+                    f"{_fmt(instr.shape)}; only size-1 dims can be added or dropped in its kernel")
+    return None
+
+
+def rule_gemm_row_reduction(c: Candidate) -> str | None:
+    """A reduction joins a GEMM kernel when it reduces rows of the product and one tile
+    spans the row.
+
+    Fuses: ``(a @ b).sum(-1)``, ``max`` of each row, softmax or layer norm of
+    ``a @ b`` over its last axis when N <= ``cost.GEMM_ROW_MAX_N`` (``block_n`` then
+    covers the row, so the row is in registers). Refuses: reductions over other axes,
+    of values the product does not depend on, and of rows longer than a tile. Why: a
+    program holds one ``block_m x block_n`` tile of the product; a row wider than the
+    tile is spread over several programs.
+    """
+    if not c.matmuls or not c.extra.get("is_reduction"):
+        return None
+    instr = c.instr
+    name, shape = c.matmuls[0]
+    src = instr.args[0]
+    axes = tuple(instr.attrs["axes"])
+    if src not in c.row:
+        return (f"%{instr.name} = {instr.op} reduces %{src}, which the product %{name} does not "
+                f"depend on; a GEMM kernel reduces only rows of its product")
+    last = (len(shape) - 1,)
+    if c.shapes[src] != shape or axes != last:
+        return (f"%{instr.name} reduces {_fmt(c.shapes[src])} over axes {list(axes)}; a GEMM "
+                f"kernel reduces only rows of its product {_fmt(shape)} (axes {list(last)})")
+    if shape[-1] > cost.GEMM_ROW_MAX_N:
+        return (f"%{instr.name} reduces rows of {shape[-1]} columns of the product %{name}; a GEMM "
+                f"tile spans at most {cost.GEMM_ROW_MAX_N}, so the row is not in one program")
     return None
 
 
@@ -306,6 +478,10 @@ RULES: tuple[Callable[[Candidate], str | None], ...] = (
     rule_operands_available,
     rule_region_size,
     rule_region_inputs,
+    rule_one_matmul,
+    rule_gemm_prologue,
+    rule_gemm_epilogue,
+    rule_gemm_row_reduction,
     rule_one_reduction_domain,
     rule_siblings_match,
     rule_row_values_stay_put,

@@ -20,6 +20,14 @@ exactly ``R``. Values are of two sorts:
 
 Region outputs have shape ``D``, or, in a reduction region, the kept shape or
 its keepdims form.
+
+A *gemm* region holds one ``matmul``: its domain ``D`` is the product's shape
+``[..., M, N]`` (the contraction over K happens inside the op). Free values
+feed the operands (the *prologue*, evaluated at operand coordinates while the
+tiles are loaded); values computed from the product (the *epilogue*) stay at
+``D`` (or, without reductions, a reshape of ``D`` that only adds or drops
+size-1 dims); reductions reduce a value of shape ``D`` over its last axis
+(``R`` = that axis), with their results row-dependent as above.
 """
 
 from __future__ import annotations
@@ -33,7 +41,8 @@ POINTWISE = "pointwise"
 INNER_REDUCTION = "inner_reduction"
 OUTER_REDUCTION = "outer_reduction"
 SPLIT_REDUCTION = "split_reduction"
-KINDS = (POINTWISE, INNER_REDUCTION, OUTER_REDUCTION, SPLIT_REDUCTION)
+GEMM = "gemm"
+KINDS = (POINTWISE, INNER_REDUCTION, OUTER_REDUCTION, SPLIT_REDUCTION, GEMM)
 
 
 class RegionError(Exception):
@@ -53,6 +62,9 @@ class Domain:
     reduced: tuple[int, ...]
     kind: str
     row_dependent: frozenset[str]
+    #: gemm regions: the ``matmul`` instruction's name, and every value computed from it
+    matmul: str | None = None
+    product: frozenset[str] = frozenset()
 
     @property
     def kept(self) -> tuple[int, ...]:
@@ -99,11 +111,19 @@ def reduction_kind(shape: tuple[int, ...], reduced: tuple[int, ...]) -> str:
     return INNER_REDUCTION if tuple(sorted(reduced)) == trailing else OUTER_REDUCTION
 
 
+def squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` without its size-1 dims."""
+    return tuple(d for d in shape if d != 1)
+
+
 def region_domain(kernel: Kernel) -> Domain:
     """The domain of a region, or RegionError saying why it cannot be one kernel."""
-    reductions = [i for i in kernel.body if i.op in REDUCE]
     types = {p.name: p.type for p in kernel.params}
     types.update({i.name: i.type for i in kernel.body})
+    matmuls = [i for i in kernel.body if i.op == "matmul"]
+    if matmuls:
+        return _gemm_domain(kernel, matmuls, types)
+    reductions = [i for i in kernel.body if i.op in REDUCE]
     if reductions:
         first = reductions[0]
         shape = types[first.args[0]].shape
@@ -134,6 +154,85 @@ def region_domain(kernel: Kernel) -> Domain:
                 f"output %{y} of shape {list(types[y].shape)} does not fit the kernel's domain "
                 f"{list(shape)}" + (f" reduced over axes {list(reduced)}" if reduced else ""))
     return domain
+
+
+def _gemm_domain(kernel: Kernel, matmuls: list[Instr], types: dict) -> Domain:
+    """The domain of a region holding a matrix product (see the module docstring)."""
+    if len(matmuls) > 1:
+        raise RegionError(f"a kernel computes one matrix product, this one has %{matmuls[0].name} "
+                          f"and %{matmuls[1].name}", matmuls[1])
+    mm = matmuls[0]
+    shape = mm.shape
+    last = (len(shape) - 1,)
+    product: set[str] = {mm.name}
+    reductions: list[Instr] = []
+    for instr in kernel.body:
+        if instr is mm or not any(a in product for a in instr.args):
+            if instr.op in REDUCE:
+                raise RegionError(
+                    f"%{instr.name} = {instr.op} reduces a value the product %{mm.name} does not "
+                    f"depend on; a GEMM kernel reduces only rows of its product", instr)
+            continue
+        product.add(instr.name)
+        if instr.op in REDUCE:
+            src, axes = types[instr.args[0]].shape, tuple(instr.attrs["axes"])
+            if src != shape or axes != last:
+                raise RegionError(
+                    f"%{instr.name} = {instr.op} reduces {list(src)} over axes {list(axes)}; a GEMM "
+                    f"kernel reduces only rows of its product {list(shape)} (axes {list(last)})",
+                    instr)
+            reductions.append(instr)
+    reduced = last if reductions else ()
+    domain = Domain(shape, reduced, GEMM, frozenset(), mm.name, frozenset(product))
+    row = _check_row_dependent(kernel, domain)
+    for instr in kernel.body:
+        if instr.name not in product or instr is mm or instr.name in row:
+            continue
+        # a value of the product tile: it exists at the tile's coordinates only
+        if instr.op in ("permute", "slice", "expand"):
+            raise RegionError(
+                f"%{instr.name} = {instr.op} moves the product of %{mm.name}; that needs the product "
+                f"written to memory first", instr)
+        if instr.shape == shape:
+            continue
+        if reductions or squeezed(instr.shape) != squeezed(shape):
+            raise RegionError(
+                f"%{instr.name} of shape {list(instr.shape)} is computed from the product "
+                f"{list(shape)} of %{mm.name} but is not of its shape"
+                + ("" if reductions else " (or a reshape of it that only adds or drops size-1 dims)"),
+                instr)
+    domain = Domain(shape, reduced, GEMM, frozenset(row), mm.name, frozenset(product))
+    allowed = {shape}
+    if reductions:
+        allowed |= {domain.kept_shape, domain.keepdims_shape}
+    for y in kernel.yields:
+        t = types[y].shape
+        if t not in allowed and (reductions or squeezed(t) != squeezed(shape)):
+            raise RegionError(
+                f"output %{y} of shape {list(t)} does not fit the GEMM kernel's domain "
+                f"{list(shape)}" + (f" reduced over axes {list(reduced)}" if reduced else ""))
+    return domain
+
+
+def operand_itemsizes(kernel: Kernel, matmul: str) -> tuple[int, int]:
+    """Bytes per element that a GEMM region loads for each operand of ``matmul``: the widest
+    parameter its prologue reads (a float32 buffer cast to float16 while loading counts 4)."""
+    defs = {i.name: i for i in kernel.body}
+    params = {p.name: p.type for p in kernel.params}
+    out = []
+    for operand in defs[matmul].args:
+        widest, stack, seen = 1, [operand], set()
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in params:
+                widest = max(widest, params[name].dtype.itemsize)
+            elif name in defs:
+                stack.extend(defs[name].args)
+        out.append(widest)
+    return out[0], out[1]
 
 
 def _check_row_dependent(kernel: Kernel, domain: Domain) -> set[str]:

@@ -11,6 +11,11 @@ Each op has a category that fixes its typing rule:
 * ``view``: one operand, index arithmetic only (reshape, permute, expand, slice).
 * ``leaf``: no operands (``const``, ``iota``).
 * ``cast``: one operand, result dtype is the declared one.
+* ``matmul``: the matrix product of ``[..., M, K]`` and ``[..., K, N]`` operands of one
+  dtype and equal batch dimensions (the frontend promotes, broadcasts and reshapes
+  1-D operands first), giving ``[..., M, N]`` of that dtype. Optional attribute
+  ``precision`` (float32 only): ``ieee`` (the default, NumPy's answer), ``tf32`` or
+  ``tf32x3`` (tensor-core products, see ``MATMUL_PRECISIONS``).
 
 The frontend inserts casts so that elementwise operands already have the
 loop dtypes NumPy would pick: the IR itself never promotes.
@@ -93,9 +98,17 @@ _REDUCE = [
 ]
 
 _VIEW = [OpInfo(n, "view", 1) for n in ("reshape", "permute", "expand", "slice")]
-_OTHER = [OpInfo("const", "leaf", 0), OpInfo("iota", "leaf", 0), OpInfo("cast", "cast", 1)]
+_OTHER = [OpInfo("const", "leaf", 0), OpInfo("iota", "leaf", 0), OpInfo("cast", "cast", 1),
+          OpInfo("matmul", "matmul", 2, "matmul")]
 
 OPS: dict[str, OpInfo] = {op.name: op for op in (*_ELEMENTWISE, *_REDUCE, *_VIEW, *_OTHER)}
+
+#: ``precision`` of a float32 ``matmul``, and what each means (the default is ``ieee``):
+#: ``ieee`` multiplies and adds in float32 (NumPy's answer, no tensor cores); ``tf32`` rounds
+#: the inputs to TF32 (10-bit mantissa: relative error about 2**-11 per product) and runs on
+#: tensor cores; ``tf32x3`` splits each input into two TF32 parts and adds three tensor-core
+#: products (about float32 accuracy, at a third of TF32's speed).
+MATMUL_PRECISIONS = ("ieee", "tf32", "tf32x3")
 
 ELEMENTWISE = frozenset(op.name for op in _ELEMENTWISE)
 REDUCE = frozenset(op.name for op in _REDUCE)
@@ -117,4 +130,5 @@ ATTRS: dict[str, dict[str, bool]] = {
     "const": {"value": True},
     "iota": {"start": True, "step": True},
     "cast": {},
+    "matmul": {"precision": False},
 }

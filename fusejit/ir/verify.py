@@ -28,7 +28,7 @@ import numpy as np
 from ..dtypes import BOOL, INT64, ir_name
 from ..errors import IRVerifyError
 from .domain import KINDS as KERNEL_KINDS  # the launch kinds a kernel block may declare
-from .ops import ATTRS, OPS
+from .ops import ATTRS, MATMUL_PRECISIONS, OPS
 from .program import Instr, Kernel, Program, TensorType
 
 RegionCheck = Callable[[Kernel], "str | None"]
@@ -398,6 +398,41 @@ def _cast(instr: Instr, operands: list[TensorType]) -> str | None:
     return None
 
 
+def _matmul(instr: Instr, operands: list[TensorType]) -> str | None:
+    a, b = operands
+    if len(a.shape) < 2 or len(b.shape) != len(a.shape):
+        return (f"'matmul' takes two operands of one rank >= 2 ([..., M, K] and [..., K, N]), got "
+                f"{_show(a)} and {_show(b)} (reshape 1-D operands first)")
+    if a.shape[:-2] != b.shape[:-2]:
+        return (f"batch mismatch: 'matmul' of {_show(a)} and {_show(b)} needs equal batch "
+                f"dimensions (expand first)")
+    if a.shape[-1] != b.shape[-2]:
+        return (f"contracted dimensions differ: 'matmul' of {_show(a)} and {_show(b)} multiplies "
+                f"K={a.shape[-1]} columns by K={b.shape[-2]} rows")
+    if a.dtype != b.dtype:
+        return (f"dtype mismatch: 'matmul' operands are {ir_name(a.dtype)} and {ir_name(b.dtype)} "
+                f"(they must share one dtype: cast first)")
+    if a.dtype == BOOL:
+        return "bad dtype: 'matmul' of bool is not an op (cast to a number, compare with 0)"
+    result = instr.type
+    shape = a.shape[:-1] + b.shape[-1:]
+    if result.shape != shape:
+        return (f"shape mismatch: 'matmul' of {_show(a)} and {_show(b)} is {list(shape)}, not "
+                f"{list(result.shape)}")
+    if result.dtype != a.dtype:
+        return (f"bad dtype: 'matmul' of {ir_name(a.dtype)} gives {ir_name(a.dtype)}, not "
+                f"{ir_name(result.dtype)}")
+    precision = instr.attrs.get("precision")
+    if precision is not None:
+        if precision not in MATMUL_PRECISIONS:
+            return (f"bad precision={precision!s}: 'matmul' precision is one of "
+                    f"{', '.join(MATMUL_PRECISIONS)}")
+        if a.dtype != np.dtype(np.float32):
+            return f"'precision' applies to float32 products, not {ir_name(a.dtype)}"
+    return None
+
+
 _CHECKS: dict[str, Callable[[Instr, list[TensorType]], str | None]] = {
     "elementwise": _elementwise, "reduce": _reduce, "view": _view, "leaf": _leaf, "cast": _cast,
+    "matmul": _matmul,
 }

@@ -34,6 +34,10 @@ class Compiled:
     num_warps: int
     n_params: int        # .param entries in the PTX entry (our args + Triton's scratch)
     n_args: int          # our pointer args
+    #: bytes of global scratch per program (TMA descriptors made in the kernel), and the
+    #: alignment of that buffer; the launcher passes ``grid size * scratch`` bytes
+    scratch: int = 0
+    scratch_align: int = 1
 
 
 def _count_params(ptx: str, name: str) -> int:
@@ -45,11 +49,13 @@ def _count_params(ptx: str, name: str) -> int:
 
 #: fields of an entry's header line besides the cubin's size and digest
 _HEADER_FIELDS = ("name", "shared", "num_warps", "n_params", "n_args")
+#: later fields, absent from older entries (read as their defaults)
+_OPTIONAL_FIELDS = {"scratch": 0, "scratch_align": 1}
 
 
 def encode_entry(compiled: Compiled) -> bytes:
     """A disk cache entry: one JSON header line, then the cubin."""
-    header = {f: getattr(compiled, f) for f in _HEADER_FIELDS}
+    header = {f: getattr(compiled, f) for f in (*_HEADER_FIELDS, *_OPTIONAL_FIELDS)}
     header["size"] = len(compiled.cubin)
     header["sha256"] = hashlib.sha256(compiled.cubin).hexdigest()
     return json.dumps(header, sort_keys=True).encode() + b"\n" + compiled.cubin
@@ -63,6 +69,7 @@ def decode_entry(data: bytes) -> Compiled:
     try:
         header = json.loads(head)
         fields = [header[f] for f in _HEADER_FIELDS]
+        extra = [header.get(f, default) for f, default in _OPTIONAL_FIELDS.items()]
         size, digest = header["size"], header["sha256"]
     except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
         raise ValueError(f"bad header: {exc}") from None
@@ -71,9 +78,10 @@ def decode_entry(data: bytes) -> Compiled:
     if hashlib.sha256(cubin).hexdigest() != digest or cubin[:4] != b"\x7fELF":
         raise ValueError("cubin does not match its checksum")
     name, shared, num_warps, n_params, n_args = fields
-    if not (isinstance(name, str) and all(type(v) is int for v in (shared, num_warps, n_params, n_args))):
+    if not (isinstance(name, str)
+            and all(type(v) is int for v in (shared, num_warps, n_params, n_args, *extra))):
         raise ValueError("bad header field types")
-    return Compiled(name, cubin, shared, num_warps, n_params, n_args)
+    return Compiled(name, cubin, shared, num_warps, n_params, n_args, *extra)
 
 
 def _load_entry(path: Path, warn: bool = True) -> Compiled | None:
@@ -97,7 +105,8 @@ def compile_launch(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool
     threads need at once is compiled once, the others read the entry it wrote).
     """
     spec = "".join("d" if d else "n" for d in divisible)
-    key = f"{kc.source_hash(emitted.source)}-{launch.fn_name}-{launch.num_warps}-{spec}-sm{cc}"
+    stages = f"-s{launch.num_stages}" if launch.num_stages else ""
+    key = f"{kc.source_hash(emitted.source)}-{launch.fn_name}-{launch.num_warps}{stages}-{spec}-sm{cc}"
     key += f"-triton{kc.triton_version()}"
     path = kc.cache_dir() / "cubin" / f"{key}.entry"
     found = _load_entry(path)
@@ -125,10 +134,14 @@ def _compile(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool, ...]
     attrs = {(i,): [["tt.divisibility", 16]] for i, d in enumerate(divisible) if d}
     src = ASTSource(fn, signature, {}, attrs)
     options = {"num_warps": launch.num_warps, "enable_fp_fusion": False}
+    if launch.num_stages:
+        options["num_stages"] = launch.num_stages
     compiled = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=options)
     name = compiled.metadata.name
+    scratch = int(getattr(compiled.metadata, "global_scratch_size", 0) or 0)
+    align = int(getattr(compiled.metadata, "global_scratch_align", 1) or 1)
     return Compiled(name, compiled.asm["cubin"], int(compiled.metadata.shared), launch.num_warps,
-                    _count_params(compiled.asm["ptx"], name), len(signature))
+                    _count_params(compiled.asm["ptx"], name), len(signature), scratch, align)
 
 
 def compile_all(emitted: EmittedKernel, cc: int = 90, divisible: bool = True) -> list[Compiled]:

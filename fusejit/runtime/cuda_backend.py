@@ -308,6 +308,12 @@ class CudaBackend:
             return lambda args: [cp.empty(s, d) for s, d in out_types]
         strides = tuple(s for s, _ in spec)
         emitted = kc.emitted_for(kernel, strides, "cuda")
+        for i in emitted.aligned:
+            if not spec[i][1]:
+                raise BackendError(
+                    f"kernel {kernel.name} reads %{kernel.params[i].name} through TMA (tma=1), "
+                    f"which needs its buffer to start on a 16-byte boundary; this one does not "
+                    f"(an offset view): remove tma=1 or pass an aligned copy")
         scratch_specs = list(emitted.scratch)
         launches = []
         for launch in emitted.launches:
@@ -326,8 +332,10 @@ class CudaBackend:
             except oom as exc:
                 raise _out_of_memory(exc, device_id, asked, what) from None
             groups = (args, outs, scratch)
-            for fn, grid, block, shared, selectors, nulls in launches:
+            for fn, grid, block, shared, selectors, nulls, global_scratch in launches:
                 bound = [groups[g][i] for g, i in selectors]
+                if global_scratch:  # TMA descriptors made by the kernel live there
+                    nulls = [empty(global_scratch, np.uint8)] + nulls[1:]
                 fn(grid, block, bound + nulls, shared_mem=shared)
             return outs
 
@@ -349,7 +357,13 @@ class CudaBackend:
             loaded = dev.modules[mkey] = self._load(compiled, dev)
         nulls = [None] * (compiled.n_params - compiled.n_args)
         block = (32 * compiled.num_warps, 1, 1)
-        return (loaded[1], launch.grid, block, compiled.shared, selectors, nulls)
+        # global scratch: one slice per program (CuPy's allocations are 256-byte aligned)
+        programs = launch.grid[0] * launch.grid[1] * launch.grid[2]
+        global_scratch = compiled.scratch * programs if nulls else 0
+        if compiled.scratch_align > 256:
+            raise BackendError(f"kernel {compiled.name} asks for global scratch aligned to "
+                               f"{compiled.scratch_align} bytes (CuPy gives 256)")
+        return (loaded[1], launch.grid, block, compiled.shared, selectors, nulls, global_scratch)
 
     def _load(self, compiled: Any, dev: _Device) -> tuple[Any, Any]:
         """Load a cubin into the current device's context (which is ``dev``'s)."""

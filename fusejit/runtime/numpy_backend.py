@@ -62,6 +62,8 @@ def evaluate_instr(instr: Instr, args: list[np.ndarray]) -> np.ndarray:
         return np.broadcast_to(args[0], shape)
     if op == "slice":
         return _slice(args[0], attrs)
+    if op == "matmul":  # the reference: full precision whatever ``precision`` asks
+        return np.matmul(args[0], args[1]).astype(dtype, copy=False).reshape(shape)
     if info.category == "reduce":
         axes, keep = tuple(attrs["axes"]), bool(attrs.get("keepdims", False))
         if op in ("argmax", "argmin"):

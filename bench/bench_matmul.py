@@ -1,0 +1,477 @@
+"""GEMM benchmark (issue 11): fusejit's gemm kernels beside cuBLAS, torch and jax, on one GPU.
+
+Usage (on the GPU machine, from the repository root)::
+
+    python3 bench/bench_matmul.py --out DIR [--quick] [--only REGEX] [--impls LIST]
+                                  [--budget SECONDS] [--torch-max-autotune]
+
+Cases (M x N x K): float16 8192^3, 16384x1024x4096 and 128x4096x4096, each as a plain
+product and as ``relu(a @ b + bias)`` (the epilogue fused by fusejit, torch.compile and XLA);
+float32 4096^3 in full precision (``ieee``: FMA units, as cuBLAS SGEMM) and TF32 (and
+fusejit's ``tf32x3``, alone). TFLOP/s count 2*M*N*K per call.
+
+Every implementation runs in its own process, fusejit first (this process imports none of
+CuPy, torch or jax): ``fusejit`` times the default tiles (the heuristics' choice, as a user
+gets them) and a small sweep of candidate tiles per case (the fused IR text edited, as a user
+would edit a .fir file), each as the plan's launches alone, plus the whole ``realize`` path of
+the default; ``fusejit-tma`` the same with ``tma=1`` (operand tiles through TMA descriptors,
+an opt-in experiment, in its own process); ``cupy`` is cuBLAS (``cupy.matmul``; TF32 in a
+second process started with ``CUPY_TF32=1``); ``torch`` is eager (cuBLAS) and
+``torch.compile`` (default mode; with ``--torch-max-autotune`` also
+``max-autotune-no-cudagraphs``, whose autotuning takes minutes); ``jax`` is ``jax.jit``
+(``Precision.HIGHEST`` for ieee, ``DEFAULT`` for TF32).
+Inputs are drawn with CuPy from fixed seeds in every process (torch and jax take them through
+DLPack) and every result is checked against a float64 CuPy product of the same inputs
+(``||out - ref|| / ||ref||``). Timing: CUDA events around rounds of back-to-back calls (jax:
+wall clock until ``block_until_ready``), the median round's time per call.
+
+Writes ``DIR/results.json`` (per case and implementation: ms, TFLOP/s, the tiles, the error)
+and ``DIR/results.md`` (a table with the ratios the issue's targets name). ``--budget``
+(default 420 s) bounds the whole run: the sweep stops early when its share is spent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+#: name -> (M, N, K, dtype, precision, epilogue)
+CASES: dict[str, tuple[int, int, int, str, str, str]] = {
+    "f16 8192^3": (8192, 8192, 8192, "float16", "ieee", "none"),
+    "f16 8192^3 relu(ab+bias)": (8192, 8192, 8192, "float16", "ieee", "bias_relu"),
+    "f16 16384x1024x4096": (16384, 1024, 4096, "float16", "ieee", "none"),
+    "f16 16384x1024x4096 relu(ab+bias)": (16384, 1024, 4096, "float16", "ieee", "bias_relu"),
+    "f16 128x4096x4096": (128, 4096, 4096, "float16", "ieee", "none"),
+    "f16 128x4096x4096 relu(ab+bias)": (128, 4096, 4096, "float16", "ieee", "bias_relu"),
+    "f32 4096^3 ieee": (4096, 4096, 4096, "float32", "ieee", "none"),
+    "f32 4096^3 tf32": (4096, 4096, 4096, "float32", "tf32", "none"),
+    "f32 4096^3 tf32x3": (4096, 4096, 4096, "float32", "tf32x3", "none"),
+}
+
+#: tiles tried beside the default: (block_m, block_n, block_k, num_warps, num_stages, split_k)
+SWEEP: dict[str, list[tuple[int, int, int, int, int, int]]] = {
+    "f16_large": [(128, 256, 64, 8, 3, 1), (128, 256, 64, 8, 4, 1), (256, 128, 64, 8, 3, 1),
+                  (128, 128, 64, 8, 4, 1), (128, 128, 64, 4, 4, 1), (128, 128, 128, 8, 3, 1)],
+    "f16_small_m": [(128, 32, 64, 4, 4, 1), (64, 64, 64, 4, 4, 1), (128, 64, 128, 4, 3, 1),
+                    (64, 128, 64, 4, 4, 2), (128, 128, 64, 8, 4, 4), (64, 64, 128, 4, 3, 2)],
+    "f32_ieee": [(128, 128, 32, 4, 3, 1), (128, 128, 16, 4, 4, 1), (128, 256, 16, 8, 2, 1),
+                 (256, 128, 16, 8, 2, 1), (128, 64, 32, 2, 3, 1), (128, 128, 32, 8, 3, 1)],
+    "f32_tf32": [(128, 128, 32, 8, 3, 1), (128, 256, 32, 8, 3, 1), (128, 128, 64, 8, 3, 1),
+                 (64, 128, 32, 4, 4, 1), (256, 128, 32, 8, 3, 1)],
+}
+
+
+def sweep_for(case: str) -> list[tuple[int, int, int, int, int, int]]:
+    """The candidate tiles of a case."""
+    m, n, k, dtype, precision, _ = CASES[case]
+    if dtype == "float32":
+        return SWEEP["f32_ieee" if precision == "ieee" else "f32_tf32"]
+    return SWEEP["f16_small_m" if m <= 256 else "f16_large"]
+
+
+# -- shared by the worker processes ---------------------------------------------------------
+
+def _inputs(cp: Any, case: str) -> dict[str, Any]:
+    """The case's inputs on the device, from fixed seeds (the same in every process)."""
+    m, n, k, dtype, _, epilogue = CASES[case]
+    rng = cp.random.default_rng(abs(hash_case(case)) % (2 ** 31))
+    scale = 1.0 / k ** 0.5  # products of unit size
+    a = (rng.standard_normal((m, k), dtype=cp.float32) * scale).astype(dtype)
+    b = rng.standard_normal((k, n), dtype=cp.float32).astype(dtype)
+    out = {"a": a, "b": b}
+    if epilogue == "bias_relu":
+        out["bias"] = rng.standard_normal(n, dtype=cp.float32).astype(dtype)
+    return out
+
+
+def hash_case(case: str) -> int:
+    """A stable seed for a case (Python's hash of str is salted per process)."""
+    h = 0
+    for ch in case:
+        h = (h * 131 + ord(ch)) % (2 ** 61 - 1)
+    return h
+
+
+def _reference(cp: Any, case: str, x: dict[str, Any]) -> Any:
+    a, b = x["a"].astype(cp.float64), x["b"].astype(cp.float64)
+    y = a @ b
+    if "bias" in x:
+        y = cp.maximum(y + x["bias"].astype(cp.float64), 0)
+    return y
+
+
+def _error(cp: Any, out: Any, ref: Any) -> float:
+    d = out.astype(cp.float64) - ref
+    return float(cp.linalg.norm(d) / max(float(cp.linalg.norm(ref)), 1e-300))
+
+
+def _flops(case: str) -> float:
+    m, n, k = CASES[case][:3]
+    return 2.0 * m * n * k
+
+
+def _time_events(cp: Any, fn: Any, budget_s: float = 1.0) -> float:
+    """Milliseconds per call: median of rounds of back-to-back calls between CUDA events."""
+    fn()
+    cp.cuda.get_current_stream().synchronize()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    fn()
+    stop.record()
+    stop.synchronize()
+    one = max(cp.cuda.get_elapsed_time(start, stop), 1e-3)
+    reps = int(max(3, min(200, 0.05 * 1000 / one)))
+    rounds = []
+    t0 = time.perf_counter()
+    for _ in range(7):
+        start.record()
+        for _ in range(reps):
+            fn()
+        stop.record()
+        stop.synchronize()
+        rounds.append(cp.cuda.get_elapsed_time(start, stop) / reps)
+        if time.perf_counter() - t0 > budget_s:
+            break
+    rounds.sort()
+    return rounds[len(rounds) // 2]
+
+
+def _entry(case: str, ms: float, err: float, **extra: Any) -> dict[str, Any]:
+    return {"ms": ms, "tflops": _flops(case) / (ms * 1e-3) / 1e12, "error": err, **extra}
+
+
+# -- workers ----------------------------------------------------------------------------
+
+def _fusejit_program(fj: Any, case: str, x: dict[str, Any]) -> Any:
+    m, n, k, dtype, precision, epilogue = CASES[case]
+    a, b = fj.asarray(x["a"], name="a"), fj.asarray(x["b"], name="b")
+    y = fj.matmul(a, b, precision=precision)
+    if epilogue == "bias_relu":
+        y = fj.maximum(y + fj.asarray(x["bias"], name="bias"), 0)
+    return y
+
+
+def _realize(fj: Any, case: str, x: dict[str, Any]) -> Any:
+    """The whole user path: record the program on the inputs, realize it (plan cached)."""
+    return _fusejit_program(fj, case, x).realize()
+
+
+def _retile(text: str, tiles: tuple[int, ...], tma: bool = False) -> str:
+    names = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k")
+    for name, value in zip(names, tiles):
+        text = re.sub(rf"\b{name}=\d+", f"{name}={value}", text)
+    return text.replace("kind=gemm", "kind=gemm tma=1") if tma else text
+
+
+def _tiles_of(kernel: Any) -> str:
+    a = kernel.attrs
+    return (f"{a['block_m']}x{a['block_n']}x{a['block_k']} w{a['num_warps']} s{a['num_stages']}"
+            + (f" split{a['split_k']}" if a.get("split_k", 1) > 1 else ""))
+
+
+def worker_fusejit_tma(cases: list[str], deadline: float, quick: bool) -> dict[str, Any]:
+    """The same with ``tma=1`` on every gemm kernel (its own process: an experiment)."""
+    return worker_fusejit(cases, deadline, quick, tma=True)
+
+
+def worker_fusejit(cases: list[str], deadline: float, quick: bool,
+                   tma: bool = False) -> dict[str, Any]:
+    """Default tiles (launches alone and the realize path), then the sweep."""
+    import cupy as cp
+
+    import fusejit as fj
+    from fusejit.fuse import plan_for
+    from fusejit.runtime import current
+    fj.set_backend("cuda")
+    backend = current()
+    results: dict[str, Any] = {}
+    for i, case in enumerate(cases):
+        x = _inputs(cp, case)
+        ref = _reference(cp, case, x)
+        y = _fusejit_program(fj, case, x)
+        text = fj.dump(y, fused=True)
+        base = fj.parse(_retile(text, (), tma))
+        label = "fusejit tma" if tma else "fusejit"
+        buffers = [x[p.name] for p in base.inputs]
+
+        def launches(program: Any, buffers: list[Any] = buffers) -> Any:
+            plan = plan_for(program)
+            return partial(backend.execute, plan.program, buffers, plan)
+
+        res: dict[str, Any] = {}
+        try:
+            run = launches(base)
+            err = _error(cp, run()[0], ref)
+            res[label] = _entry(case, _time_events(cp, run), err,
+                                tiles=_tiles_of(plan_for(base).program.kernels[0]),
+                                kernels=len(plan_for(base).kernels))
+            if not tma:
+                realize = partial(_realize, fj, case, x)
+                res["fusejit realize"] = _entry(case, _time_events(cp, realize), err)
+        except Exception as exc:  # noqa: BLE001  (recorded, the run goes on)
+            res[label] = {"failed": f"{type(exc).__name__}: {exc}"[:300]}
+        sweep = []
+        share = (deadline - time.time()) / max(1, len(cases) - i)
+        stop_at = time.time() + share
+        for tiles in ([] if quick else sweep_for(case)):
+            if time.time() > stop_at:
+                sweep.append({"tiles": str(tiles), "skipped": "time budget"})
+                continue
+            try:
+                prog = fj.parse(_retile(text, tiles, tma))
+                run = launches(prog)
+                err = _error(cp, run()[0], ref)
+                sweep.append(_entry(case, _time_events(cp, run, 0.5), err,
+                                    tiles=_tiles_of(plan_for(prog).program.kernels[0])))
+            except Exception as exc:  # noqa: BLE001
+                sweep.append({"tiles": str(tiles), "failed": f"{type(exc).__name__}: {exc}"[:300]})
+        ok = [s for s in sweep if "tflops" in s and s["error"] < 1e-2]
+        if ok:
+            res[f"{label} best tiles"] = max(ok, key=lambda s: s["tflops"])
+        res["sweep tma" if tma else "sweep"] = sweep
+        results[case] = res
+        print(f"fusejit {case}: " + json.dumps({k: v.get("tflops") for k, v in res.items()
+                                                if isinstance(v, dict)}), flush=True)
+    return results
+
+
+def _cupy_product(cp: Any, x: dict[str, Any]) -> Any:
+    y = cp.matmul(x["a"], x["b"])
+    return cp.maximum(y + x["bias"], 0) if "bias" in x else y
+
+
+def worker_cupy(cases: list[str], deadline: float, quick: bool) -> dict[str, Any]:
+    """cuBLAS through cupy.matmul (and CuPy's unfused epilogue)."""
+    import cupy as cp
+    tf32 = os.environ.get("CUPY_TF32") == "1"
+    label = "cuBLAS (cupy)"
+    results: dict[str, Any] = {}
+    for case in cases:
+        precision = CASES[case][4]
+        if (precision == "tf32") != tf32 or precision == "tf32x3":
+            continue
+        x = _inputs(cp, case)
+        ref = _reference(cp, case, x)
+        run = partial(_cupy_product, cp, x)
+        try:
+            results[case] = {label: _entry(case, _time_events(cp, run), _error(cp, run(), ref))}
+        except Exception as exc:  # noqa: BLE001
+            results[case] = {label: {"failed": f"{type(exc).__name__}: {exc}"[:300]}}
+    return results
+
+
+def worker_torch(cases: list[str], deadline: float, quick: bool) -> dict[str, Any]:
+    """torch eager (cuBLAS) and torch.compile."""
+    import cupy as cp
+    import torch
+    results: dict[str, Any] = {}
+    modes = ["default"] + (["max-autotune-no-cudagraphs"]
+                           if os.environ.get("BENCH_TORCH_MAX_AUTOTUNE") == "1" else [])
+    for case in cases:
+        precision = CASES[case][4]
+        if precision == "tf32x3":
+            continue
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
+        x = _inputs(cp, case)
+        ref = _reference(cp, case, x)
+        tx = {name: torch.from_dlpack(v) for name, v in x.items()}
+        args = [tx[name] for name in ("a", "b", "bias") if name in tx]
+
+        def fn(a: Any, b: Any, bias: Any = None) -> Any:
+            y = a @ b
+            return torch.relu(y + bias) if bias is not None else y
+
+        res: dict[str, Any] = {}
+        variants: list[tuple[str, Any]] = [("torch eager", fn)]
+        if time.time() < deadline:
+            for mode in modes:
+                torch._dynamo.reset()
+                label = "torch.compile" + ("" if mode == "default" else f" {mode}")
+                variants.append((label, torch.compile(fn, mode=None if mode == "default"
+                                                      else mode, dynamic=False)))
+        for label, f in variants:
+            try:
+                out = f(*args)
+                err = _error(cp, cp.from_dlpack(out.detach()), ref)
+                res[label] = _entry(case, _time_events(cp, partial(f, *args)), err)
+            except Exception as exc:  # noqa: BLE001
+                res[label] = {"failed": f"{type(exc).__name__}: {exc}"[:300]}
+        results[case] = res
+    return results
+
+
+def worker_jax(cases: list[str], deadline: float, quick: bool) -> dict[str, Any]:
+    """jax.jit (XLA); HIGHEST precision for ieee float32, DEFAULT (TF32) for tf32."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    import cupy as cp
+    import jax
+    import jax.numpy as jnp
+    results: dict[str, Any] = {}
+    for case in cases:
+        precision = CASES[case][4]
+        if precision == "tf32x3":
+            continue
+        x = _inputs(cp, case)
+        ref = _reference(cp, case, x)
+        try:
+            jx = {name: jax.dlpack.from_dlpack(v) for name, v in x.items()}
+        except Exception:  # noqa: BLE001  (an older jax: through the host)
+            jx = {name: jnp.asarray(cp.asnumpy(v)) for name, v in x.items()}
+        args = [jx[name] for name in ("a", "b", "bias") if name in jx]
+        prec = jax.lax.Precision.HIGHEST if precision == "ieee" else jax.lax.Precision.DEFAULT
+
+        def fn(a: Any, b: Any, bias: Any = None, prec: Any = prec) -> Any:
+            y = jnp.matmul(a, b, precision=prec)
+            return jnp.maximum(y + bias, 0) if bias is not None else y
+
+        jfn = jax.jit(fn)
+        try:
+            out = jfn(*args).block_until_ready()
+            err = _error(cp, cp.asarray(jax.device_get(out)), ref)
+            for _ in range(2):
+                jfn(*args).block_until_ready()
+            t0 = time.perf_counter()
+            n = 0
+            while n < 5 or time.perf_counter() - t0 < 0.3:
+                out = jfn(*args)
+                n += 1
+            out.block_until_ready()
+            ms = (time.perf_counter() - t0) / n * 1e3
+            results[case] = {"jax.jit": _entry(case, ms, err)}
+        except Exception as exc:  # noqa: BLE001
+            results[case] = {"jax.jit": {"failed": f"{type(exc).__name__}: {exc}"[:300]}}
+    return results
+
+
+WORKERS = {"fusejit": worker_fusejit, "fusejit-tma": worker_fusejit_tma, "cupy": worker_cupy,
+           "cupy-tf32": worker_cupy, "torch": worker_torch, "jax": worker_jax}
+
+
+# -- the driver -------------------------------------------------------------------------
+
+def _run_worker(name: str, cases: list[str], out: Path, deadline: float, quick: bool,
+                env_extra: dict[str, str]) -> dict[str, Any]:
+    path = out / f"{name}.json"
+    env = {**os.environ, **env_extra, "PYTHONPATH": f"{ROOT}{os.pathsep}"
+           + os.environ.get("PYTHONPATH", "")}
+    if name == "cupy-tf32":
+        env["CUPY_TF32"] = "1"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--out", str(out),
+           "--deadline", str(deadline), *(["--quick"] if quick else []),
+           "--only", "|".join(re.escape(c) for c in cases)]
+    timeout = max(10.0, deadline - time.time() + 30)
+    with open(out / f"{name}.log", "w") as log:
+        try:
+            proc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  timeout=timeout)
+            status = proc.returncode
+        except subprocess.TimeoutExpired:
+            status = "timeout"
+    if path.exists():
+        return json.loads(path.read_text())
+    return {"_failed": f"worker {name} exited with {status} (see {name}.log)"}
+
+
+def _tflops_of(result: dict[str, Any], column: str) -> float | None:
+    v = result.get(column)
+    return v.get("tflops") if isinstance(v, dict) else None
+
+
+def _markdown(results: dict[str, dict[str, Any]]) -> str:
+    cols = ["fusejit", "fusejit best tiles", "fusejit tma", "fusejit tma best tiles",
+            "fusejit realize", "cuBLAS (cupy)", "torch eager",
+            "torch.compile", "torch.compile max-autotune-no-cudagraphs", "jax.jit"]
+    present = [c for c in cols if any(c in r for r in results.values())]
+    lines = ["| case | " + " | ".join(present) + " | fusejit / cuBLAS | fusejit / best of "
+             "torch.compile, jax.jit | default tiles | best tiles |",
+             "| --- | " + " | ".join("---:" for _ in present) + " | ---: | ---: | --- | --- |"]
+    for case, r in results.items():
+        tf = partial(_tflops_of, r)
+        cells = []
+        for c in present:
+            v = tf(c)
+            cells.append(f"{v:.0f}" if v is not None else ("fail" if c in r else ""))
+        ours = max([v for v in (tf("fusejit"), tf("fusejit best tiles"), tf("fusejit tma"),
+                                tf("fusejit tma best tiles")) if v] or [0.0])
+        blas = tf("cuBLAS (cupy)") or tf("torch eager")
+        peers = [v for v in (tf("torch.compile"),
+                             tf("torch.compile max-autotune-no-cudagraphs"), tf("jax.jit")) if v]
+        ratio_blas = f"{ours / blas:.2f}" if ours and blas else ""
+        ratio_peer = f"{ours / max(peers):.2f}" if ours and peers else ""
+        default = r.get("fusejit", {}).get("tiles", "")
+        best = r.get("fusejit best tiles", {}).get("tiles", "")
+        lines.append(f"| {case} | " + " | ".join(cells)
+                     + f" | {ratio_blas} | {ratio_peer} | {default} | {best} |")
+    lines.append("")
+    lines.append("TFLOP/s (2*M*N*K per call). `fusejit`: default tiles, the plan's launches alone; "
+                 "`fusejit best tiles`: the best of the sweep (error < 1e-2); `fusejit realize`: "
+                 "the whole user path per call; `fusejit tma`: the same with `tma=1` (operand "
+                 "tiles through TMA descriptors). Ratios use the best fusejit column.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="bench-matmul-out")
+    p.add_argument("--quick", action="store_true", help="default tiles only, no sweep")
+    p.add_argument("--only", default="", help="regex over case names")
+    p.add_argument("--impls", default="fusejit,fusejit-tma,cupy,cupy-tf32,torch,jax")
+    p.add_argument("--budget", type=float, default=420.0, help="seconds for the whole run")
+    p.add_argument("--torch-max-autotune", action="store_true")
+    p.add_argument("--worker", default="", help=argparse.SUPPRESS)
+    p.add_argument("--deadline", type=float, default=0.0, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cases = [c for c in CASES if re.search(args.only, c)] if args.only else list(CASES)
+    if args.worker:
+        result = WORKERS[args.worker](cases, args.deadline, args.quick)
+        (out / f"{args.worker}.json").write_text(json.dumps(result, indent=2))
+        return 0
+    start = time.time()
+    deadline = start + args.budget
+    impls = [i.strip() for i in args.impls.split(",") if i.strip()]
+    # fusejit gets half the budget (its sweep compiles), the peers share the rest
+    shares = {"fusejit": 0.35, "fusejit-tma": 0.2, "cupy": 0.05, "cupy-tf32": 0.05,
+              "torch": 0.2, "jax": 0.15}
+    merged: dict[str, dict[str, Any]] = {c: {} for c in cases}
+    failures = {}
+    env = {"BENCH_TORCH_MAX_AUTOTUNE": "1"} if args.torch_max_autotune else {}
+    for name in impls:
+        if name not in WORKERS:
+            raise SystemExit(f"unknown implementation {name!r}: choose from {', '.join(WORKERS)}")
+        left = deadline - time.time()
+        rest = sum(shares.get(i, 0.1) for i in impls[impls.index(name):])
+        worker_deadline = time.time() + left * shares.get(name, 0.1) / rest
+        t = time.time()
+        result = _run_worker(name, cases, out, worker_deadline, args.quick, env)
+        print(f"{name}: {time.time() - t:.0f} s", flush=True)
+        if "_failed" in result:
+            failures[name] = result["_failed"]
+            continue
+        for case, res in result.items():
+            merged.setdefault(case, {}).update(res)
+    (out / "results.json").write_text(json.dumps({"results": merged, "failures": failures,
+                                                  "seconds": time.time() - start}, indent=2))
+    table = _markdown(merged)
+    if failures:
+        table += "\nFailed: " + "; ".join(f"{k}: {v}" for k, v in failures.items()) + "\n"
+    (out / "results.md").write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

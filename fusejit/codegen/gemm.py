@@ -1,0 +1,484 @@
+"""The ``gemm`` kernel kind: a region holding one ``matmul`` -> a tiled Triton GEMM.
+
+A program owns one ``block_m x block_n`` tile of the product ``C = A @ B``
+(``[..., M, N]``; batch dimensions are flattened into the program id, tiles are
+ordered in groups of ``group_m`` tile rows so that programs running together
+share tiles in L2). It walks K in steps of ``block_k``: each step evaluates the
+operands at their tile coordinates (``A`` at ``(rows_m, k_a)``, ``B`` at ``(k_b,
+cols_n)``) through the shared value machinery (``triton_emitter._Fn``), so views
+of an operand (transposes, slices, broadcast batch dimensions) are index math in
+the load and its pointwise producers (the *prologue*: casts, scales) are
+computed on the tile as it loads; then ``tl.dot`` adds the step's product into
+an accumulator (float32 for float16 and float32, float64 for float64, int32 for
+int8; other integers multiply and sum in registers, without tensor cores, and
+wrap as NumPy's products do).
+
+After the loop the accumulator is rounded once to the product's dtype (NumPy's
+float16 ``matmul`` also adds in float32 and rounds once) and the *epilogue* is
+evaluated on the tile, as in a persistent reduction whose rows are the tile's
+rows and whose columns are its columns: pointwise consumers of the product
+(bias, activation, residual, cast) and row reductions (the fuser lets them in
+only when ``block_n`` spans N). Every output is stored once.
+
+With the optional attribute ``tma=1``, operand tiles that are plain 2-D buffers (or
+transposes of them: any view whose tile is a box of the buffer with a contiguous inner
+axis, rows 16-byte aligned) load through Hopper's tensor memory accelerator
+(``tl.make_tensor_descriptor``; the box past the edges reads zeros, so no masks), and the
+buffer must start on a 16-byte boundary (the ``cuda`` backend checks). Other operands keep
+pointer loads. It is off by default until measured.
+
+With ``split_k > 1`` the region is two functions: ``<name>_partials`` computes
+the product over one chunk of K per program into a float32 (accumulator-typed)
+scratch buffer, and ``<name>_combine`` adds the chunks in a fixed order (so the
+result is deterministic; no atomics) and runs the epilogue.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..ir.domain import operand_itemsizes
+from ..ir.program import Kernel
+from .heuristics import GEMM_ATTRS, GemmConfig, gemm_config, gemm_uses_dot
+from .lowering import PTR, TL
+from .triton_emitter import INT32_MAX, Coords, Launch, _Emitter, _Fn, _instr_text
+
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+
+
+def accumulator_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a product of ``dtype`` accumulates in.
+
+    float16 and float32 add in float32, float64 in float64; int8 in int32 (``tl.dot``);
+    other integers in a 32- or 64-bit integer of their signedness, whose wrap-around
+    gives NumPy's wrapped product once cast back.
+    """
+    if dtype.kind == "f":
+        return F64 if dtype == F64 else F32
+    if dtype == np.dtype(np.int8):
+        return np.dtype(np.int32)
+    bits = 64 if dtype.itemsize == 8 else 32
+    return np.dtype(f"{'u' if dtype.kind == 'u' else ''}int{bits}")
+
+
+class _GemmFn(_Fn):
+    """A function of a GEMM kernel: the product is its accumulator tile; loads are recorded."""
+
+    def __init__(self, em: GemmEmitter) -> None:
+        super().__init__(em)
+        self.gemm = em
+        #: the variable holding the product tile (set when the epilogue opens)
+        self.product: str | None = None
+        #: indices of the parameters this function loads
+        self.loaded: set[int] = set()
+
+    def value(self, name: str, coords: Coords) -> str:
+        if name == self.gemm.mm.name:
+            if self.product is None:
+                raise AssertionError(f"the product %{name} is used before the K loop ends")
+            self.gemm.check_tile_coords(coords)
+            return self.product
+        return super().value(name, coords)
+
+    def load(self, name: str, coords: Coords) -> str:
+        self.loaded.add(self.em.param_index[name])
+        if self.gemm.tma and self.body is not None:
+            found = self.gemm.tma_load(self, name, coords)
+            if found is not None:
+                return found
+        return super().load(name, coords)
+
+
+class GemmEmitter(_Emitter):
+    """Emits the source of one gemm region (see the module docstring)."""
+
+    def __init__(self, kernel: Kernel, strides: list[tuple[int, ...]], target: str) -> None:
+        super().__init__(kernel, strides, target)
+        d = self.domain
+        self.mm = self.defs[d.matmul]
+        self.a_name, self.b_name = self.mm.args
+        self.a_shape = self.types[self.a_name].shape
+        self.b_shape = self.types[self.b_name].shape
+        shape = d.shape
+        self.m, self.n, self.k = shape[-2], shape[-1], self.a_shape[-1]
+        self.batch_shape = shape[:-2]
+        self.batch = math.prod(self.batch_shape)
+        self.dtype = self.mm.dtype
+        self.acc_dtype = accumulator_dtype(self.dtype)
+        self.precision = str(self.mm.attrs.get("precision", "ieee"))
+        self.cfg = self._config()
+        self.tma = bool(self.kernel.attrs.get("tma", 0))
+        self.aligned: set[int] = set()
+        #: the tile variables of the operand being loaded: (row variable, column variable)
+        self._context: tuple[str, str] = ("", "")
+        self.tiles_m = -(-self.m // self.cfg.block_m)
+        self.tiles_n = -(-self.n // self.cfg.block_n)
+        self.tiles = self.tiles_m * self.tiles_n
+        self.idx64 = self.idx64 or self._scratch_reach() > INT32_MAX
+        c = self.cfg
+        split = f", K in {c.split_k} chunks (partials + combine)" if c.split_k > 1 else ""
+        split += ", TMA loads" if self.tma else ""
+        self.summary = (
+            f"gemm: C{list(shape)} = A{list(self.a_shape)} @ B{list(self.b_shape)} in "
+            f"{c.block_m} x {c.block_n} tiles, K by {c.block_k}{split}",
+            f"      {c.num_warps} warps, {c.num_stages} stages, tiles grouped by {c.group_m} "
+            f"along M; {self._how()}")
+
+    # -- choices ------------------------------------------------------------------------
+    def _config(self) -> GemmConfig:
+        attrs = self.kernel.attrs
+        default = gemm_config(self.m, self.n, self.k, self.batch, self.dtype.name, self.precision,
+                              bool(self.domain.reduced), operand_itemsizes(self.kernel, self.mm.name))
+        return GemmConfig(**{name: int(attrs.get(name, getattr(default, name)))
+                             for name in GEMM_ATTRS})
+
+    def _how(self) -> str:
+        acc = TL[self.acc_dtype]
+        if not gemm_uses_dot(self.dtype.name):
+            return f"{self.dtype.name} products multiplied and summed in {acc} (no tensor cores)"
+        if self.dtype == F32:
+            return f"tl.dot with input_precision={self.precision}, {acc} accumulator"
+        return f"tl.dot, {acc} accumulator"
+
+    def _scratch_reach(self) -> int:
+        return self.cfg.split_k * self.batch * self.m * self.n + (1 << 16)
+
+    def check_tile_coords(self, coords: Coords) -> None:
+        """The product exists only at its tile's coordinates (size-1 dims may read 0)."""
+        want = self._tile_dims
+        dims = coords.dims if coords.dims is not None else ()
+        ok = coords.shape == self.domain.shape and len(dims) == len(want) and all(
+            d == w or (d == "0" and n == 1) for d, w, n in zip(dims, want, coords.shape))
+        if not ok:
+            raise AssertionError(f"product %{self.mm.name} evaluated off its tile: {coords}")
+
+    # -- functions ----------------------------------------------------------------------
+    def functions(self) -> tuple[list[_Fn], list[Launch]]:
+        """One GEMM function, or the partials and combine functions of a split-K GEMM."""
+        self.scratch = []
+        self._bm, self._bn = self.cfg.block_m, self.cfg.block_n
+        if self.cfg.split_k > 1:
+            return self._split_k()
+        fn = _GemmFn(self)
+        self._open_program(fn, grouped=True)
+        self._k_loop(fn, None)
+        self._epilogue(fn, "acc")
+        params = list(range(len(self.ptr_name)))
+        launch = self._launch(fn, self.name, params, [], (self.batch * self.tiles, 1, 1),
+                              self.cfg.num_warps, self.cfg.num_stages)
+        return [fn], [launch]
+
+    def _launch(self, fn: _GemmFn, fn_name: str, params: list[int], scratch: list[int],
+                grid: tuple[int, int, int], num_warps: int, num_stages: int,
+                outputs: bool = True) -> Launch:
+        """Close ``fn`` as ``fn_name(params..., scratch..., outputs...)`` and its launch."""
+        names = [self.ptr_name[i] for i in params] + [f"part{j}" for j in scratch]
+        outs = self.out_name if outputs else []
+        fn.source = self._header(fn_name, names + outs) + ["    " + line for line in fn.out]
+        sig = {self.ptr_name[i]: PTR[self.kernel.params[i].type.dtype] for i in params}
+        sig.update({f"part{j}": PTR[self.scratch[j][0]] for j in scratch})
+        if outputs:
+            sig.update({o: PTR[t.dtype] for o, t in zip(self.out_name, self.kernel.result_types)})
+        args = ([("in", i) for i in params] + [("scratch", j) for j in scratch]
+                + ([("out", j) for j in range(len(self.out_name))] if outputs else []))
+        return Launch(fn_name, grid, num_warps, tuple(args), sig, num_stages)
+
+    def _split_k(self) -> tuple[list[_Fn], list[Launch]]:
+        """``<name>_partials`` (one chunk of K per program) and ``<name>_combine``."""
+        c = self.cfg
+        size = self.batch * self.m * self.n
+        self.scratch = [(self.acc_dtype, c.split_k * size)]
+        fn = _GemmFn(self)
+        fn.out.append(f"split = {self._pid(1)}  # the chunk of K, of {c.split_k}")
+        fn.level["split"] = 0
+        fn.used.add("split")
+        self._open_program(fn, grouped=True)
+        self._k_loop(fn, "split")
+        coords = self._open_epilogue(fn)
+        flat = self._tile_flat(fn, coords)
+        mask = f", mask={fn.masks[2]}" if fn.masks[2] else ""
+        fn.out.append(f"tl.store(part0 + split * {size} + {flat}, acc{mask})  "
+                      f"# this chunk's partial product")
+        partials = self._launch(fn, f"{self.name}_partials", sorted(fn.loaded), [0],
+                                (self.batch * self.tiles, c.split_k, 1), c.num_warps,
+                                c.num_stages, outputs=False)
+        g = _GemmFn(self)
+        self._open_program(g, grouped=False)
+        g.body = None
+        coords = self._open_epilogue(g)
+        flat = self._tile_flat(g, coords)
+        mask = f", mask={g.masks[2]}, other=0" if g.masks[2] else ""
+        g.out.append(f"acc = tl.load(part0 + {flat}{mask})  # the partial product of chunk 0")
+        g.out.append(f"for split in tl.static_range(1, {c.split_k}):  # added in a fixed order")
+        g.out.append(f"    acc += tl.load(part0 + split * {size} + {flat}{mask})")
+        self._epilogue(g, "acc", coords)
+        combine = self._launch(g, f"{self.name}_combine", sorted(g.loaded), [0],
+                               (self.batch * self.tiles, 1, 1), c.num_warps, 0)
+        return [fn, g], [partials, combine]
+
+    # -- the program's tile ---------------------------------------------------------------
+    def _open_program(self, fn: _GemmFn, grouped: bool) -> None:
+        """Program id -> batch index, tile row and column; the tile's row/column indices."""
+        c, out = self.cfg, fn.out
+        bm, bn, tm, tn = c.block_m, c.block_n, self.tiles_m, self.tiles_n
+        fn.used.update({"pid", "b", "tile", "group", "first_m", "group_rows", "pid_m", "pid_n",
+                        "rows_m", "cols_n", "mask_m", "mask_n", "cols", "rows", "mask", "acc",
+                        "k", "k_a", "k_b", "mask_ka", "mask_kb", "mask_a", "mask_b", "part0"})
+        out.append(f"pid = {self._pid()}")
+        tile = "pid"
+        bdims: tuple[str, ...] = ()
+        if self.batch_shape:
+            nb = len(self.batch_shape)
+            if self.batch > 1:
+                out.append(f"b = pid // {self.tiles}  # batch index (axes 0..{nb - 1} flattened)")
+                out.append(f"tile = pid % {self.tiles}")
+                fn.level.update({"b": 0, "tile": 0})
+                tile = "tile"
+                bdims = fn.unravel("b", self.batch_shape)
+            else:
+                bdims = ("0",) * nb
+        if grouped and c.group_m > 1 and tm > 1 and tn > 1:
+            width = c.group_m * tn
+            out.append(f"group = {tile} // {width}  # {c.group_m} tile rows at a time, so that "
+                       f"running programs share tiles in L2")
+            out.append(f"first_m = group * {c.group_m}")
+            out.append(f"group_rows = tl.minimum({tm} - first_m, {c.group_m})")
+            out.append(f"pid_m = first_m + ({tile} % {width}) % group_rows  # tile row, of {tm}")
+            out.append(f"pid_n = ({tile} % {width}) // group_rows  # tile column, of {tn}")
+        elif tn == 1:
+            out.append(f"pid_m = {tile}  # tile row, of {tm}")
+            out.append("pid_n = 0  # one tile column")
+        elif tm == 1:
+            out.append("pid_m = 0  # one tile row")
+            out.append(f"pid_n = {tile}  # tile column, of {tn}")
+        else:
+            out.append(f"pid_m = {tile} // {tn}  # tile row, of {tm}")
+            out.append(f"pid_n = {tile} % {tn}  # tile column, of {tn}")
+        nd = len(self.domain.shape)
+        out.append(f"rows_m = pid_m * {bm} + tl.arange(0, {bm})[:, None]  # index along M "
+                   f"(axis {nd - 2})")
+        out.append(f"cols_n = pid_n * {bn} + tl.arange(0, {bn})[None, :]  # index along N "
+                   f"(axis {nd - 1})")
+        fn.level.update({"pid": 0, "pid_m": 0, "pid_n": 0, "rows_m": 1, "cols_n": 1})
+        self.mask_m = self.mask_n = None
+        if self.m % bm:
+            out.append(f"mask_m = rows_m < {self.m}")
+            self.mask_m = "mask_m"
+        if self.n % bn:
+            out.append(f"mask_n = cols_n < {self.n}")
+            self.mask_n = "mask_n"
+        fn.masks = {0: None, 1: self.mask_m, 2: None}
+        self.bdims = bdims
+
+    # -- the K loop --------------------------------------------------------------------
+    def _k_loop(self, fn: _GemmFn, split: str | None) -> None:
+        """``acc`` = the product of the tile's rows of A and columns of B (over one chunk of K
+        with ``split``): each step loads (and computes) both operand tiles, then multiplies."""
+        c = self.cfg
+        bm, bn, bk = c.block_m, c.block_n, c.block_k
+        k = self.k
+        acc_t = TL[self.acc_dtype]
+        fn.out.append(f"acc = tl.full([{bm}, {bn}], 0, {acc_t})")
+        fn.body = []
+        fn.memo_tile = {}
+        body = fn.body
+        body.append(f"k_a = k + tl.arange(0, {bk})[None, :]  # index along K in A's tile")
+        body.append(f"k_b = k + tl.arange(0, {bk})[:, None]  # index along K in B's tile")
+        fn.level.update({"k": 2, "k_a": 2, "k_b": 2})
+        if split is None:
+            header = f"for k in range(0, {k}, {bk}):"
+            k_masked = k % bk != 0
+        else:
+            steps = -(-k // bk)
+            chunk = -(-steps // c.split_k) * bk  # whole steps per chunk
+            header = f"for k in range({split} * {chunk}, {split} * {chunk} + {chunk}, {bk}):"
+            k_masked = k % bk != 0 or chunk * c.split_k != k
+        mask_ka = mask_kb = None
+        if k_masked:
+            body.append(f"mask_ka = k_a < {k}")
+            body.append(f"mask_kb = k_b < {k}")
+            mask_ka, mask_kb = "mask_ka", "mask_kb"
+        a = self._operand(fn, 0, self.mask_m, mask_ka, "mask_a")
+        b = self._operand(fn, 1, self.mask_n, mask_kb, "mask_b")
+        body.append(self._dot(a, b) + f"  # %{self.mm.name} = matmul: one block_k step")
+        fn.out.append(header)
+        fn.out.extend("    " + line for line in body)
+        fn.body = None
+        fn.memo_tile = {}
+
+    def _operand(self, fn: _GemmFn, index: int, mask_outer: str | None, mask_k: str | None,
+                 mask_name: str) -> str:
+        """Operand ``index`` (0: A, 1: B) evaluated on its ``[block_m, block_k]`` (or
+        ``[block_k, block_n]``) tile of this step, zero outside K."""
+        name = self.mm.args[index]
+        shape = self.types[name].shape
+        c = self.cfg
+        masks = [m for m in (mask_outer, mask_k) if m]
+        tile_mask = masks[0] if len(masks) == 1 else None
+        if len(masks) == 2:
+            fn.body.append(f"{mask_name} = {mask_outer} & {mask_k}")
+            tile_mask = mask_name
+        fn.masks = {0: None, 1: mask_outer, 2: tile_mask}
+        if index == 0:
+            dims = (*self.bdims, "rows_m", "k_a")
+            tile = [c.block_m, c.block_k]
+        else:
+            dims = (*self.bdims, "k_b", "cols_n")
+            tile = [c.block_k, c.block_n]
+        self._context = (dims[-2], dims[-1])
+        v = fn.value(name, Coords(shape, None, dims))
+        hint = f"{'a' if index == 0 else 'b'}_tile"
+        spans = self._spans_tile(name, index)
+        if mask_k and (self._has_prologue(name) or not spans):
+            # zeros past K: a prologue of the zeros loaded there need not give 0 (exp(0) = 1),
+            # and a value constant along K was loaded without K's mask
+            v = fn.emit(2, f"tl.where({mask_k}, {v}, 0)", hint)
+        if not spans:
+            v = fn.emit(2, f"tl.broadcast_to({v}, {tile})", hint)
+        return v
+
+    def tma_load(self, fn: _GemmFn, name: str, coords: Coords) -> str | None:
+        """Parameter ``name`` at the operand tile's coordinates as one TMA box, or None when
+        its layout does not allow it (see the module docstring)."""
+        shape = self.types[name].shape
+        dims = coords.dims
+        dtype = self.types[name].dtype
+        if len(shape) != 2 or dims is None or set(dims) != set(self._context) or dtype.kind == "b":
+            return None
+        i = self.param_index[name]
+        strides = self.strides[i]
+        if 1 not in strides or 0 in strides:
+            return None
+        inner = strides.index(1) if strides[1] != 1 else 1
+        outer = 1 - inner
+        if (strides[outer] * dtype.itemsize) % 16:
+            return None
+        c = self.cfg
+        size = {"rows_m": c.block_m, "cols_n": c.block_n, "k_a": c.block_k, "k_b": c.block_k}
+        start = {"rows_m": f"pid_m * {c.block_m}", "cols_n": f"pid_n * {c.block_n}",
+                 "k_a": "k", "k_b": "k"}
+        v_outer, v_inner = dims[outer], dims[inner]
+        if size[v_inner] * dtype.itemsize < 16:
+            return None
+        key = ("tma", name, outer)
+        desc = fn.memo_row.get(key)
+        if desc is None:
+            desc = fn.emit(0, f"tl.make_tensor_descriptor({self.ptr_name[i]}, shape=[{shape[outer]}, "
+                              f"{shape[inner]}], strides=[{strides[outer]}, 1], block_shape="
+                              f"[{size[v_outer]}, {size[v_inner]}])",
+                           f"desc_{self.var_name(name)}", f"%{name} in TMA boxes")
+            fn.memo_row[key] = desc
+        self.aligned.add(i)
+        flip = ".T" if v_outer == self._context[1] else ""
+        return fn.emit(2, f"{desc}.load([{start[v_outer]}, {start[v_inner]}]){flip}",
+                       self.var_name(name), f"load %{name} (TMA)")
+
+    def _has_prologue(self, name: str) -> bool:
+        """Whether an operand is computed (not only a view of a parameter)."""
+        while name not in self.param_index:
+            instr = self.defs[name]
+            if instr.op not in ("reshape", "permute", "expand", "slice"):
+                return True
+            name = instr.args[0]
+        return False
+
+    def _spans_tile(self, name: str, index: int) -> bool:
+        """Whether the operand's loads vary along both axes of its tile (so its value has the
+        tile's shape without a broadcast)."""
+        shape = self.types[name].shape
+        nd = len(shape)
+        memo: dict[Any, Any] = {}
+        origin = (0,) * nd
+        base = self._points(name, origin, memo)
+        if not base:
+            return False
+        for axis in (nd - 2, nd - 1):
+            if shape[axis] < 2:
+                return False
+            step = self._points(name, tuple(1 if i == axis else 0 for i in range(nd)), memo)
+            if all(p0 == p1 for p0, p1 in zip(base, step)):
+                return False
+        return True
+
+    def _dot(self, a: str, b: str) -> str:
+        if not gemm_uses_dot(self.dtype.name):
+            acc_t = TL[self.acc_dtype]
+            return (f"acc += tl.reduce({a}[:, :, None].to({acc_t}) * {b}[None, :, :].to({acc_t}), "
+                    f"1, tl.standard._sum_combine)")
+        if self.dtype == F32:
+            return f'acc = tl.dot({a}, {b}, acc, input_precision="{self.precision}")'
+        return f"acc = tl.dot({a}, {b}, acc)"
+
+    # -- the epilogue ------------------------------------------------------------------
+    @property
+    def _tile_dims(self) -> tuple[str, ...]:
+        return (*self.bdims, "rows_m", "cols")
+
+    def _open_epilogue(self, fn: _GemmFn) -> Coords:
+        """The tile's coordinates over the product's domain, with its masks and rows."""
+        out = fn.out
+        bn = self.cfg.block_n
+        out.append(f"cols = pid_n * {bn} + tl.arange(0, {bn})[None, :]  # index along N")
+        fn.level["cols"] = 2
+        masks = [m for m in (self.mask_m, self.mask_n) if m]
+        tile_mask = masks[0] if len(masks) == 1 else None
+        if len(masks) == 2:
+            out.append("mask = mask_m & mask_n")
+            tile_mask = "mask"
+        fn.masks = {0: None, 1: self.mask_m, 2: tile_mask}
+        if self.batch > 1:
+            out.append(f"rows = b * {self.m} + rows_m  # flat index of the row (batch and M)")
+            fn.level["rows"] = 1
+            fn.rows = "rows"
+        else:
+            fn.rows = "rows_m"
+        fn.row_dims = (*self.bdims, "rows_m")
+        return Coords(self.domain.shape, None, self._tile_dims)
+
+    def _tile_flat(self, fn: _GemmFn, coords: Coords, widen: bool = False) -> str:
+        """The flat index of every point of the tile, as a tile-shaped tensor (``widen``: the
+        coordinates drop size-1 dims of the product, so the index may miss an axis of it)."""
+        flat = fn.flat_of(coords)
+        if widen or 1 in (self.m, self.n) or fn.lvl(flat) < 2:  # give the pointer the tile's shape
+            flat = fn.emit(2, f"rows_m * 0 + cols * 0 + {flat}", "same")
+        return flat
+
+    def _coords_for(self, shape: tuple[int, ...], coords: Coords) -> Coords:
+        """Tile coordinates of a value that drops or adds size-1 dims of the product's shape."""
+        if shape == coords.shape:
+            return coords
+        kept = iter([d for d, n in zip(coords.dims or (), coords.shape) if n != 1])
+        return Coords(shape, None, tuple("0" if n == 1 else next(kept) for n in shape))
+
+    def _epilogue(self, fn: _GemmFn, acc: str, coords: Coords | None = None) -> None:
+        """Round the product, then compute and store every output of the region on the tile."""
+        if coords is None:
+            coords = self._open_epilogue(fn)
+        mm = self.mm
+        expr = acc if self.acc_dtype == self.dtype else f"{acc}.to({TL[self.dtype]})"
+        fn.product = fn.emit(2, expr, self.var_name(mm.name), _instr_text(mm))
+        d = self.domain
+        for stage in self._stages():  # row reductions: the whole row is in the tile
+            for r in stage:
+                x = fn.value(r.args[0], coords)
+                fn.rowvals[r.name] = self._reduce_tile(fn, r, x, None)
+        for j, y in enumerate(self.kernel.yields):
+            shape = self.types[y].shape
+            dtype = self.types[y].dtype
+            if d.reduced and shape != d.shape and shape in (d.kept_shape, d.keepdims_shape):
+                v = fn.value(y, self.row_coords(fn, shape))
+                m = f", mask={self.mask_m}" if self.mask_m else ""
+                fn.out.append(f"tl.store({self.out_name[j]} + {fn.rows}, "
+                              f"{self.store_expr(v, dtype)}{m})  # yield %{y}")
+                continue
+            at = self._coords_for(shape, coords)
+            v = fn.value(y, at)
+            flat = self._tile_flat(fn, at, at is not coords or 1 in (self.m, self.n))
+            m = f", mask={fn.masks[2]}" if fn.masks[2] else ""
+            fn.out.append(f"tl.store({self.out_name[j]} + {flat}, "
+                          f"{self.store_expr(v, dtype)}{m})  # yield %{y}")

@@ -1,0 +1,491 @@
+"""Matrix products (issue 11): NumPy's rules, fusion into GEMM kernels, the gemm IR, values.
+
+Float products are compared with the exact product (float64 inputs and sums) within
+``fusejit.testing.matmul_error_bound``: ``K * u * (|a| @ |b|)`` plus the rounding of the
+result, where ``u`` is the accumulation's unit roundoff (float32 for float16 and float32
+inputs). NumPy's own float16 ``matmul`` adds in float32 too and rounds once, so fusejit and
+NumPy differ by at most one float16 rounding of the result; the bound covers both. Integer
+products are exact (wrapping as NumPy's do).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import fusejit as fj
+from fusejit.testing import assert_matches_numpy, matmul_error_bound
+
+rng = np.random.default_rng(11)
+F16, F32, F64 = np.float16, np.float32, np.float64
+
+
+def _array(shape, dtype):
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    if dt.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    low = -100 if dt.kind == "i" else 0
+    return rng.integers(low, 100, shape).astype(dt)
+
+
+def _gelu(xp, y):
+    return 0.5 * y * (1 + xp.tanh(0.7978845608 * (y + 0.044715 * y * y * y)))
+
+
+def _close_to_product(got, a, b, dtype, precision="ieee", slack=1.0):
+    """``got`` is ``a @ b`` within the documented error bound (ints: exactly NumPy's)."""
+    got = np.asarray(got)
+    expected = np.matmul(a, b)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    if np.dtype(dtype).kind != "f":
+        np.testing.assert_array_equal(got, expected)
+        return
+    exact = np.asarray(a, F64) @ np.asarray(b, F64)
+    bound = matmul_error_bound(a, b, dtype, precision) * slack
+    err = np.abs(got.astype(F64) - exact)
+    assert np.all(err <= bound), f"max error {err.max()} over bound at {np.argmax(err - bound)}"
+
+
+# -- NumPy's rules (recorded, run by the reference backend) ---------------------------------
+
+SHAPES = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
+          ((4,), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((0, 4), (4, 3)), ((3, 0), (0, 2)),
+          ((1, 4), (4, 1))]
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint64", "float16", "float32",
+          "float64"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", SHAPES, ids=[f"{a}@{b}" for a, b in SHAPES])
+def test_matmul_shapes_and_dtypes_as_numpy(numpy_backend, shapes, dtype):
+    a, b = _array(shapes[0], dtype), _array(shapes[1], dtype)
+    got = fj.asarray(a) @ fj.asarray(b)
+    expected = a @ b
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    assert_matches_numpy(got, expected, rtol=1e-2 if dtype == "float16" else None)
+
+
+@pytest.mark.parametrize("pair", [("float16", "float32"), ("int8", "uint8"), ("int32", "float32"),
+                                  ("bool", "int16"), ("uint64", "int64")])
+def test_mixed_dtypes_promote_as_numpy(numpy_backend, pair):
+    a, b = _array((3, 4), pair[0]), _array((4, 2), pair[1])
+    got = fj.matmul(fj.asarray(a), fj.asarray(b))
+    assert_matches_numpy(got, np.matmul(a, b), rtol=1e-3)
+
+
+def test_integer_products_wrap_exactly_as_numpy(numpy_backend):
+    a = np.full((2, 300), 100, np.int8)
+    b = np.full((300, 3), 7, np.int8)
+    assert_matches_numpy(fj.asarray(a) @ fj.asarray(b), a @ b)  # 210000 wraps in int8
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 5)), ((4,), (4,)), ((2, 3, 4), (5, 4, 2)),
+                                    ((2, 3, 4), (4,)), ((4,), (2, 4, 3)), ((), (3,)), ((2, 3), ())])
+def test_dot_as_numpy(numpy_backend, shapes):
+    a, b = _array(shapes[0], F32), _array(shapes[1], F32)
+    assert_matches_numpy(fj.dot(fj.asarray(a), fj.asarray(b)), np.dot(a, b), rtol=1e-5)
+    assert_matches_numpy(fj.asarray(a).dot(fj.asarray(b)) if a.ndim else fj.dot(a, b),
+                         np.dot(a, b), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "int8", "float64", "bool"])
+def test_vecdot_as_numpy(numpy_backend, dtype):
+    a, b = _array((2, 1, 5), dtype), _array((3, 5), dtype)
+    assert_matches_numpy(fj.vecdot(fj.asarray(a), fj.asarray(b)), np.vecdot(a, b), rtol=1e-2)
+    c = _array((5, 3), dtype)
+    assert_matches_numpy(fj.vecdot(fj.asarray(c), fj.asarray(c), axis=0),
+                         np.vecdot(c, c, axis=0), rtol=1e-2)
+
+
+def test_rmatmul_with_numpy_operand(numpy_backend):
+    a, b = _array((3, 4), F32), _array((4, 2), F32)
+    assert_matches_numpy(a @ fj.asarray(b), a @ b, rtol=1e-5)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda a, b: a @ b, ["(3, 4)", "(5, 6)", "4", "5"]),
+    (lambda a, b: a @ fj.asarray(np.ones(5, F32)), ["(3, 4)", "(5,)"]),
+    (lambda a, b: fj.matmul(a, 2.0), ["(3, 4)", "()"]),
+    (lambda a, b: fj.asarray(np.ones((2, 3, 4))) @ fj.asarray(np.ones((3, 4, 5))),
+     ["(2, 3, 4)", "(3, 4, 5)", "batch"]),
+    (lambda a, b: fj.dot(a, b), ["(3, 4)", "(5, 6)"]),
+    (lambda a, b: fj.vecdot(a, b), ["(3, 4)", "(5, 6)"]),
+])
+def test_shape_errors_name_both_shapes(make, words):
+    a, b = fj.asarray(np.ones((3, 4), F32)), fj.asarray(np.ones((5, 6), F32))
+    with pytest.raises(fj.ShapeError) as info:
+        make(a, b)
+    assert isinstance(info.value, fj.FusejitError)
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_precision_is_recorded_for_float32_only(monkeypatch):
+    a = fj.asarray(np.ones((4, 3), F32), name="a")
+    assert "precision=tf32 " in fj.dump(fj.matmul(a, a.T, precision="tf32"))
+    assert "precision" not in fj.dump(a @ a.T)  # ieee is the default: not written
+    h = fj.asarray(np.ones((4, 3), F16))
+    assert "precision" not in fj.dump(fj.matmul(h, h.T, precision="tf32"))
+    monkeypatch.setenv("FUSEJIT_MATMUL_PRECISION", "tf32x3")
+    assert "precision=tf32x3" in fj.dump(a @ a.T)
+    monkeypatch.setenv("FUSEJIT_MATMUL_PRECISION", "fast")
+    with pytest.raises(fj.FusejitError, match="FUSEJIT_MATMUL_PRECISION='fast'"):
+        a @ a.T
+    with pytest.raises(fj.FusejitError, match="precision='fp8'"):
+        fj.matmul(a, a.T, precision="fp8")
+
+
+# -- fusion: kernel counts and reasons --------------------------------------------------
+
+def _inputs(*shapes, dtype=F32):
+    return [fj.asarray(_array(s, dtype), name=f"x{i}") for i, s in enumerate(shapes)]
+
+
+def test_relu_of_matmul_plus_bias_is_one_kernel():
+    a, b, bias = _inputs((64, 40), (40, 48), (48,), dtype=F16)
+    plan = fj.plan(fj.maximum(a @ b + bias, 0))
+    assert plan.num_launches == 1, plan.explain()
+    assert plan.kernels[0].kind == "gemm"
+
+
+def test_two_layer_mlp_is_two_kernels():
+    x, w1, b1, w2, b2 = _inputs((64, 40), (40, 48), (48,), (48, 32), (32,))
+    plan = fj.plan(_gelu(fj, x @ w1 + b1) @ w2 + b2)
+    assert plan.num_launches == 2, plan.explain()
+    assert [k.kind for k in plan.kernels] == ["gemm", "gemm"]
+    assert "one_matmul" in plan.explain()
+
+
+def test_scaled_cast_prologue_is_one_kernel():
+    x, s = _inputs((64, 40), (40,))
+    (w,) = _inputs((40, 48), dtype=F16)
+    plan = fj.plan((x * s).astype(F16) @ w)
+    assert plan.num_launches == 1, plan.explain()
+    ops = [i.op for i in plan.regions[0].body]
+    assert ops.index("cast") < ops.index("matmul")
+
+
+def test_views_of_operands_are_loads_not_copies():
+    a, b = _inputs((40, 64), (80, 48))
+    plan = fj.plan(a.T @ b[::2] + 1)
+    assert plan.num_launches == 1, plan.explain()
+    c, d = _inputs((3, 1, 16, 8), (2, 8, 5))
+    assert fj.plan(c @ d).num_launches == 1  # broadcast batch dimensions: stride-0 views
+
+
+def test_row_reductions_of_the_product_fuse_when_a_tile_spans_the_row():
+    x, w = _inputs((64, 40), (40, 48))
+    assert fj.plan((x @ w).sum(-1)).num_launches == 1
+    assert fj.plan(fj.softmax(x @ w, -1)).num_launches == 1
+    assert fj.plan(fj.layer_norm(x @ w)).num_launches == 1
+    x, w = _inputs((64, 40), (40, 1000))
+    plan = fj.plan((x @ w).max(-1))
+    assert plan.num_launches == 2
+    assert re.search(r"gemm_row_reduction.*1000 columns.*at most 256", plan.explain())
+    plan = fj.plan((x @ w).sum(0))
+    assert "gemm_row_reduction" in plan.explain() and "axes [0]" in plan.explain()
+
+
+def test_prologue_boundaries_state_their_reason():
+    x, y, w = _inputs((128, 128), (128, 128), (128, 512))
+    plan = fj.plan((x + y) @ w)  # two full-size buffers per element of the operand
+    assert plan.num_launches == 2
+    assert re.search(r"gemm_prologue.*2 buffers of its size", plan.explain())
+    plan = fj.plan(fj.exp(fj.tanh(x)) @ w)  # 8 per element, recomputed for 4 column tiles
+    assert plan.num_launches == 2
+    assert re.search(r"gemm_prologue.*cost 8 per element.*4 tiles along N=512", plan.explain())
+    x, w = _inputs((64, 40), (40, 48))
+    assert fj.plan(fj.exp(fj.tanh(x)) @ w).num_launches == 1  # N fits one tile: computed once
+    plan = fj.plan(fj.softmax(x, -1) @ w)
+    assert plan.num_launches == 2 and "gemm_prologue" in plan.explain()
+
+
+def test_moved_products_are_boundaries():
+    x, w = _inputs((64, 40), (40, 48))
+    plan = fj.plan((x @ w).T + 1)
+    assert plan.num_launches == 2
+    assert re.search(r"gemm_epilogue.*permute moves the product", plan.explain())
+
+
+def test_split_k_is_two_launches():
+    a, b = _inputs((32, 8192), (8192, 64))
+    plan = fj.plan(a @ b + 1)
+    (kernel,) = plan.regions
+    assert kernel.attrs["split_k"] > 1
+    assert [x.stage for x in plan.kernels] == ["partial", "final"]
+    assert "partials + combine launch" in plan.explain()
+
+
+# -- the gemm kernel in the text IR -----------------------------------------------------
+
+def _fused_text(fn, arrays):
+    return fj.dump(fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)]),
+                   fused=True)
+
+
+def _retile(text, **attrs):
+    for key, value in attrs.items():
+        text = re.sub(rf"\b{key}=\d+", f"{key}={value}", text)
+    return text
+
+
+def test_gemm_kernel_text_round_trips_with_its_tiles():
+    text = _fused_text(lambda xp, a, b: xp.maximum(a @ b, 0), [_array((64, 40), F16),
+                                                              _array((40, 48), F16)])
+    assert re.search(r"kind=gemm block_k=\d+ block_m=\d+ block_n=\d+ group_m=\d+ num_stages=\d+ "
+                     r"num_warps=\d+ split_k=1 ", text)
+    assert str(fj.parse(text)) == text
+
+
+def test_edited_tiles_are_used(interpret_backend):
+    a, b = _array((64, 40), F32), _array((40, 48), F32)
+    text = _retile(_fused_text(lambda xp, a, b: a @ b, [a, b]), block_m=16, block_n=32, block_k=16)
+    prog = fj.parse(text)
+    (kernel,) = prog.kernels
+    assert (kernel.attrs["block_m"], kernel.attrs["block_n"]) == (16, 32)
+    from fusejit.codegen import emit_kernel
+    source = emit_kernel(kernel, None, "interpret").source
+    assert "in 16 x 32 tiles, K by 16" in source
+    (out,) = prog.run(a, b)
+    _close_to_product(out, a, b, F32)
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"block_m": 100}, "block_m=100 is not a power of two"),
+    ({"block_k": 8}, "block_k=8 is not a power of two from 16"),
+    ({"num_warps": 3}, "num_warps=3"),
+    ({"split_k": 9}, "split_k=9 is more chunks than the 3 steps"),
+    ({"num_stages": 0}, "num_stages=0"),
+    ({"block_m": 256, "block_n": 256, "num_warps": 4}, "registers per thread"),
+    ({"block_m": 256, "block_n": 256, "block_k": 256, "num_warps": 16}, "bytes of shared memory"),
+])
+def test_invalid_tiles_are_errors_at_the_kernel_line(edit, message):
+    text = _retile(_fused_text(lambda xp, a, b: a @ b, [_array((64, 40), F32),
+                                                      _array((40, 48), F32)]),
+                   **{"block_k": 16, **edit})
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "kernel @" in t)
+    with pytest.raises(fj.IRVerifyError) as info:
+        fj.parse(text, "mm.fir")
+    assert info.value.line == line
+    assert message in str(info.value) and "mm.fir" in str(info.value)
+
+
+def test_row_reduction_needs_block_n_spanning_the_row():
+    text = _fused_text(lambda xp, a, b: (a @ b).sum(-1), [_array((64, 40), F32),
+                                                         _array((40, 48), F32)])
+    with pytest.raises(fj.IRVerifyError, match="block_n=32 does not span the rows of 48"):
+        fj.parse(_retile(text, block_n=32))
+
+
+def test_user_gemm_block_without_tiles_gets_the_defaults():
+    text = _fused_text(lambda xp, a, b: a @ b, [_array((64, 40), F32), _array((40, 48), F32)])
+    text = re.sub(r" block_k=.*split_k=1", "", text)
+    prog = fj.parse(text)
+    from fusejit.fuse import plan_for
+    (kernel,) = plan_for(prog).program.kernels
+    assert kernel.attrs["block_m"] >= 16 and kernel.attrs["split_k"] == 1
+
+
+def test_generated_gemm_source_reads_like_the_ir():
+    from fusejit.codegen import emit_kernel
+    a, b, bias = _inputs((64, 40), (40, 48), (48,), dtype=F16)
+    (kernel,) = fj.plan(fj.maximum(a @ b + bias, 0)).regions
+    source = emit_kernel(kernel, None, "cuda").source
+    assert "def matmul_add_maximum_f16_64x48(" in source
+    assert "# gemm: C[64, 48] = A[64, 40] @ B[40, 48]" in source
+    assert "#     %0 = matmul %x0, %x1 : f16[64,48]" in source  # the region's IR on top
+    assert "acc = tl.dot(" in source and "# %0 = matmul: one block_k step" in source
+    assert "v0 = acc.to(tl.float16)  # %0 = matmul %x0, %x1 : f16[64,48]" in source
+    assert re.search(r"# %5 = maximum %3, %4", source)
+    assert source.count("tl.store(") == 1
+
+
+# -- values on the interpret backend (the generated Triton, run on the CPU) -------------------
+
+TILES = {"block_m": 16, "block_n": 32, "block_k": 16}
+
+
+def _run(fn, arrays, backend, **tiles):
+    text = _fused_text(fn, arrays)
+    if tiles:
+        text = _retile(text, **tiles)
+    with fj.using_backend(backend):
+        return fj.parse(text).run(*arrays)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemm_every_dtype(interpret_backend, dtype):
+    a, b = _array((64, 40), dtype), _array((40, 48), dtype)
+    (out,) = _run(lambda xp, a, b: a @ b, [a, b], interpret_backend,
+                  **{**TILES, "block_k": 16 if dtype in ("float16", "float32", "float64", "int8",
+                                                         "bool") else 8})
+    _close_to_product(out, a, b, dtype)
+
+
+@pytest.mark.parametrize("precision", ["tf32", "tf32x3"])
+def test_reduced_precision_float32(interpret_backend, precision):
+    a, b = _array((64, 40), F32), _array((40, 48), F32)
+    (out,) = _run(lambda xp, a, b: xp.matmul(a, b, precision=precision) if xp is fj else a @ b,
+                  [a, b], interpret_backend, **TILES)
+    _close_to_product(out, a, b, F32, precision)
+
+
+@pytest.mark.parametrize("case", ["transposed", "sliced", "negative_steps", "batched_broadcast",
+                                  "vector_left", "row_times_matrix"])
+def test_gemm_views_and_shapes(interpret_backend, case):
+    fns = {
+        "transposed": (lambda xp, a, b: a.T @ b.T, [(40, 64), (48, 40)]),
+        "sliced": (lambda xp, a, b: a[1::2, :40] @ b[:, 3:51], [(129, 45), (40, 60)]),
+        "negative_steps": (lambda xp, a, b: a[::-1] @ b[:, ::-2], [(64, 40), (40, 96)]),
+        "batched_broadcast": (lambda xp, a, b: a @ b, [(3, 1, 33, 40), (2, 40, 17)]),
+        "vector_left": (lambda xp, a, b: (a @ b) * 2, [(40,), (2, 40, 48)]),
+        "row_times_matrix": (lambda xp, a, b: (a @ b).reshape(-1) + 1, [(1, 40), (40, 48)]),
+    }
+    fn, shapes = fns[case]
+    arrays = [_array(s, F32) for s in shapes]
+    (out,) = _run(fn, arrays, interpret_backend, **TILES)
+    expected = fn(np, *arrays)
+    assert_matches_numpy(out, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_epilogue_prologue_and_row_reductions(interpret_backend):
+    x, s, w = _array((64, 40), F32), _array((40,), F32), _array((40, 48), F16)
+    bias, res = _array((48,), F16), _array((64, 48), F16)
+    fn = lambda xp, x, s, w, bias, res: xp.maximum((x * s).astype(F16) @ w + bias, 0) + res  # noqa: E731
+    (out,) = _run(fn, [x, s, w, bias, res], interpret_backend, **TILES)
+    assert_matches_numpy(out, fn(np, x, s, w, bias, res), rtol=2e-2, atol=2e-2)
+    a, b = _array((50, 40), F32), _array((40, 48), F32)
+    for fn in (lambda xp, a, b: (a @ b).sum(-1), lambda xp, a, b: (a @ b).max(-1, keepdims=True),
+               lambda xp, a, b: xp.softmax(a @ b, -1) if xp is fj else
+               (lambda y: np.exp(y - y.max(-1, keepdims=True))
+                / np.exp(y - y.max(-1, keepdims=True)).sum(-1, keepdims=True))(a @ b)):
+        (out,) = _run(fn, [a, b], interpret_backend, block_m=16, block_n=64, block_k=16)
+        assert_matches_numpy(out, fn(np, a, b), rtol=1e-5, atol=1e-4)
+
+
+def test_prologue_zeroes_past_k(interpret_backend):
+    # exp(0) = 1 and log(0) = -inf: a prologue of the zeros loaded past K must not count
+    a, b = _array((33, 40), F32), np.abs(_array((40, 20), F32)) + 0.5
+    fn = lambda xp, a, b: xp.exp(a * 0.1) @ xp.log(b)  # noqa: E731
+    (out,) = _run(fn, [a, b], interpret_backend, block_m=16, block_n=16, block_k=32)
+    assert_matches_numpy(out, fn(np, a, b), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+def test_split_k(interpret_backend, dtype):
+    a, b = _array((20, 200), dtype), _array((200, 30), dtype)
+    (out,) = _run(lambda xp, a, b: a @ b, [a, b], interpret_backend, block_m=16, block_n=32,
+                  block_k=16 if dtype != "int32" else 8, split_k=4)
+    _close_to_product(out, a, b, dtype, slack=2.0)
+    x = _array((20, 200), F32)
+    fn = lambda xp, a, b: (a @ b * 2 + 1).max(-1)  # noqa: E731
+    (out,) = _run(fn, [x, x.T.copy()], interpret_backend, block_m=16, block_n=32, block_k=16,
+                  split_k=3)
+    assert_matches_numpy(out, fn(np, x, x.T.copy()), rtol=1e-5, atol=1e-4)
+
+
+def test_empty_and_degenerate_products(interpret_backend):
+    for sa, sb in [((5, 0), (0, 7)), ((0, 4), (4, 3)), ((1, 1), (1, 1)), ((17, 3), (3, 1))]:
+        a, b = _array(sa, F32), _array(sb, F32)
+        assert_matches_numpy(fj.asarray(a) @ fj.asarray(b) + 1, a @ b + 1, rtol=1e-5, atol=1e-5)
+
+
+def test_nan_and_inf_propagate(interpret_backend):
+    a, b = _array((20, 24), F32), _array((24, 18), F32)
+    a[3, 5] = np.nan
+    b[2, 7] = np.inf
+    got = (fj.asarray(a) @ fj.asarray(b)).numpy()
+    with np.errstate(all="ignore"):
+        expected = a @ b
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(expected))
+
+
+def test_two_layer_mlp_values(backend):
+    x, w1, b1, w2, b2 = (_array(s, F32) for s in [(32, 40), (40, 48), (48,), (48, 24), (24,)])
+    got = _gelu(fj, fj.asarray(x) @ fj.asarray(w1) + fj.asarray(b1)) @ fj.asarray(w2) + b2
+    assert_matches_numpy(got, _gelu(np, x @ w1 + b1) @ w2 + b2, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("shapes", [((1, 37), (37, 5)), ((37, 1), (1, 5)), ((5, 37), (37, 1)),
+                                    ((1, 1), (1, 1)), ((2, 1, 40), (40, 33))])
+def test_size_one_dims(interpret_backend, shapes):
+    a, b = _array(shapes[0], F32), _array(shapes[1], F32)
+    fn = lambda xp, a, b: (a @ b + 1, (a @ b).sum(-1))  # noqa: E731
+    got = fn(fj, fj.asarray(a), fj.asarray(b))
+    fj.realize(*got)
+    for g, e in zip(got, fn(np, a, b)):
+        assert_matches_numpy(g, e, rtol=1e-5, atol=1e-5)
+
+
+# -- random programs with products ----------------------------------------------------------
+
+_FUZZ_OPS = ("add", "multiply", "subtract", "maximum", "exp", "tanh", "negative", "sum", "max",
+             "argmax", "transpose", "T", "reshape", "slice", "broadcast_to", "expand_dims",
+             "astype", "where", "softmax", "layer_norm", "matmul")
+
+
+@pytest.fixture
+def _every_growth_checked(monkeypatch):
+    from fusejit.fuse import greedy
+    monkeypatch.setattr(greedy, "CHECK_EVERY_GROWTH", True)
+
+
+def _fuzz(backend_name):
+    from hypothesis import HealthCheck, given, settings
+
+    from fusejit.testing import check_program, programs
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(programs(ops=_FUZZ_OPS, max_side=5))
+    def check(recipe):
+        check_program(recipe, backend=backend_name)
+    check()
+
+
+def test_random_programs_with_products_numpy(numpy_backend, _every_growth_checked):
+    _fuzz("numpy")
+
+
+def test_random_programs_with_products_interpret(interpret_backend, _every_growth_checked):
+    _fuzz("interpret")
+
+
+# -- TMA loads (opt-in: tma=1) ---------------------------------------------------------------
+
+@pytest.mark.parametrize("case", ["plain", "weight_transposed", "prologue", "split_k", "tf32",
+                                  "int8", "batch_broadcast"])
+def test_tma_loads(interpret_backend, case):
+    fns = {
+        "plain": (lambda xp, a, b: a @ b, [((64, 40), F16), ((40, 48), F16)]),
+        "weight_transposed": (lambda xp, a, w: a @ w.T, [((64, 40), F16), ((48, 40), F16)]),
+        "prologue": (lambda xp, x, w: (x * 0.5).astype(F16) @ w, [((64, 40), F32),
+                                                                  ((40, 48), F16)]),
+        "split_k": (lambda xp, a, b: a @ b + 1, [((20, 200), F32), ((200, 30), F32)]),
+        "tf32": (lambda xp, a, b: xp.matmul(a, b, precision="tf32") if xp is fj else a @ b,
+                 [((64, 40), F32), ((40, 48), F32)]),
+        "int8": (lambda xp, a, b: a @ b, [((64, 48), np.int8), ((48, 32), np.int8)]),
+        "batch_broadcast": (lambda xp, a, b: a @ b, [((3, 33, 40), F16), ((40, 32), F16)]),
+    }
+    fn, specs = fns[case]
+    arrays = [_array(s, d) for s, d in specs]
+    text = _retile(_fused_text(fn, arrays), block_m=16, block_n=32, block_k=16,
+                   split_k=4 if case == "split_k" else 1).replace("kind=gemm", "kind=gemm tma=1")
+    prog = fj.parse(text)
+    from fusejit.codegen import emit_kernel
+    source = emit_kernel(prog.kernels[0], None, "interpret").source
+    assert "tl.make_tensor_descriptor(" in source and "(TMA)" in source
+    (out,) = prog.run(*arrays)
+    expected = fn(np, *arrays)
+    tol = {"float16": 1e-2, "float32": 2e-3 if case == "tf32" else 1e-5}.get(str(out.dtype))
+    assert_matches_numpy(out, expected, rtol=tol, atol=tol)
+
+
+def test_tma_is_validated():
+    text = _fused_text(lambda xp, a, b: a @ b, [_array((64, 40), F32), _array((40, 48), F32)])
+    with pytest.raises(fj.IRVerifyError, match="tma=2 is not 0 or 1"):
+        fj.parse(text.replace("kind=gemm", "kind=gemm tma=2"))
