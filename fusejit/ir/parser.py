@@ -97,9 +97,10 @@ def _get_parser() -> Lark:
     if _parser is None:
         with _parser_lock:
             if _parser is None:
+                # positions come from the tokens themselves: propagating them to rule
+                # results (propagate_positions) would cost a quarter of the parse time
                 _parser = Lark(grammar_path().read_text(encoding="utf-8"), parser="lalr",
-                               propagate_positions=True, maybe_placeholders=False,
-                               transformer=_Builder())
+                               maybe_placeholders=False, transformer=_Builder())
     return _parser
 
 
