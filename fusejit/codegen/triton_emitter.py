@@ -26,6 +26,9 @@ once per row block (``[BLOCK_M, 1]`` tensors) and broadcast over the tile.
 
 from __future__ import annotations
 
+import builtins
+import hashlib
+import keyword
 import math
 import re
 from collections.abc import Generator, Iterator
@@ -101,12 +104,49 @@ class EmittedKernel:
     uses_libdevice: bool = False
 
 
+#: Longest identifier the emitter writes: a longer IR name is cut, and a hash of the whole
+#: name is appended (so distinct names stay distinct, and file and symbol names stay short).
+MAX_IDENTIFIER = 64
+#: What the generated module binds or reads at module level: a kernel function named like
+#: one of them would rebind it (``def tl(...)`` hides triton.language from the kernel).
+_MODULE_NAMES = frozenset({"triton", "tl", "libdevice", "INF", "NAN"})
+_RESERVED = _MODULE_NAMES | frozenset(dir(builtins)) | frozenset(keyword.kwlist)
+
+
 def sanitize(name: str) -> str:
-    """A Python identifier made from any name (never trusted as code)."""
+    """A Python identifier made from any name (never trusted as code), at most
+    ``MAX_IDENTIFIER`` characters."""
     s = re.sub(r"[^A-Za-z0-9_]", "_", str(name))
     if not s or s[0].isdigit():
         s = "k_" + s
+    if len(s) > MAX_IDENTIFIER:
+        digest = hashlib.sha256(s.encode()).hexdigest()[:12]
+        s = f"{s[:MAX_IDENTIFIER - 13]}_{digest}"
     return s
+
+
+def function_name(name: str) -> str:
+    """The name of a region's generated function: its IR name made an identifier, with a
+    ``k_`` prefix when that would be a keyword, a builtin, a name the module itself uses
+    (``tl``, ``triton``, ``INF``...) or start with ``_`` (the helpers' names)."""
+    s = sanitize(name)
+    if s in _RESERVED or s.startswith("_"):
+        s = sanitize("k_" + s)
+    return s
+
+
+def _distinct(names: list[str]) -> list[str]:
+    """``names`` with a suffix added where one repeats an earlier one."""
+    seen: set[str] = set()
+    out = []
+    for base in names:
+        name, i = base, 1
+        while name in seen:
+            name = f"{base}_{i}"
+            i += 1
+        seen.add(name)
+        out.append(name)
+    return out
 
 
 def _next_pow2(n: int) -> int:
@@ -168,7 +208,8 @@ class _Fn:
         self.memo_row: dict[Any, str] = {}
         self.memo_tile: dict[Any, str] = {}
         self.rowvals: dict[str, str] = {}
-        self.used: set[str] = set()
+        # function arguments and module-level names are never taken by a temporary
+        self.used: set[str] = {*em.ptr_name, *em.out_name, *_RESERVED}
         self.masks: dict[int, str | None] = {0: None, 1: None, 2: None}
         self.low = Lowering(em.target, self._tmp, self._raw)
         self._cur_level = 0
@@ -441,21 +482,22 @@ class _Emitter:
     def __init__(self, kernel: Kernel, strides: list[tuple[int, ...]], target: str) -> None:
         self.kernel = kernel
         self.target = target
-        self.name = sanitize(kernel.name)
+        self.name = function_name(kernel.name)
         self.domain: Domain = region_domain(kernel)
         self.types = {p.name: p.type for p in kernel.params}
         self.types.update({i.name: i.type for i in kernel.body})
         self.defs = {i.name: i for i in kernel.body}
         self.param_index = {p.name: i for i, p in enumerate(kernel.params)}
         self.strides = [tuple(int(s) for s in st) for st in strides]
-        self.ptr_name = [f"p_{sanitize(p.name)}" for p in kernel.params]
+        # params "0" and "k_0" would both be p_k_0 (and clipped long names could meet)
+        self.ptr_name = _distinct([f"p_{sanitize(p.name)}" for p in kernel.params])
         self.out_name = [f"out{j}" for j in range(len(kernel.yields))]
         self._names: dict[str, str] = {}
         self.idx64 = self._needs_int64()
 
     def var_name(self, name: str) -> str:
         if name not in self._names:
-            self._names[name] = ("v" + name) if name.isdigit() else "v_" + sanitize(name)
+            self._names[name] = sanitize(("v" if name.isdigit() else "v_") + name)
         return self._names[name]
 
     def _needs_int64(self) -> bool:
