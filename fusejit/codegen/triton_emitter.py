@@ -149,6 +149,11 @@ def _distinct(names: list[str]) -> list[str]:
     return out
 
 
+def _as_int64(value: int) -> int:
+    """The int64 with the low 64 bits of ``value`` (itself when it is in the int64 range)."""
+    return (int(value) + 2**63) % 2**64 - 2**63
+
+
 def _next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
@@ -410,8 +415,14 @@ class _Fn:
             dt = instr.dtype
             wide = "tl.float64" if dt.kind == "f" else "tl.int64"
             start, step = instr.attrs["start"], instr.attrs["step"]
-            s = float_literal(start) if dt.kind == "f" else str(int(start))
-            t = float_literal(step) if dt.kind == "f" else str(int(step))
+            # int64 arithmetic wraps like the result's: a uint64 start or step past the int64
+            # range is written as the int64 of the same bits
+            s = float_literal(start) if dt.kind == "f" else str(_as_int64(start))
+            t = float_literal(step) if dt.kind == "f" else str(_as_int64(step))
+            # INF and NAN are module constexprs, which `+` with a tensor turns into a
+            # constexpr again (no .to()): give a non-finite start or step as a tensor
+            s, t = (f"tl.full([], {v}, tl.float64)" if v.endswith(("INF", "NAN")) else v
+                    for v in (s, t))
             # a coordinate fixed by a view is a literal: a Python int has no .to()
             base = f"tl.full([], {d}, tl.int64)" if d.lstrip("-").isdigit() else f"{d}.to(tl.int64)"
             expr = f"({s} + {base}.to({wide}) * {t}).to({TL[dt]})"
