@@ -1,0 +1,144 @@
+"""Deep programs: long chains record, print, parse, fuse, emit and run without recursion.
+
+Every pass walks the program iteratively (graph building and lowering, the printer,
+Lark's LALR parser with its builder, the verifier, the fusion pass, the numpy
+backend, the emitter's evaluation of values and its 2-D tile probe), and a long
+chain is split into kernels of at most ``cost.MAX_REGION_INSTRS`` instructions by
+the ``region_size`` rule. The CI test runs a 20,000-step chain (about 30,000
+instructions) through every stage on the numpy backend; ``bench/bench_deep.py``
+runs 10,000 and 100,000 steps on both backends and checks that time grows linearly
+(the 100,000-step chain takes longer than CI should spend: see the benchmark).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import re
+
+import numpy as np
+import pytest
+
+import fusejit as fj
+from fusejit.codegen import emit_kernel
+from fusejit.fuse import cost
+from fusejit.testing import assert_matches_numpy
+
+pytestmark = pytest.mark.usefixtures("numpy_backend")
+
+
+def pointwise_chain(xp, x, steps: int):
+    """``steps`` steps of ``y * 1.0001 + 0.5``, ``sin`` and ``abs`` in turn (1.5 ops a step)."""
+    y = x
+    for i in range(steps):
+        y = y * 1.0001 + 0.5 if i % 2 == 0 else xp.sin(y) if i % 4 == 1 else xp.abs(y)
+    return y
+
+
+def mixed_chain(xp, x, steps: int):
+    """Reductions broadcast back, transposes, flips and reshapes in turn, on a square matrix."""
+    y = x
+    n = x.shape[0]
+    for i in range(steps):
+        r = i % 6
+        if r == 0:
+            y = y - y.max(axis=1, keepdims=True)
+        elif r == 1:
+            y = y.T
+        elif r == 2:
+            y = y * 0.5 + y.sum(axis=0, keepdims=True) * 1e-3
+        elif r == 3:
+            y = xp.tanh(y)
+        elif r == 4:
+            y = y[:, ::-1]
+        else:
+            y = y.reshape(n // 2, n * 2).reshape(n, n)
+    return y
+
+
+def test_pointwise_chain_of_20000_steps() -> None:
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    steps = 20_000
+    y = pointwise_chain(fj, fj.asarray(x, name="x"), steps)
+    text = fj.dump(y)
+    program = fj.parse(text)
+    assert str(program) == text  # the round trip holds at any length
+    n_instrs = len(program.body)
+    assert n_instrs >= 30_000
+    plan = fj.plan(y)
+    # each kernel holds its copy of the two constants and MAX_REGION_INSTRS - 2 operations
+    ops = n_instrs - 2
+    assert plan.num_launches == math.ceil(ops / (cost.MAX_REGION_INSTRS - 2)), plan.num_launches
+    assert all(len(k.body) <= cost.MAX_REGION_INSTRS for k in plan.regions)
+    explained = plan.explain()
+    assert f"(region_size): the kernel would hold {cost.MAX_REGION_INSTRS + 1} instructions" \
+        in explained
+    want = pointwise_chain(np, x, steps)
+    assert_matches_numpy(y.realize(), want)
+    (again,) = program.run(x)
+    np.testing.assert_array_equal(again, y.numpy())
+    del y, program, plan  # freeing a 30,000-node chain at once must not overflow the C stack
+    gc.collect()
+
+
+def test_mixed_chain_of_reductions_and_views() -> None:
+    x = np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32)
+    steps = 2_000
+    y = mixed_chain(fj, fj.asarray(x, name="x"), steps)
+    program = fj.parse(fj.dump(y))
+    plan = fj.plan(y)
+    names = [k.name for k in plan.regions]
+    assert len(names) == len(set(names)) and len(names) > 500
+    want = mixed_chain(np, x, steps)
+    assert_matches_numpy(y.realize(), want)
+    (again,) = program.run(x)
+    assert_matches_numpy(again, want)
+
+
+def test_long_chains_on_interpret(interpret_backend: str) -> None:
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    y = pointwise_chain(fj, fj.asarray(x), 700)  # about 1,050 instructions: 5 kernels
+    assert fj.plan(y).num_launches == 5
+    assert_matches_numpy(y.realize(), pointwise_chain(np, x, 700))
+    m = np.random.default_rng(1).standard_normal((8, 8)).astype(np.float32)
+    z = mixed_chain(fj, fj.asarray(m), 60)
+    assert_matches_numpy(z.realize(), mixed_chain(np, m, 60))
+
+
+def _kernel_block(n: int) -> str:
+    """A program whose one kernel block (written as text) holds ``n`` chained instructions."""
+    lines = ["# fusejit ir v1", "func @main(%x: f32[16,16]) -> f32[16,16] {",
+             "  %y = kernel @long(%x) kind=pointwise -> f32[16,16] {", "  ^(%x: f32[16,16]):",
+             "    %c = const 0x1.0p-1 : f32[16,16]"]
+    prev = "x"
+    for i in range(n):
+        op = ("mul %{p}, %c" if i % 3 == 0 else "permute %{p} perm=[1,0]" if i % 3 == 1
+              else "abs %{p}").format(p=prev)
+        lines.append(f"    %v{i} = {op} : f32[16,16]")
+        prev = f"v{i}"
+    lines += [f"    yield %{prev}", "  }", "  return %y", "}", ""]
+    return "\n".join(lines)
+
+
+def test_user_kernel_block_of_3000_instructions(backend: str) -> None:
+    # a kernel block written in the text is used as written, whatever its length: the
+    # emitter evaluates 3,000 nested values (views included) without recursion
+    x = np.random.default_rng(2).standard_normal((16, 16)).astype(np.float32)
+    program = fj.parse(_kernel_block(3000))
+    (got,) = program.run(x)
+    want = x
+    for i in range(3000):
+        want = want * np.float32(0.5) if i % 3 == 0 else want.T if i % 3 == 1 else np.abs(want)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_repeated_squaring_emits_in_linear_time() -> None:
+    # y * y reads y twice: the 2-D tile probe once listed every load per read, 2**depth of them
+    x = fj.asarray(np.full((64, 64), 1.0, np.float32))
+    y = x
+    for _ in range(64):
+        y = y * y
+    (kernel,) = fj.plan(y).regions
+    for target in ("cuda", "interpret"):
+        source = emit_kernel(kernel, None, target).source
+        assert len(re.findall(r"tl\.load\(", source)) == 1
