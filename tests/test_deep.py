@@ -142,3 +142,20 @@ def test_repeated_squaring_emits_in_linear_time() -> None:
     for target in ("cuda", "interpret"):
         source = emit_kernel(kernel, None, target).source
         assert len(re.findall(r"tl\.load\(", source)) == 1
+
+
+def test_printing_a_deeply_nested_attribute() -> None:
+    # a Program built in code may hold any attribute value: the printer walks nested lists
+    # with a stack, and the text it writes is refused by the verifier, not by a crash
+    from fusejit.ir.printer import print_program
+    from fusejit.ir.program import Instr, Param, Program, TensorType
+    nested: object = 0
+    for _ in range(20_000):
+        nested = (nested,)
+    t = TensorType(np.dtype(np.float32), (4,))
+    program = Program("main", (Param("x", t),),
+                      [Instr("y", "abs", ("x",), {"deep": nested}, t)], ("y",))
+    text = print_program(program)
+    assert "deep=" + "[" * 20_000 + "0" + "]" * 20_000 in text
+    with pytest.raises(fj.FusejitError, match="unknown attribute 'deep'"):
+        fj.parse(text)
