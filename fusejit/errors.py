@@ -76,9 +76,25 @@ class IRError(FusejitError):
         where = f"{self.filename or '<ir>'}:{self.line}:{self.column or 1}"
         text = f"{where}: {self.message}"
         if self.source_line is not None:
-            caret = " " * (max(self.column or 1, 1) - 1) + "^"
-            text += f"\n  {self.source_line}\n  {caret}"
+            shown, column = excerpt(self.source_line, max(self.column or 1, 1))
+            caret = " " * (column - 1) + "^"
+            text += f"\n  {shown}\n  {caret}"
         return text
+
+
+#: Characters of a long source line that an error shows, around the column it names.
+EXCERPT_WIDTH = 160
+
+
+def excerpt(line: str, column: int) -> tuple[str, int]:
+    """The part of ``line`` an error shows (all of it when short, else ``EXCERPT_WIDTH``
+    characters around ``column``, with ``...`` where it is cut) and the column within it."""
+    if len(line) <= EXCERPT_WIDTH:
+        return line, column
+    start = max(0, min(column - 1 - EXCERPT_WIDTH // 2, len(line) - EXCERPT_WIDTH))
+    head = "..." if start else ""
+    tail = "..." if start + EXCERPT_WIDTH < len(line) else ""
+    return head + line[start:start + EXCERPT_WIDTH] + tail, column - start + len(head)
 
 
 class IRSyntaxError(IRError):

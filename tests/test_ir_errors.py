@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import fusejit as fj
-from fusejit.errors import FusejitError, InputError, IRError, IRSyntaxError, IRVerifyError
+from fusejit.errors import FusejitError, InputError, IRError, IRSyntaxError, IRVerifyError, excerpt
 from fusejit.ir.parser import parse, parse_unverified
 from fusejit.ir.printer import print_program
 from fusejit.ir.program import Instr, Param, Program, TensorType
@@ -63,10 +63,11 @@ def error_of(text: str, cls: type[IRError], line: int, column: int, *words: str)
         assert w in exc.message, exc.message
     rendered = str(exc)
     assert rendered.startswith(f"t.fir:{line}:{column}: ")
-    # the offending line, then a caret under the column
+    # the offending line (around the column when it is long), then a caret under the column
     _, shown, caret = rendered.split("\n")
-    assert shown == "  " + text.split("\n")[line - 1]
-    assert caret == "  " + " " * (column - 1) + "^"
+    source, at = excerpt(text.split("\n")[line - 1], column)
+    assert shown == "  " + source
+    assert caret == "  " + " " * (at - 1) + "^"
     return exc
 
 

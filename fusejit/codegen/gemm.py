@@ -36,6 +36,7 @@ result is deterministic; no atomics) and runs the epilogue.
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -77,13 +78,15 @@ class _GemmFn(_Fn):
         #: indices of the parameters this function loads
         self.loaded: set[int] = set()
 
-    def value(self, name: str, coords: Coords) -> str:
+    def _value(self, name: str, coords: Coords) -> Generator[Any, str, str]:
+        # the product is the accumulator tile, wherever an epilogue value reaches it (the
+        # iterative evaluation goes through ``_value``, so the hook is here, not in ``value``)
         if name == self.gemm.mm.name:
             if self.product is None:
                 raise AssertionError(f"the product %{name} is used before the K loop ends")
             self.gemm.check_tile_coords(coords)
             return self.product
-        return super().value(name, coords)
+        return (yield from super()._value(name, coords))
 
     def load(self, name: str, coords: Coords) -> str:
         self.loaded.add(self.em.param_index[name])
@@ -392,18 +395,15 @@ class GemmEmitter(_Emitter):
         tile's shape without a broadcast)."""
         shape = self.types[name].shape
         nd = len(shape)
-        memo: dict[Any, Any] = {}
-        origin = (0,) * nd
-        base = self._points(name, origin, memo)
-        if not base:
+        if nd < 2 or shape[nd - 2] < 2 or shape[nd - 1] < 2:
             return False
-        for axis in (nd - 2, nd - 1):
-            if shape[axis] < 2:
-                return False
-            step = self._points(name, tuple(1 if i == axis else 0 for i in range(nd)), memo)
-            if all(p0 == p1 for p0, p1 in zip(base, step)):
-                return False
-        return True
+        origin = (0,) * nd
+        steps = tuple(tuple(1 if i == axis else 0 for i in range(nd)) for axis in (nd - 2, nd - 1))
+        sites = self._load_sites((origin, *steps), roots=(name,))
+        if not sites:
+            return False
+        # each axis: some load's offset moves along it
+        return all(any(offsets[0] != offsets[j] for _, offsets in sites) for j in (1, 2))
 
     def _dot(self, a: str, b: str) -> str:
         if not gemm_uses_dot(self.dtype.name):

@@ -26,8 +26,12 @@ once per row block (``[BLOCK_M, 1]`` tensors) and broadcast over the tile.
 
 from __future__ import annotations
 
+import builtins
+import hashlib
+import keyword
 import math
 import re
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +57,10 @@ __all__ = ["EmittedKernel", "Launch", "emit_kernel", "kernel_sources", "describe
            "PERSISTENT_LIMIT", "POINTWISE_BLOCK", "TILE_2D"]
 
 INT32_MAX = 2**31 - 1
+
+#: Load sites per value that the choice of 2-D tiles looks at (``_Emitter._load_sites``).
+MAX_LOAD_SITES = 256
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -89,12 +97,54 @@ class EmittedKernel:
     aligned: tuple[int, ...] = ()
 
 
+#: Longest identifier the emitter writes: a longer IR name is cut, and a hash of the whole
+#: name is appended (so distinct names stay distinct, and file and symbol names stay short).
+MAX_IDENTIFIER = 64
+#: What the generated module binds or reads at module level: a kernel function named like
+#: one of them would rebind it (``def tl(...)`` hides triton.language from the kernel).
+_MODULE_NAMES = frozenset({"triton", "tl", "libdevice", "INF", "NAN"})
+_RESERVED = _MODULE_NAMES | frozenset(dir(builtins)) | frozenset(keyword.kwlist)
+
+
 def sanitize(name: str) -> str:
-    """A Python identifier made from any name (never trusted as code)."""
+    """A Python identifier made from any name (never trusted as code), at most
+    ``MAX_IDENTIFIER`` characters."""
     s = re.sub(r"[^A-Za-z0-9_]", "_", str(name))
     if not s or s[0].isdigit():
         s = "k_" + s
+    if len(s) > MAX_IDENTIFIER:
+        digest = hashlib.sha256(s.encode()).hexdigest()[:12]
+        s = f"{s[:MAX_IDENTIFIER - 13]}_{digest}"
     return s
+
+
+def function_name(name: str) -> str:
+    """The name of a region's generated function: its IR name made an identifier, with a
+    ``k_`` prefix when that would be a keyword, a builtin, a name the module itself uses
+    (``tl``, ``triton``, ``INF``...) or start with ``_`` (the helpers' names)."""
+    s = sanitize(name)
+    if s in _RESERVED or s.startswith("_"):
+        s = sanitize("k_" + s)
+    return s
+
+
+def _distinct(names: list[str]) -> list[str]:
+    """``names`` with a suffix added where one repeats an earlier one."""
+    seen: set[str] = set()
+    out = []
+    for base in names:
+        name, i = base, 1
+        while name in seen:
+            name = f"{base}_{i}"
+            i += 1
+        seen.add(name)
+        out.append(name)
+    return out
+
+
+def _as_int64(value: int) -> int:
+    """The int64 with the low 64 bits of ``value`` (itself when it is in the int64 range)."""
+    return (int(value) + 2**63) % 2**64 - 2**63
 
 
 def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -152,7 +202,8 @@ class _Fn:
         self.memo_row: dict[Any, str] = {}
         self.memo_tile: dict[Any, str] = {}
         self.rowvals: dict[str, str] = {}
-        self.used: set[str] = set()
+        # function arguments and module-level names are never taken by a temporary
+        self.used: set[str] = {*em.ptr_name, *em.out_name, *_RESERVED}
         self.masks: dict[int, str | None] = {0: None, 1: None, 2: None}
         self.low = Lowering(em.target, self._tmp, self._raw)
         self._cur_level = 0
@@ -232,35 +283,68 @@ class _Fn:
         return c.flat
 
     # -- values ----------------------------------------------------------------------
+    # ``value``, ``row_value`` and ``compute`` evaluate an operand before the instruction that
+    # reads it. Written as plain recursion, a chain of a few hundred instructions (a long
+    # region, or a user's kernel block) would overflow Python's stack, so each is a generator
+    # that yields the evaluation it needs next; ``_drive`` runs them with an explicit stack,
+    # in exactly the order the recursion would (the generated source is the same).
+    @staticmethod
+    def _drive(gen: Iterator[Any]) -> str:
+        """Run a generator of ``_value``/``_row_value``/``_compute``: each one it yields is
+        run to its result, which is sent back into it (depth-first, no Python recursion)."""
+        stack = [gen]
+        result: Any = None
+        while stack:
+            try:
+                need = stack[-1].send(result)
+            except StopIteration as done:
+                stack.pop()
+                result = done.value
+                continue
+            stack.append(need)
+            result = None
+        return result
+
     def value(self, name: str, coords: Coords) -> str:
+        """The variable holding value ``name`` at ``coords`` (computed once, then memoized)."""
+        return self._drive(self._value(name, coords))
+
+    def row_value(self, name: str) -> str:
+        """A value at the kept (or keepdims) shape: one per row of the block."""
+        return self._drive(self._row_value(name))
+
+    def compute(self, name: str, coords: Coords) -> str:
+        """Emit the statements computing ``name`` at ``coords``; returns the variable."""
+        return self._drive(self._compute(name, coords))
+
+    def _value(self, name: str, coords: Coords) -> Generator[Any, str, str]:
         em = self.em
         if name in self.rowvals:
             return self.rowvals[name]
         shape = em.types[name].shape
         if name in em.domain.row_dependent and em.is_row_level(name, shape):
             # a reduction's result exists only at its own row: the coordinates are canonical
-            return self.row_value(name)
+            return (yield self._row_value(name))
         key = (name, coords.key())
         for memo in (self.memo_tile, self.memo_row):
             if key in memo:
                 return memo[key]
-        var = self.compute(name, coords)
+        var = yield self._compute(name, coords)
         memo = self.memo_tile if self.lvl(var) >= 2 else self.memo_row
         memo[key] = var
         return var
 
-    def row_value(self, name: str) -> str:
-        """A value at the kept (or keepdims) shape: one per row of the block."""
+    def _row_value(self, name: str) -> Generator[Any, str, str]:
         if name in self.rowvals:
             return self.rowvals[name]
         instr = self.em.defs.get(name)
         if instr is not None and instr.op in REDUCE:
             raise AssertionError(f"reduction %{name} used before its stage was emitted")
-        var = self.compute(name, self.em.row_coords(self, self.em.types[name].shape))
+        var = yield self._compute(name, self.em.row_coords(self, self.em.types[name].shape))
         self.rowvals[name] = var
         return var
 
-    def compute(self, name: str, coords: Coords) -> str:
+    def _compute(self, name: str, coords: Coords) -> Generator[Any, str, str]:
         em = self.em
         if name in em.param_index:
             return self.load(name, coords)
@@ -273,23 +357,23 @@ class _Fn:
             if coords.dims is not None and squeezed == tuple(d for d in instr.shape if d != 1):
                 kept = iter([c for c, d in zip(coords.dims, instr.shape) if d != 1])
                 dims = tuple("0" if d == 1 else next(kept) for d in sshape)
-                return self.value(src, Coords(sshape, coords.flat, dims))
-            return self.value(src, Coords(sshape, self.flat_of(coords)))
+                return (yield self._value(src, Coords(sshape, coords.flat, dims)))
+            return (yield self._value(src, Coords(sshape, self.flat_of(coords))))
         if op == "permute":
             perm = instr.attrs["perm"]
             dims = self.dims_of(coords)
             src_dims = [""] * len(perm)
             for i, p in enumerate(perm):
                 src_dims[p] = dims[i]
-            return self.value(instr.args[0], Coords(em.types[instr.args[0]].shape, None,
-                                                    tuple(src_dims)))
+            src = instr.args[0]
+            return (yield self._value(src, Coords(em.types[src].shape, None, tuple(src_dims))))
         if op == "expand":
             src = instr.args[0]
             sshape = em.types[src].shape
             dims = self.dims_of(coords)
             lead = len(dims) - len(sshape)
             src_dims = tuple("0" if s == 1 else d for d, s in zip(dims[lead:], sshape))
-            return self.value(src, Coords(sshape, None, src_dims))
+            return (yield self._value(src, Coords(sshape, None, src_dims)))
         if op == "slice":
             src = instr.args[0]
             dims = self.dims_of(coords)
@@ -303,7 +387,7 @@ class _Fn:
                     expr = d if s == 1 else f"{d} * {s}"
                     expr = f"{a} + {expr}" if a else expr
                     out.append(self.emit(self.lvl(d), expr, "i"))
-            return self.value(src, Coords(em.types[src].shape, None, tuple(out)))
+            return (yield self._value(src, Coords(em.types[src].shape, None, tuple(out))))
         comment = _instr_text(instr)
         hint = em.var_name(name)
         if op == "const":
@@ -321,15 +405,21 @@ class _Fn:
             dt = instr.dtype
             wide = "tl.float64" if dt.kind == "f" else "tl.int64"
             start, step = instr.attrs["start"], instr.attrs["step"]
-            s = float_literal(start) if dt.kind == "f" else str(int(start))
-            t = float_literal(step) if dt.kind == "f" else str(int(step))
+            # int64 arithmetic wraps like the result's: a uint64 start or step past the int64
+            # range is written as the int64 of the same bits
+            s = float_literal(start) if dt.kind == "f" else str(_as_int64(start))
+            t = float_literal(step) if dt.kind == "f" else str(_as_int64(step))
+            # INF and NAN are module constexprs, which `+` with a tensor turns into a
+            # constexpr again (no .to()): give a non-finite start or step as a tensor
+            s, t = (f"tl.full([], {v}, tl.float64)" if v.endswith(("INF", "NAN")) else v
+                    for v in (s, t))
             # a coordinate fixed by a view is a literal: a Python int has no .to()
             base = f"tl.full([], {d}, tl.int64)" if d.lstrip("-").isdigit() else f"{d}.to(tl.int64)"
             expr = f"({s} + {base}.to({wide}) * {t}).to({TL[dt]})"
             return self.emit(self.lvl(d), expr, hint, comment)
         if op in REDUCE and not em.domain.reduced:
             # a reduction over no axes is the identity (argmax/argmin: index 0)
-            x = self.value(instr.args[0], coords)
+            x = yield self._value(instr.args[0], coords)
             src = em.types[instr.args[0]].dtype
             if op in ("argmax", "argmin"):
                 expr = f"tl.full([], 0, tl.int64) + 0 * {self.flat_of(coords)}"
@@ -342,7 +432,9 @@ class _Fn:
             return self.emit(max(self.lvl(x), self.lvl(self.flat_of(coords))), expr, hint, comment)
         if op in REDUCE:
             raise AssertionError(f"reduction %{name} evaluated off its canonical coordinates")
-        args = [self.value(a, coords) for a in instr.args]
+        args = []
+        for a in instr.args:
+            args.append((yield self._value(a, coords)))
         dtypes = [em.types[a].dtype for a in instr.args]
         level = self.lvl(*args)
         self._cur_level, self._hint = level, hint
@@ -400,21 +492,22 @@ class _Emitter:
         self.row_max: dict[str, str | None] = {}
         #: the per-row shift each looped m2 accumulates against, by name
         self.shift: dict[str, str | None] = {}
-        self.name = sanitize(kernel.name)
+        self.name = function_name(kernel.name)
         self.domain: Domain = region_domain(kernel)
         self.types = {p.name: p.type for p in kernel.params}
         self.types.update({i.name: i.type for i in kernel.body})
         self.defs = {i.name: i for i in kernel.body}
         self.param_index = {p.name: i for i, p in enumerate(kernel.params)}
         self.strides = [tuple(int(s) for s in st) for st in strides]
-        self.ptr_name = [f"p_{sanitize(p.name)}" for p in kernel.params]
+        # params "0" and "k_0" would both be p_k_0 (and clipped long names could meet)
+        self.ptr_name = _distinct([f"p_{sanitize(p.name)}" for p in kernel.params])
         self.out_name = [f"out{j}" for j in range(len(kernel.yields))]
         self._names: dict[str, str] = {}
         self.idx64 = self._needs_int64()
 
     def var_name(self, name: str) -> str:
         if name not in self._names:
-            self._names[name] = ("v" + name) if name.isdigit() else "v_" + sanitize(name)
+            self._names[name] = sanitize(("v" if name.isdigit() else "v_") + name)
         return self._names[name]
 
     def _needs_int64(self) -> bool:
@@ -498,39 +591,76 @@ class _Emitter:
         return f"tl.program_id({axis}).to(tl.int64)" if self.idx64 else f"tl.program_id({axis})"
 
     # -- 2-D tiles for transposed reads ---------------------------------------------------
-    def _points(self, name: str, at: tuple[int, ...], memo: dict[Any, Any]) -> list[tuple[int, int]]:
-        """(param, element offset) of every load that computing ``name`` at ``at`` makes."""
-        key = (name, at)
-        if key in memo:
-            return memo[key]
-        if name in self.param_index:
-            i = self.param_index[name]
-            res = [(i, sum(c * s for c, s in zip(at, self.strides[i])))]
-        else:
-            instr = self.defs[name]
-            op = instr.op
-            src = instr.args[0] if instr.args else None
-            sshape = self.types[src].shape if src is not None else ()
-            if op == "permute":
+    def _site_operands(self, name: str, ats: tuple[tuple[int, ...], ...]
+                       ) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
+        """The operands that computing ``name`` at each point of ``ats`` reads, with their points."""
+        instr = self.defs[name]
+        op = instr.op
+        src = instr.args[0] if instr.args else None
+        sshape = self.types[src].shape if src is not None else ()
+        if op == "permute":
+            perm = instr.attrs["perm"]
+            moved = []
+            for at in ats:
                 src_at = [0] * len(at)
-                for i, p in enumerate(instr.attrs["perm"]):
+                for i, p in enumerate(perm):
                     src_at[p] = at[i]
-                res = self._points(src, tuple(src_at), memo)
-            elif op == "expand":
-                lead = len(at) - len(sshape)
-                res = self._points(src, tuple(0 if n == 1 else c
-                                              for c, n in zip(at[lead:], sshape)), memo)
-            elif op == "slice":
-                res = self._points(src, tuple(a + st * c for c, a, st in zip(
-                    at, instr.attrs["start"], instr.attrs["step"])), memo)
-            elif op == "reshape":
-                flat = sum(c * s for c, s in zip(at, _contiguous(instr.shape)))
-                res = self._points(src, tuple(int(v) for v in np.unravel_index(flat, sshape))
-                                   if sshape else (), memo)
-            else:  # elementwise ops and casts read their operands at the same coordinates
-                res = [p for a in instr.args for p in self._points(a, at, memo)]
-        memo[key] = res
-        return res
+                moved.append(tuple(src_at))
+            return [(src, tuple(moved))]
+        if op == "expand":
+            return [(src, tuple(tuple(0 if n == 1 else c for c, n in
+                                      zip(at[len(at) - len(sshape):], sshape)) for at in ats))]
+        if op == "slice":
+            start, step = instr.attrs["start"], instr.attrs["step"]
+            return [(src, tuple(tuple(a + st * c for c, a, st in zip(at, start, step))
+                                for at in ats))]
+        if op == "reshape":
+            strides = _contiguous(instr.shape)
+            flats = [sum(c * s for c, s in zip(at, strides)) for at in ats]
+            return [(src, tuple(tuple(int(v) for v in np.unravel_index(f, sshape)) if sshape
+                                else () for f in flats))]
+        # elementwise ops and casts read their operands at the same coordinates
+        return [(a, ats) for a in instr.args]
+
+    def _load_sites(self, points: tuple[tuple[int, ...], ...], roots: tuple[str, ...] | None = None
+                    ) -> dict[tuple[int, tuple[int, ...]], None]:
+        """Every load the outputs (or ``roots``) make, as (param, its element offset at each of
+        ``points``).
+
+        All points are traced at once, so each load site carries its offsets at every point.
+        The walk is iterative (a region may be a long chain) and a value's sites are a set: a
+        value read twice (``y * y``) is one site, so a chain of squarings does not double its
+        list at every step. Past ``MAX_LOAD_SITES`` sites per value the rest are not looked
+        at: they only inform the choice of tiles, never correctness.
+        """
+        memo: dict[Any, dict[tuple[int, tuple[int, ...]], None]] = {}
+        roots = tuple(self.kernel.yields) if roots is None else roots
+        stack: list[tuple[Any, list[Any] | None]] = [((y, points), None) for y in reversed(roots)]
+        while stack:
+            key, operands = stack.pop()
+            if key in memo:
+                continue
+            name, ats = key
+            if name in self.param_index:
+                i = self.param_index[name]
+                memo[key] = {(i, tuple(sum(c * s for c, s in zip(at, self.strides[i]))
+                                       for at in ats)): None}
+                continue
+            if operands is None:
+                operands = self._site_operands(name, ats)
+                stack.append((key, operands))
+                stack.extend((o, None) for o in reversed(operands) if o not in memo)
+                continue
+            sites: dict[tuple[int, tuple[int, ...]], None] = {}
+            for o in operands:
+                for site in memo[o]:
+                    if len(sites) < MAX_LOAD_SITES:
+                        sites[site] = None
+            memo[key] = sites
+        out: dict[tuple[int, tuple[int, ...]], None] = {}
+        for y in roots:
+            out.update(memo[(y, points)])
+        return out
 
     def _transposed_axis(self) -> int | None:
         """An output axis along which some input is contiguous while it is not along the last.
@@ -542,18 +672,13 @@ class _Emitter:
         if len(shape) < 2 or shape[-1] < 8 or math.prod(shape) < 1024:
             return None
         origin = tuple(0 for _ in shape)
-        memo: dict[Any, Any] = {}
-
-        def loads(at: tuple[int, ...]) -> list[tuple[int, int]]:
-            return [p for y in self.kernel.yields for p in self._points(y, at, memo)]
-
-        base = loads(origin)
-        last = loads(origin[:-1] + (1,))
-        for axis in range(len(shape) - 1):
-            if shape[axis] < 8:
-                continue
-            step = loads(tuple(1 if i == axis else 0 for i in range(len(shape))))
-            for (_, o0), (_, o1), (_, o2) in zip(base, last, step):
+        axes = [axis for axis in range(len(shape) - 1) if shape[axis] >= 8]
+        points = (origin, origin[:-1] + (1,),
+                  *(tuple(1 if i == axis else 0 for i in range(len(shape))) for axis in axes))
+        sites = self._load_sites(points)
+        for j, axis in enumerate(axes):
+            for _, offsets in sites:
+                o0, o1, o2 = offsets[0], offsets[1], offsets[2 + j]
                 if abs(o1 - o0) > 1 and o2 - o0 == 1:
                     return axis
         return None

@@ -227,6 +227,7 @@ def build_plan(program: Program) -> Plan:
     fuser = GreedyFuser(program)
     fused = fuser.run() if loose else []
     used = {k.name for k in program.kernels}
+    counters: dict[str, int] = {}
     body: list[Kernel] = []
     launches: list[Launch] = []
     names: dict[Any, str] = {}
@@ -247,7 +248,7 @@ def build_plan(program: Program) -> Plan:
                 # how many partials is the emitter's call (it knows its tiles); a user's
                 # split=N attribute overrides it
                 kernel.attrs["kind"] = SPLIT_REDUCTION
-            kernel.name = unique_name(kernel_base_name(kernel, domain), used)
+            kernel.name = unique_name(kernel_base_name(kernel, domain), used, counters)
         names[f.region] = kernel.name
         body.append(kernel)
         launches.extend(launches_of(kernel, domain))

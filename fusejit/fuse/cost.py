@@ -4,8 +4,8 @@ Everything numeric the fuser decides with lives here, so that tuning it is
 one file. The model is deliberately small:
 
 * A kernel is bounded (``MAX_REGION_INSTRS`` instructions, ``MAX_REGION_INPUTS``
-  parameters): beyond that, register pressure and argument lists hurt more
-  than one more launch.
+  parameters): beyond that, compile time (measured below), register pressure and
+  argument lists hurt more than one more launch.
 * A value that several regions read is either *recomputed* in each consumer
   region or *materialized* (written once, read by each). Recomputing is
   chosen only when the value is free (no reduction in its cone) and cheap:
@@ -32,7 +32,23 @@ from __future__ import annotations
 
 from ..ir.ops import LEAF, VIEW
 
-#: Instructions in one region (clones of recomputed values included).
+#: Instructions in one region (clones of recomputed values included): the ``region_size``
+#: rule splits longer chains. Chosen from ``bench/bench_deep.py --compile-sizes`` (Triton
+#: 3.9, one pointwise kernel to an sm_90 cubin, CPU seconds on a shared 2-core machine):
+#:
+#: ================  =====  =====  =====  =====  ======  ==============
+#: instructions        ~67   ~131   ~259   ~515   ~1027           ~1538
+#: arithmetic        0.1 s  0.1 s  0.3 s  0.6 s   1.2 s           2.2 s
+#: 1 op in 6 ``sin``  1.5 s  3.7 s  9.2 s   22 s    65 s  447 s (wall)
+#: ================  =====  =====  =====  =====  ======  ==============
+#:
+#: Arithmetic compiles in about 1 ms an instruction at any length, but libdevice math
+#: (inlined) costs 23, 28, 35, 44 and 63 ms an instruction (about 290 ms of wall time
+#: at 1538): compile time grows faster than the kernel. A smaller cap compiles such
+#: chains a little faster (128: 28 ms an instruction) but pays a launch and a write and
+#: read of the intermediate twice as often; 256 keeps a kernel under ten seconds to
+#: compile and the boundaries to one per 256 ops. (The interpreter runs any of these
+#: kernels in well under a second.)
 MAX_REGION_INSTRS = 256
 #: Parameters (buffers read) of one region.
 MAX_REGION_INPUTS = 16

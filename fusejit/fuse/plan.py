@@ -224,11 +224,18 @@ def kernel_base_name(kernel: Kernel, domain: Domain) -> str:
     return f"{what}_{dtype}_{dims}"
 
 
-def unique_name(base: str, used: set[str]) -> str:
-    """``base``, or ``base_2``, ``base_3``... the first not in ``used`` (which it joins)."""
-    name, n = base, 1
+def unique_name(base: str, used: set[str], counters: dict[str, int] | None = None) -> str:
+    """``base``, or ``base_2``, ``base_3``... the first not in ``used`` (which it joins).
+
+    ``counters`` (one dict kept across calls) remembers the last suffix taken per base, so
+    that naming k kernels of one base costs O(k), not O(k**2), in programs of thousands.
+    """
+    n = counters.get(base, 1) if counters is not None else 1
+    name = base if n == 1 else f"{base}_{n}"
     while name in used:
         n += 1
         name = f"{base}_{n}"
     used.add(name)
+    if counters is not None:
+        counters[base] = n
     return name

@@ -147,8 +147,12 @@ def rule_operands_available(c: Candidate) -> str | None:
 def rule_region_size(c: Candidate) -> str | None:
     """A region holds at most ``cost.MAX_REGION_INSTRS`` instructions.
 
-    Fuses: any chain up to that length. Why: past it, compile time and
-    register pressure grow faster than the saving of one launch.
+    Fuses: any chain up to that length. Refuses: the instruction that would make the
+    kernel longer, so a long chain becomes a sequence of kernels, each reading the
+    previous one's result (a 100,000-op chain: about 400 kernels). Why: Triton's
+    compile time per instruction grows with the kernel's length (measured in
+    ``cost.py``); a 100,000-line kernel would never finish compiling, while one more
+    launch costs microseconds and one more round trip through memory.
     """
     if c.size > cost.MAX_REGION_INSTRS:
         return (f"the kernel would hold {c.size} instructions, over the limit of "

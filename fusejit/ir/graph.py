@@ -10,7 +10,9 @@ structure with the data leaves abstracted to their position (``leaves``, in
 the order a depth-first walk meets them). Two graphs with equal signatures
 lower to the same Program, so the plan cache key of a ``realize`` is one
 signature per output (``structural_key``), found without walking the graph,
-and two realizes of the same structure over new data share a plan.
+and two realizes of the same structure over new data share a plan. A node's
+``leaves`` is a tuple, or past ``SHARE_LEAVES`` a ``LeafView`` of a list shared
+along a chain, so that a chain meeting a new input at every step stays linear.
 
 ``lower`` turns the graph under a set of outputs into a Program plus the
 buffers that feed its inputs, with an iterative traversal (no recursion
@@ -122,7 +124,11 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
             # the common case (x op const, x op f(x)): no merging, positions are implied
             node.leaves, where = first, tuple([(s.sig, bool(s.leaves)) for s in srcs])
         else:
-            node.leaves, positions = merge_leaves([s.leaves for s in srcs])
+            groups = [s.leaves for s in srcs]
+            if type(first) is tuple and len(first) < SHARE_LEAVES:
+                node.leaves, positions = merge_leaves(groups)
+            else:  # a long list of leaves: shared, not copied (see LeafView)
+                node.leaves, positions = _merge_shared(groups)
             where = tuple(zip([s.sig for s in srcs], positions))
     node.sig = _intern((op, frozen, key[3], shape, where))
     ref = _KeyedRef(node, _forget)
@@ -142,7 +148,64 @@ def _intern(signature: tuple) -> int:
     return sig
 
 
-def merge_leaves(groups: list[tuple[Node, ...]]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
+class _SharedLeaves:
+    """An append-only list of leaves and their positions, shared by the nodes of a chain."""
+
+    __slots__ = ("items", "index")
+
+    def __init__(self, leaves: Any) -> None:
+        self.items: list[Node] = list(leaves)
+        self.index: dict[int, int] = {id(leaf): i for i, leaf in enumerate(self.items)}
+
+
+class LeafView:
+    """A node's leaves as the first ``n`` of a ``_SharedLeaves`` list (iterable, sized).
+
+    A chain that meets a new input at every step (``y = y + x_i``) would copy a tuple of
+    all earlier leaves per node, quadratic in its length; past ``SHARE_LEAVES`` leaves the
+    nodes share one list instead: a node that extends the list's last node appends to it,
+    and only a branch (a second node extending an earlier prefix) copies the prefix.
+    """
+
+    __slots__ = ("shared", "n")
+
+    def __init__(self, shared: _SharedLeaves, n: int) -> None:
+        self.shared, self.n = shared, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Any:
+        return itertools.islice(self.shared.items, self.n)
+
+
+#: Leaves from which a node's leaves are a ``LeafView`` rather than a tuple.
+SHARE_LEAVES = 16
+
+
+def _merge_shared(groups: list[Any]) -> tuple[LeafView, tuple[Any, ...]]:
+    """``merge_leaves`` into a ``LeafView``: appended to the first group's shared list when
+    that group is the list's last node, else to a copy of the first group."""
+    first = groups[0]
+    if type(first) is LeafView and len(first.shared.items) == first.n:
+        shared = first.shared  # this node extends the list's last node: append in place
+    else:
+        shared = _SharedLeaves(first)
+    items, index = shared.items, shared.index
+    positions: list[Any] = [None]
+    for group in groups[1:]:
+        where = []
+        for leaf in group:
+            i = index.get(id(leaf))
+            if i is None:
+                i = index[id(leaf)] = len(items)
+                items.append(leaf)
+            where.append(i)
+        positions.append(None if where == list(range(len(where))) else tuple(where))
+    return LeafView(shared, len(items)), tuple(positions)
+
+
+def merge_leaves(groups: list[Any]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
     """The leaves of several subgraphs in first-occurrence order (the order a left-to-right
     depth-first walk meets them), and each group's positions in it (None: a prefix)."""
     merged = list(groups[0])
@@ -184,7 +247,8 @@ def structural_key(outputs: list[Node]) -> tuple[tuple, tuple[Node, ...]]:
     """
     if len(outputs) == 1:
         node = outputs[0]
-        return (node.sig,), node.leaves
+        leaves = node.leaves
+        return (node.sig,), leaves if type(leaves) is tuple else tuple(leaves)
     leaves, positions = merge_leaves([n.leaves for n in outputs])
     return (tuple(n.sig for n in outputs), positions), leaves
 

@@ -37,6 +37,10 @@ from .ops import OPS
 from .program import Instr, Kernel, Param, Program, TensorType
 
 _GRAMMAR_NAME = "fusejit.lark"
+#: Most dimensions of a type (NumPy's limit) and most bytes of one array (its size must fit
+#: a signed 64-bit byte count), checked where the type is written.
+MAX_NDIM = 64
+MAX_BYTES = 2**63 - 1
 _parser: Lark | None = None
 _parser_lock = threading.Lock()
 
@@ -59,14 +63,26 @@ def parse(text: str, filename: str | None = None) -> Program:
     """
     from .verify import verify
     program, signature = parse_unverified(text, filename)
-    verify(program, text.split("\n"), filename=filename, signature=signature)
+    verify(program, normalize_text(text).split("\n"), filename=filename, signature=signature)
     return program
+
+
+def normalize_text(text: str) -> str:
+    """``text`` as the parser reads it: without a leading byte-order mark, and with ``\r\n``
+    and lone ``\r`` line endings made ``\n`` (as Python reads source), so that CRLF and
+    old-Mac files parse and their errors name the right line."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
 
 
 def parse_unverified(text: str, filename: str | None = None) -> tuple[Program, Signature]:
     """Parse without verifying: the Program and its declared signature (for the verifier)."""
     if not isinstance(text, str):
         raise IRSyntaxError(f"IR text must be a str, not {type(text).__name__}")
+    text = normalize_text(text)
     lines = text.split("\n")  # Lark counts lines by '\n' only
     try:
         program, signature = _get_parser().parse(text)
@@ -97,9 +113,10 @@ def _get_parser() -> Lark:
     if _parser is None:
         with _parser_lock:
             if _parser is None:
+                # positions come from the tokens themselves: propagating them to rule
+                # results (propagate_positions) would cost a quarter of the parse time
                 _parser = Lark(grammar_path().read_text(encoding="utf-8"), parser="lalr",
-                               propagate_positions=True, maybe_placeholders=False,
-                               transformer=_Builder())
+                               maybe_placeholders=False, transformer=_Builder())
     return _parser
 
 
@@ -235,6 +252,12 @@ class _Builder(Transformer):
             hint = f"; did you mean '{close[0]}'?" if close else ""
             raise _BuildError(f"unknown dtype '{name_tok}'{hint} (dtypes: "
                               f"{', '.join(FROM_IR_NAME)})", name_tok)
+        if len(dims) > MAX_NDIM:
+            raise _BuildError(f"a type has at most {MAX_NDIM} dimensions (NumPy's limit), not "
+                              f"{len(dims)}", name_tok)
+        if math.prod(dims) * dtype.itemsize > MAX_BYTES:
+            raise _BuildError(f"this {name_tok} type is too large: an array holds at most "
+                              f"2**63 - 1 bytes", name_tok)
         return TensorType(dtype, dims), name_tok
 
     def dims(self, c: list) -> tuple[int, ...]:

@@ -104,12 +104,31 @@ def _attrs(attrs: dict[str, Any], order: Any) -> str:
     return " ".join(out)
 
 
+_CLOSE, _COMMA = object(), object()
+
+
 def _attr_value(value: Any) -> str:
-    if isinstance(value, (tuple, list)):
-        return "[" + ",".join(_attr_value(v) for v in value) + "]"
-    if isinstance(value, str):
-        return _word(value, "attribute word")
-    return _number(value)
+    # lists may nest (in a Program built in code): walked with a stack, not recursion
+    parts: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if item is _CLOSE:
+            parts.append("]")
+        elif item is _COMMA:
+            parts.append(",")
+        elif isinstance(item, (tuple, list)):
+            parts.append("[")
+            stack.append(_CLOSE)
+            for i, v in enumerate(reversed(item)):
+                if i:
+                    stack.append(_COMMA)
+                stack.append(v)
+        elif isinstance(item, str):
+            parts.append(_word(item, "attribute word"))
+        else:
+            parts.append(_number(item))
+    return "".join(parts)
 
 
 def _number(value: Any) -> str:

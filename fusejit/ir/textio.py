@@ -13,9 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import FusejitError
+from ..errors import FusejitError, IRSyntaxError
 from ..fileio import write_atomic
 from .graph import lower
+from .parser import normalize_text
 from .parser import parse as _parse
 from .printer import print_program
 from .program import Program
@@ -56,10 +57,30 @@ def parse(text: str, filename: str | None = None) -> Program:
 
 
 def load(path: str | os.PathLike[str]) -> Program:
-    """A verified Program from an IR file; errors name the file."""
+    """A verified Program from an IR file; errors name the file.
+
+    The file is UTF-8 (a leading byte-order mark is ignored; any line ending works); a byte
+    that is not UTF-8 is an ``IRSyntaxError`` at its line and column.
+    """
+    filename = os.fspath(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise FusejitError(f"cannot read {os.fspath(path)}: {reason}") from None
-    return _parse(text, os.fspath(path))
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise FusejitError(f"cannot read {filename}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _undecodable(data, exc, filename) from None
+    return _parse(text, filename)
+
+
+def _undecodable(data: bytes, exc: UnicodeDecodeError, filename: str) -> IRSyntaxError:
+    """The error for a file that is not UTF-8, at the first bad byte's line and column."""
+    before = normalize_text(data[:exc.start].decode("utf-8"))  # valid up to the bad byte
+    line = before.count("\n") + 1
+    column = len(before) - before.rfind("\n")
+    shown = normalize_text(data.decode("utf-8", errors="replace")).split("\n")[line - 1]
+    bad = data[exc.start:exc.end]
+    return IRSyntaxError(f"the file is not UTF-8 text: byte{'s' if len(bad) > 1 else ''} "
+                         f"{' '.join(f'0x{b:02x}' for b in bad)} ({exc.reason})", line=line,
+                         column=column, source_line=shown, filename=filename)

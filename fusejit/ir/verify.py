@@ -20,6 +20,7 @@ The first broken rule raises ``IRVerifyError`` at the offending statement's
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Callable
 from typing import Any
 
@@ -263,9 +264,9 @@ def _reduce(instr: Instr, operands: list[TensorType]) -> str | None:
     op, (src,), result = instr.op, operands, instr.type
     axes, keep = instr.attrs["axes"], instr.attrs.get("keepdims", False)
     if not isinstance(keep, bool):
-        return f"'keepdims' is a flag (write 'keepdims' or leave it out), not {keep!r}"
+        return f"'keepdims' is a flag (write 'keepdims' or leave it out), not {_lit(keep)}"
     if not _int_list(axes):
-        return f"'axes' must be a list of integers, not {axes!r}"
+        return f"'axes' must be a list of integers, not {_lit(axes)}"
     ndim = len(src.shape)
     if any(not 0 <= a < ndim for a in axes):
         return f"bad axes {list(axes)}: the operand has {ndim} dimension{'s' if ndim != 1 else ''}"
@@ -299,7 +300,7 @@ def _view(instr: Instr, operands: list[TensorType]) -> str | None:
     if op in ("reshape", "expand"):
         shape = attrs["shape"]
         if not _int_list(shape) or any(d < 0 for d in shape):
-            return f"'shape' must be a list of non-negative integers, not {shape!r}"
+            return f"'shape' must be a list of non-negative integers, not {_lit(shape)}"
         if result.shape != shape:
             return f"shape mismatch: '{op}' to shape={list(shape)} but the result type is {_show(result)}"
         if op == "reshape":
@@ -317,7 +318,7 @@ def _view(instr: Instr, operands: list[TensorType]) -> str | None:
     if op == "permute":
         perm = attrs["perm"]
         if not _int_list(perm) or sorted(perm) != list(range(len(src.shape))):
-            shown = list(perm) if isinstance(perm, tuple) else repr(perm)
+            shown = _lit(list(perm) if isinstance(perm, tuple) else perm)
             return f"bad permute: perm={shown} is not a permutation of the {len(src.shape)} axes"
         shape = tuple(src.shape[p] for p in perm)
         if result.shape != shape:
@@ -332,7 +333,7 @@ def _slice(src: TensorType, result: TensorType, attrs: dict) -> str | None:
     ndim = len(src.shape)
     for name, v in (("start", start), ("stop", stop), ("step", step)):
         if not _int_list(v) or len(v) != ndim:
-            return f"bad slice: '{name}' must be a list of {ndim} integers, not {v!r}"
+            return f"bad slice: '{name}' must be a list of {ndim} integers, not {_lit(v)}"
     if len(result.shape) != ndim:
         return f"shape mismatch: a slice keeps the rank {ndim}, the result type is {_show(result)}"
     for i, (n, a, b, c, got) in enumerate(zip(src.shape, start, stop, step, result.shape)):
@@ -379,17 +380,25 @@ def _scalar_problem(value: Any, dtype: np.dtype, what: str) -> str | None:
             return f"bad {what}: {_lit(value)} is not an integer for {name}"
         info = np.iinfo(dtype)
         if not info.min <= value <= info.max:
-            return f"{what} out of range: {value} does not fit {name} ({info.min}..{info.max})"
+            return f"{what} out of range: {_lit(value)} does not fit {name} ({info.min}..{info.max})"
         return None
-    if math.isfinite(value) and abs(value) > float(np.finfo(dtype).max):
+    # an int literal may be far past any float: compare it as an int (float() would overflow)
+    if (isinstance(value, int) or math.isfinite(value)) and abs(value) > float(np.finfo(dtype).max):
         return f"{what} out of range: {_lit(value)} overflows {name} (write inf if you mean it)"
     return None
 
 
 def _lit(value: Any) -> str:
+    """A literal as the message shows it: short (a few levels and items, 40 digits), so that a
+    list nested 100,000 deep or a 4,000-digit number cannot make the message itself fail."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return repr(value)
+    return _SHORT.repr(value)
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxtuple, _SHORT.maxlist = 3, 8, 8
+_SHORT.maxlong = _SHORT.maxother = _SHORT.maxstring = 40
 
 
 def _cast(instr: Instr, operands: list[TensorType]) -> str | None:

@@ -50,8 +50,12 @@ def evaluate_instr(instr: Instr, args: list[np.ndarray]) -> np.ndarray:
         return np.full(shape, attrs["value"], dtype)
     if op == "iota":
         n = shape[0]
-        base = np.arange(n, dtype=np.float64 if dtype.kind == "f" else np.int64)
-        return (attrs["start"] + base * attrs["step"]).astype(dtype)
+        if dtype.kind == "f":
+            return (attrs["start"] + np.arange(n, dtype=np.float64) * attrs["step"]).astype(dtype)
+        # integers wrap modulo 2**64 and then to the dtype; uint64 starts may exceed int64
+        wide = np.uint64
+        start, step = wide(attrs["start"] % 2**64), wide(attrs["step"] % 2**64)
+        return (start + np.arange(n, dtype=wide) * step).astype(dtype)
     if op == "cast":
         return args[0].astype(dtype)
     if op == "reshape":
