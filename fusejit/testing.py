@@ -307,6 +307,14 @@ _UNARY_OPERATORS: dict[str, Callable[[Any], Any]] = {
 
 
 def _apply_step(xp: Any, step: Step, values: list[Any]) -> Any:
+    result = _apply_step_raw(xp, step, values)
+    # NumPy returns a scalar where an op's result is 0-d, and a few ops promote NumPy scalars
+    # unlike 0-d arrays (np.True_ ** 2 is int64, np.array(True) ** 2 int8); fusejit's values
+    # are arrays, so the reference keeps arrays too
+    return np.asarray(result) if xp is np and isinstance(result, np.generic) else result
+
+
+def _apply_step_raw(xp: Any, step: Step, values: list[Any]) -> Any:
     args = [values[a.index] if isinstance(a, Ref) else a for a in step.args]
     kwargs = dict(step.kwargs)
     if step.kind == "operator":
@@ -721,6 +729,8 @@ def _draw_view_steps(draw: Any, st: Any, shape: tuple[int, ...]
                 extra = draw(st.integers(1, 3))
                 index.insert(at, draw(st.integers(-extra, extra - 1)))
                 base_list.insert(at, extra)
+            if not index:  # a 0-d array and no integer index: nothing to view
+                continue
             steps.append(("getitem", tuple(index)))
             current = tuple(base_list)
     return tuple(reversed(steps)), current
@@ -730,7 +740,7 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
              max_inputs: int = 3, max_steps: int = 6, max_dims: int = 3, max_side: int | None = None,
              allow_nan: bool = True, allow_empty: bool = True, max_outputs: int = 3,
              sizes: str = "small", max_elements: int | None = None, input_views: bool = False,
-             cupy_inputs: bool = False) -> Any:
+             cupy_inputs: bool = False, stable: bool | None = None) -> Any:
     """A Hypothesis strategy of random ``Recipe`` objects (see the module docstring).
 
     ``dtypes``: input dtypes to draw from (default every supported dtype).
@@ -750,6 +760,16 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
     strides), recorded in ``Recipe.views`` so that ``repr`` reproduces them.
     ``cupy_inputs``: some inputs reach fusejit as CuPy arrays (and CuPy views);
     for the ``cuda`` backend; needs CuPy.
+
+    ``stable``: leave out steps whose NumPy result is sensitive to rounding, so
+    that a mismatch means a bug rather than a different (equally right)
+    rounding: a step is redrawn when nudging its inexact float operands by a
+    few ulps moves its result past the tolerance (``floor``, ``rint`` or a
+    comparison at a rounding boundary, ``sin`` of a huge argument, layer norm
+    of a nearly constant row), or when computing it from float64 operands
+    gives another answer (a float16 product that overflows, then meets a
+    zero). Default: on, except for the plain generator (``sizes="small"``,
+    no views, no CuPy), which draws exactly as it always did.
 
     Every drawn step is checked on NumPy as it is drawn, so a recipe never asks
     NumPy for something it rejects; it also avoids corners where NumPy's result
@@ -773,6 +793,9 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
     side_limit = _DEFAULT_MAX_SIDE[sizes] if max_side is None else max_side
     element_limit = _DEFAULT_MAX_ELEMENTS[sizes] if max_elements is None else max_elements
     plain = sizes == "small" and not input_views and not cupy_inputs
+    stable_steps = not plain if stable is None else stable
+    # values broadcast from several operands may grow past the inputs: (n, 1) with (1, m)
+    value_limit = 4 * element_limit if element_limit else None
 
     def draw_input(draw: Any, shape: tuple[int, ...], dt: np.dtype) -> tuple[np.ndarray, InputView | None]:
         if plain:  # the draws of the original generator, so seeded examples stay the same
@@ -822,22 +845,26 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
             inputs.append(arr)
             views.append(view)
         values: list[Any] = list(inputs)
+        exact = [True] * len(inputs)  # which values fusejit must compute bit for bit as NumPy
         steps: list[Step] = []
         n_steps = draw(st.integers(1, max_steps))
         attempts = 0
         while len(steps) < n_steps and attempts < 4 * n_steps:
             attempts += 1
             step = _draw_step(draw, st, op_pool, dtype_pool, values)
-            if step is None:
+            if step is None or _too_large(step, values, value_limit):
                 continue
             try:
                 with np.errstate(all="ignore"), warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     result = _apply_step(np, step, values)
+                    if stable_steps and _rounding_sensitive(step, values, exact, result):
+                        continue
             except Exception:  # noqa: BLE001  (NumPy refuses: draw another step)
                 continue
             steps.append(step)
             values.append(result)
+            exact.append(_exact_result(step, values, exact, result))
         first = len(inputs)
         produced = list(range(first, len(values))) or [0]
         outputs = [produced[-1]]
@@ -849,6 +876,92 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
                       views=tuple(views) if has_views else ())
 
     return draw_recipe()
+
+
+_SYMBOLS = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "//": "floor_divide",
+            "%": "remainder", "**": "power", "&": "bitwise_and", "|": "bitwise_or", "^": "bitwise_xor",
+            "<<": "left_shift", ">>": "right_shift", "<": "less", "<=": "less_equal", ">": "greater",
+            ">=": "greater_equal", "==": "equal", "!=": "not_equal"}
+_UNARY_SYMBOLS = {"-": "negative", "+": "positive", "~": "bitwise_not", "abs": "abs"}
+#: Ops whose result is exact (no rounding) when their operands are: fusejit and NumPy then agree
+#: bit for bit, so a later ``floor`` or comparison of the result is safe to check exactly.
+_EXACT_OPS = frozenset(VIEWS + (
+    "getitem", "astype", "full_like", "arange", "where", "clip", "maximum", "minimum", "abs", "negative",
+    "positive", "sign", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfinite", "logical_not",
+    "bitwise_not", "less", "less_equal", "greater", "greater_equal", "equal", "not_equal",
+    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "left_shift", "right_shift", "max", "min", "amax", "amin", "argmax", "argmin", "any", "all"))
+#: Ops that add up or normalize: checked against nudged operands even when these are exact.
+_ACCUMULATING = frozenset(("sum", "prod", "mean", "var", "std", "logsumexp") + COMPOSITES)
+
+
+def _op_name(step: Step) -> str:
+    if step.kind == "operator":
+        return (_UNARY_SYMBOLS if len(step.args) == 1 else _SYMBOLS)[step.name]
+    return step.name
+
+
+def _exact_result(step: Step, values: list[Any], exact: list[bool], result: Any) -> bool:
+    """Whether ``result`` is exact: exact operands, and an op that does not round."""
+    refs = [a.index for a in step.args if isinstance(a, Ref)]
+    if not all(exact[i] for i in refs):
+        return False
+    if _op_name(step) in _EXACT_OPS or step.kind == "safe_cast":
+        return True
+    return _dtype(result).kind in "biu" and all(_dtype(values[i]).kind in "biu" for i in refs)
+
+
+def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind != "f":
+        return bool(np.array_equal(a, b))
+    return bool(np.allclose(a.astype(np.float64), b.astype(np.float64), rtol=rtol, atol=atol,
+                            equal_nan=True))
+
+
+def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result: Any) -> bool:
+    """Whether ``step``'s result could differ past the tolerance by rounding alone (see ``stable``)."""
+    name = _op_name(step)
+    floats = [a.index for a in step.args if isinstance(a, Ref) and _dtype(values[a.index]).kind == "f"]
+    if not floats:
+        return False
+    rtol, atol = max([tolerance(_dtype(values[i])) for i in floats] + [tolerance(_dtype(result))])
+    rtol, atol = rtol / 2, atol / 2
+    nudge = [i for i in floats if name in _ACCUMULATING or not exact[i]]
+    if nudge:
+        rng = np.random.default_rng(len(values))
+        nudged = list(values)
+        for i in nudge:
+            v = np.asarray(values[i])
+            # a few ulps, as far as an honest difference in rounding can go (float16: about one)
+            size = min(8 * float(np.finfo(v.dtype).eps), tolerance(v.dtype)[0] / 8)
+            nudged[i] = (v.astype(np.float64) * (1 + size * rng.choice([-1.0, 1.0], v.shape))).astype(v.dtype)
+        if not _close(_apply_step(np, step, nudged), result, rtol, atol):
+            return True
+    if name in _EXACT_OPS or all(_dtype(values[i]) == np.float64 for i in floats):
+        return False
+    wide = list(values)
+    for i in floats:
+        wide[i] = np.asarray(values[i]).astype(np.float64)
+    precise = np.asarray(_apply_step(np, step, wide))
+    if precise.dtype.kind == "f" and _dtype(result).kind == "f":
+        precise = precise.astype(_dtype(result))
+    return not _close(precise, result, rtol, atol)
+
+
+def _too_large(step: Step, values: list[Any], limit: int | None) -> bool:
+    """Whether the operands of ``step`` broadcast to more than ``limit`` elements."""
+    if limit is None:
+        return False
+    shapes = [_shape(values[a.index]) for a in step.args if isinstance(a, Ref)]
+    if len(shapes) < 2:
+        return False
+    try:
+        return math.prod(np.broadcast_shapes(*shapes)) > limit
+    except ValueError:
+        return False
 
 
 def _draw_step(draw: Any, st: Any, op_pool: tuple[str, ...], dtype_pool: tuple[np.dtype, ...],
