@@ -201,31 +201,34 @@ def _fuzz_arguments(p: argparse.ArgumentParser) -> None:
                    help="only fresh contiguous inputs (no broadcast, transposed or sliced views)")
     p.add_argument("--cupy-inputs", action="store_true",
                    help="hand some inputs to fusejit as CuPy arrays (cuda backend; needs CuPy)")
+    p.add_argument("--max-failures", type=int, metavar="F", help="stop after F failures")
     p.add_argument("--no-shrink", action="store_true", help="write failures as drawn")
     p.add_argument("--shrink-seconds", type=float, default=60.0,
                    help="time limit for shrinking one failure (default 60)")
 
 
 def _fuzz(args: argparse.Namespace) -> int:
-    from .fuzz import FuzzConfig
+    from .fuzz import FuzzConfig, program_strategy
     from .fuzz import main as fuzz_main
     from .runtime import get_backend
-    for name in ("seconds", "count", "max_side", "max_steps", "max_dims", "max_elements"):
+    for name in ("seconds", "count", "max_side", "max_steps", "max_dims", "max_elements", "max_failures",
+                 "shrink_seconds"):
         value = getattr(args, name)
         if value is not None and value < 0:
             raise InputError(f"--{name.replace('_', '-')} must not be negative, not {value}")
+    config = FuzzConfig(
+        backend=args.backend or get_backend(), seconds=args.seconds, count=args.count,
+        seed=args.seed, out=Path(args.out), sizes=args.sizes, max_side=args.max_side,
+        max_steps=args.max_steps, max_dims=args.max_dims, max_elements=args.max_elements,
+        input_views=not args.no_views, cupy_inputs=args.cupy_inputs, shrink=not args.no_shrink,
+        shrink_seconds=args.shrink_seconds, max_failures=args.max_failures)
     try:
-        config = FuzzConfig(
-            backend=args.backend or get_backend(), seconds=args.seconds, count=args.count,
-            seed=args.seed, out=Path(args.out), sizes=args.sizes, max_side=args.max_side,
-            max_steps=args.max_steps, max_dims=args.max_dims, max_elements=args.max_elements,
-            input_views=not args.no_views, cupy_inputs=args.cupy_inputs, shrink=not args.no_shrink,
-            shrink_seconds=args.shrink_seconds)
-        return fuzz_main(config)
+        program_strategy(config)  # the options, checked before anything runs
     except ImportError as exc:
         raise FusejitError(f"fusejit fuzz needs Hypothesis (pip install hypothesis): {exc}") from None
-    except ValueError as exc:  # programs() refusing an option
+    except ValueError as exc:
         raise InputError(str(exc)) from None
+    return fuzz_main(config)
 
 
 register("check", "parse and verify an IR file; prints ok", _file_argument, _check)

@@ -77,7 +77,8 @@ class FuzzConfig:
     """What ``fuzz`` runs: the backend, how long, which programs, and where failures go.
 
     ``seconds`` and ``count`` bound the run (whichever comes first; at least
-    one must be set). ``shrink_seconds`` bounds shrinking each failure.
+    one must be set), and so does ``max_failures`` (stop after that many).
+    ``shrink_seconds`` bounds shrinking each failure.
     The remaining fields are passed to ``fusejit.testing.programs``.
     """
 
@@ -95,6 +96,7 @@ class FuzzConfig:
     cupy_inputs: bool = False
     shrink: bool = True
     shrink_seconds: float = 60.0
+    max_failures: int | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,15 @@ class Outcome:
     kind: str
     error_type: str
     message: str
+
+    def headline(self) -> str:
+        """One line: for a mismatch, which output and what differs; else the first line."""
+        lines = [line.strip() for line in self.message.splitlines() if line.strip()]
+        if self.kind == "mismatch":
+            where = next((line for line in lines if line.startswith("output ")), "")
+            what = next((line for line in lines if "differ" in line), lines[0] if lines else "")
+            return f"{where}: {what}" if where else what
+        return lines[0] if lines else self.error_type
 
     def same_bug(self, other: Outcome) -> bool:
         """Whether ``other`` is the same failure for shrinking: same kind (and exception type)."""
@@ -545,6 +556,8 @@ def fuzz(config: FuzzConfig, *, progress: TextIO | None = None) -> FuzzReport:
                 break
             if config.seconds is not None and report.elapsed >= config.seconds:
                 break
+            if config.max_failures is not None and len(report.failures) >= config.max_failures:
+                break
             line.show(report)
             recipe, outcome, choices = target.run(_program_bytes(config.seed, index))
             index += 1
@@ -592,7 +605,7 @@ def summary(report: FuzzReport) -> str:
             lines.append(f"  {f.outcome.kind}: program {f.index}, same as {where}")
             continue
         seen.add(where)
-        first = f.outcome.message.splitlines()[0] if f.outcome.message else f.outcome.error_type
+        first = f.outcome.headline()
         lines.append(f"  {f.outcome.kind}: program {f.index} -> {where}\n    {first}")
         lines.append(_indent(f.recipe.source(), "    | "))
     return "\n".join(lines)
