@@ -180,9 +180,9 @@ def _plan(args: argparse.Namespace) -> int:
 def _fuzz_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("cuda", "interpret", "numpy"),
                    help="backend to check (default: FUSEJIT_BACKEND or the best available)")
-    p.add_argument("--seconds", type=float, default=60.0,
-                   help="stop drawing programs after this long (default 60; shrinking the last "
-                        "failure may run over)")
+    p.add_argument("--seconds", type=float,
+                   help="stop drawing programs after this long (default 60 without --count; "
+                        "shrinking the last failure may run over)")
     p.add_argument("--count", type=int, metavar="N", help="stop after N programs (with --seconds: "
                                                           "whichever comes first)")
     p.add_argument("--seed", type=int, default=0, help="the same seed draws the same programs (default 0)")
@@ -194,7 +194,7 @@ def _fuzz_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-side", type=int, metavar="K", help="largest side of an input (default 1025 "
                                                              "for mixed, 4 for small)")
     p.add_argument("--max-steps", type=int, default=12, metavar="M", help="ops per program (default 12)")
-    p.add_argument("--max-dims", type=int, default=4, help="dimensions of an input (default 4)")
+    p.add_argument("--max-dims", type=int, default=4, metavar="D", help="dimensions of an input (default 4)")
     p.add_argument("--max-elements", type=int, metavar="E",
                    help="elements of an input (default 65536 for mixed sizes)")
     p.add_argument("--no-views", action="store_true",
@@ -203,7 +203,7 @@ def _fuzz_arguments(p: argparse.ArgumentParser) -> None:
                    help="hand some inputs to fusejit as CuPy arrays (cuda backend; needs CuPy)")
     p.add_argument("--max-failures", type=int, metavar="F", help="stop after F failures")
     p.add_argument("--no-shrink", action="store_true", help="write failures as drawn")
-    p.add_argument("--shrink-seconds", type=float, default=60.0,
+    p.add_argument("--shrink-seconds", type=float, default=60.0, metavar="S",
                    help="time limit for shrinking one failure (default 60)")
 
 
@@ -217,7 +217,8 @@ def _fuzz(args: argparse.Namespace) -> int:
         if value is not None and value < 0:
             raise InputError(f"--{name.replace('_', '-')} must not be negative, not {value}")
     config = FuzzConfig(
-        backend=args.backend or get_backend(), seconds=args.seconds, count=args.count,
+        backend=args.backend or get_backend(), count=args.count,
+        seconds=args.seconds if args.seconds is not None or args.count is not None else 60.0,
         seed=args.seed, out=Path(args.out), sizes=args.sizes, max_side=args.max_side,
         max_steps=args.max_steps, max_dims=args.max_dims, max_elements=args.max_elements,
         input_views=not args.no_views, cupy_inputs=args.cupy_inputs, shrink=not args.no_shrink,

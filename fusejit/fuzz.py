@@ -494,7 +494,7 @@ class Progress:
         self.stream = stream
         self.tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
         self.every = 0.1 if self.tty else every
-        self.last = -math.inf
+        self.last = -math.inf if self.tty else time.monotonic()  # a log gets its first line later
         self.width = 0
 
     def show(self, report: FuzzReport, note: str = "", *, force: bool = False) -> None:

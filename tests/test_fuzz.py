@@ -64,7 +64,7 @@ def test_fixed_sample_on_numpy() -> None:
 
 def test_fixed_sample_on_interpret() -> None:
     pytest.importorskip("triton")
-    _sample("interpret", 200)
+    _sample("interpret", 300)
 
 
 # -- the generator's options ------------------------------------------------------------------
