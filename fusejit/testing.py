@@ -935,9 +935,16 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
         nudged = list(values)
         for i in nudge:
             v = np.asarray(values[i])
-            # a few ulps, as far as an honest difference in rounding can go (float16: about one)
+            # a few ulps, as far as an honest difference in rounding goes (float16: about one);
+            # a computed value may also be off by a few ulps of the values it came from (the
+            # array's scale), as -3e-7 from log_softmax over values near 50 is
             size = min(8 * float(np.finfo(v.dtype).eps), tolerance(v.dtype)[0] / 8)
-            nudged[i] = (v.astype(np.float64) * (1 + size * rng.choice([-1.0, 1.0], v.shape))).astype(v.dtype)
+            wide = v.astype(np.float64)
+            finite = np.abs(wide[np.isfinite(wide)])
+            scale = size * float(finite.max()) if finite.size and not exact[i] else 0.0
+            signs = rng.choice([-1.0, 1.0], (2, *v.shape))
+            wide = wide * (1 + size * signs[0]) + scale * signs[1]
+            nudged[i] = wide.astype(v.dtype)
         if not _close(_apply_step(np, step, nudged), result, rtol, atol):
             return True
     if name in _EXACT_OPS or all(_dtype(values[i]) == np.float64 for i in floats):
