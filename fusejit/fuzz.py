@@ -37,6 +37,7 @@ import hashlib
 import math
 import random
 import sys
+import textwrap
 import time
 import traceback
 import warnings
@@ -49,10 +50,12 @@ import numpy as np
 
 from .errors import FusejitError
 from .testing import (
+    LITERAL_LIMIT,
     Recipe,
     Ref,
     Step,
     _check_outputs,
+    _nested_source,
     array_source,
     program_tolerance,
     programs,
@@ -418,55 +421,94 @@ def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line if line else line for line in text.splitlines())
 
 
+#: Lines of a regression file stay within this width (the project's ruff line length is 110).
+WIDTH = 100
+
+
+def _wrapped_array(prefix: str, a: np.ndarray, suffix: str = "") -> list[str]:
+    """``prefix`` + source for ``a`` + ``suffix``, broken into lines of at most ``WIDTH``."""
+    one_line = f"{prefix}{array_source(a)}{suffix}"
+    if len(one_line) <= WIDTH:
+        return [one_line]
+    if a.size > LITERAL_LIMIT:  # base64: a parenthesized run of string pieces
+        head, _, rest = array_source(a).partition("b64decode(")
+        text = rest[1:rest.index("'", 1)]
+        pieces = [text[k:k + WIDTH - 10] for k in range(0, len(text), WIDTH - 10)]
+        return ([f"{prefix}{head}b64decode("] + [f"    {p!r}" for p in pieces]
+                + [f")), allow_pickle=False){suffix}"])
+    items = [_nested_source(v) for v in a.ravel().tolist()]
+    lines, line = [f"{prefix}np.array(["], "    "
+    for item in items:
+        if len(line) + len(item) + 2 > WIDTH and line.strip():
+            lines.append(line.rstrip())
+            line = "    "
+        line += item + ", "
+    lines.append(line.rstrip())
+    lines.append(f"], dtype=np.{a.dtype}).reshape({a.shape}){suffix}")
+    return lines
+
+
+def _wrap_text(text: str, indent: str = "    ") -> str:
+    out = []
+    for line in text.splitlines():
+        if len(indent + line) <= WIDTH:
+            out.append(indent + line if line else "")
+        else:
+            out.extend(textwrap.wrap(line, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                                     break_long_words=True, break_on_hyphens=False))
+    return "\n".join(out)
+
+
 def regression_source(recipe: Recipe, outcome: Outcome, backend: str, *, test_name: str,
                       found: str = "") -> str:
     """A self-contained pytest file that checks ``recipe`` on ``backend`` against NumPy.
 
     The module docstring shows the program as source and how it failed; the
     inputs are written out literally (views as their base and view steps), the
-    recipe as ``Step`` data (each step with its source as a comment), and the
-    test calls ``fusejit.testing.check_program``.
+    recipe as ``Step`` data (each step under its source as a comment), and the
+    test calls ``fusejit.testing.check_program``. Lines fit in ``WIDTH``.
     """
-    message = outcome.message
-    lines_of_message = message.splitlines()
+    lines_of_message = outcome.message.splitlines()
     if len(lines_of_message) > 24:
-        message = "\n".join(lines_of_message[:24] + ["..."])
-    message = message.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    doc = [f"Regression test written by `fusejit fuzz`: {outcome.kind} on the {backend} backend.",
-           ""]
+        lines_of_message = lines_of_message[:24] + ["..."]
+    message = "\n".join(lines_of_message).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    doc = [f"Regression test written by `fusejit fuzz`: {outcome.kind} on the {backend} backend.", ""]
     if found:
         doc += [found, ""]
-    doc += ["What went wrong:", "", _indent(message), "", "The program (inputs below):", "",
-            _indent(recipe.source().replace("\\", "\\\\"))]
+    doc += ["What went wrong:", "", _wrap_text(message), "", "The program (inputs below):", "",
+            _wrap_text(recipe.source().replace("\\", "\\\\"))]
     inputs: list[str] = []
     view_names: list[str] = []
     for i, a in enumerate(recipe.inputs):
         view = recipe.view(i)
         if view is None:
-            inputs.append(f"v{i} = {array_source(a)}")
+            inputs += _wrapped_array(f"v{i} = ", a)
             view_names.append("None")
         else:
-            steps = _literal(view.steps)
-            inputs.append(f"v{i}_view = InputView({array_source(view.base)}, steps={steps}, "
-                          f"module={view.module!r})")
+            inputs += _wrapped_array(f"v{i}_base = ", view.base)
+            inputs.append(f"v{i}_view = InputView(v{i}_base, module={view.module!r}, steps=(")
+            inputs += [f"    {_literal(step)}," for step in view.steps]
+            inputs.append("))")
             inputs.append(f"v{i} = v{i}_view.build(np, copy=False)")
             view_names.append(f"v{i}_view")
     first = len(recipe.inputs)
     steps_src = []
     for k, step in enumerate(recipe.steps):
-        call = (f"Step({step.kind!r}, {step.name!r}, {_literal(step.args)}, "
-                f"{_literal(step.kwargs)}),")
-        steps_src.append(f"        {call}  # v{first + k} = {step.source()}")
-    uses_base64 = any("base64" in line for line in inputs)
+        steps_src.append(f"        # v{first + k} = {step.source()}")
+        steps_src.append(f"        Step({step.kind!r}, {step.name!r}, {_literal(step.args)}, "
+                         f"{_literal(step.kwargs)}),")
+    names = ["InputView"] if recipe.views else []
+    names += ["Recipe"] + (["Ref"] if any(isinstance(a, Ref) for st in recipe.steps for a in st.args)
+                           else []) + (["Step"] if recipe.steps else []) + ["check_program"]
     header = ['"""' + "\n".join(doc) + '\n"""', "", "from __future__ import annotations", ""]
-    if uses_base64:
+    if any("b64decode" in line for line in inputs):
         header += ["import base64", "import io", ""]
-    header += ["import numpy as np", "",
-               "from fusejit.testing import InputView, Recipe, Ref, Step, check_program", "", ""]
+    header += ["import numpy as np", "", f"from fusejit.testing import {', '.join(names)}", "", ""]
     views_src = f"    views=({', '.join(view_names)},),\n" if recipe.views else ""
+    tuple_of_inputs = ", ".join(f"v{i}" for i in range(first)) + ("," if first == 1 else "")
     recipe_src = ("RECIPE = Recipe(\n"
-                  f"    inputs=({', '.join(f'v{i}' for i in range(first))}{',' if first == 1 else ''}),\n"
-                  "    steps=(\n" + "\n".join(steps_src) + ("\n" if steps_src else "") + "    ),\n"
+                  f"    inputs=({tuple_of_inputs}),\n"
+                  "    steps=(\n" + "".join(line + "\n" for line in steps_src) + "    ),\n"
                   f"    outputs={_literal(recipe.outputs)},\n" + views_src + ")\n")
     test = (f"\n\ndef {test_name}() -> None:\n"
             f"    check_program(RECIPE, backend={backend!r})\n")

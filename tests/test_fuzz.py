@@ -266,3 +266,22 @@ def test_stable_programs_leave_out_rounding_boundaries() -> None:
     norm = Step("function", "layer_norm", (Ref(0),), (("axis", -1),))
     from fusejit.testing import numpy_reference
     assert _rounding_sensitive(norm, [row], [True], numpy_reference("layer_norm")(row, axis=-1))
+
+
+def test_regression_files_are_exact_and_fit_the_line_length(tmp_path: Path) -> None:
+    big = random_array((70, 70), "float32", seed=1)  # written as base64 .npy bytes
+    mid = random_array((20, 1), "float16", seed=2)  # written as a wrapped list
+    view = InputView(random_array((3, 40), "int8", 3),
+                     (("transpose", (1, 0)), ("getitem", (slice(None, None, -2),))))
+    steps = (Step("function", "sum", (Ref(0),), (("axis", 0),)), Step("operator", "+", (Ref(1), Ref(2))))
+    recipe = Recipe((big, mid, view.build(np, copy=False)), steps, outputs=(3, 4), views=(None, None, view))
+    outcome = fuzz.Outcome("mismatch", "AssertionError", "x" * 300 + '\nvalues differ \\ """ (float32)')
+    path = fuzz.write_regression(tmp_path, recipe, outcome, "numpy", "Found by hand.")
+    text = path.read_text()
+    assert max(len(line) for line in text.splitlines()) <= fuzz.WIDTH
+    assert "b64decode" in text and "v2_view = InputView(v2_base, module='numpy', steps=(" in text
+    module = _load(path)
+    for got, want in zip(module.RECIPE.inputs, recipe.inputs):
+        assert got.dtype == want.dtype and _strides(got) == _strides(want)
+        np.testing.assert_array_equal(got, want)
+    getattr(module, path.stem)()  # the recipe is right on numpy: the test passes
