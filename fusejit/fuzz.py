@@ -274,31 +274,35 @@ class _Target:
     """A Hypothesis fuzz target over ``strategy``: draws program ``i`` and runs ``check`` on it."""
 
     def __init__(self, strategy: Any, check: Any) -> None:
-        from hypothesis import given
-
+        self.strategy = strategy
+        self.check = check
         self.database = _memory_database()
         self.recipe: Recipe | None = None
+        self.fuzz_one_input = self._fresh()
+
+    def _fresh(self) -> Any:
+        """A new fuzz entry point. Hypothesis keeps one per test and saves a failure only when
+        it is smaller than the earlier ones from the same line, so each failure gets a new one."""
+        from hypothesis import given
 
         @_quiet_settings(database=self.database)
-        @given(strategy)
+        @given(self.strategy)
         def target(recipe: Recipe) -> None:
             self.recipe = recipe
-            outcome = check(recipe)
+            outcome = self.check(recipe)
             if outcome is not None:
                 raise _ProgramFailed(outcome)
 
-        self.target = target
+        return target.hypothesis.fuzz_one_input
 
     def run(self, data: bytes) -> tuple[Recipe | None, Outcome | None, bytes | None]:
         """(recipe, outcome, saved choices); recipe None when the bytes drew no program."""
         self.recipe = None
         self.database.value = None
-        # a fresh fuzz entry point per program: Hypothesis then saves every failure (it
-        # otherwise keeps only failures smaller than earlier ones from the same line)
-        fuzz_one_input = self.target.hypothesis.fuzz_one_input
         try:
-            fuzz_one_input(data)
+            self.fuzz_one_input(data)
         except _ProgramFailed as failed:
+            self.fuzz_one_input = self._fresh()
             return self.recipe, failed.outcome, self.database.value
         return self.recipe, None, None
 

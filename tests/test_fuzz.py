@@ -285,3 +285,12 @@ def test_regression_files_are_exact_and_fit_the_line_length(tmp_path: Path) -> N
         assert got.dtype == want.dtype and _strides(got) == _strides(want)
         np.testing.assert_array_equal(got, want)
     getattr(module, path.stem)()  # the recipe is right on numpy: the test passes
+
+
+def test_every_failure_is_saved_for_shrinking() -> None:
+    """Hypothesis saves a failure only if it is smaller than earlier ones from the same fuzz target;
+    the fuzzer takes a new target after each failure, so every failure can be shrunk."""
+    failing = fuzz.Outcome("mismatch", "AssertionError", "")
+    target = fuzz._Target(programs(), lambda recipe: failing)
+    saved = [target.run(fuzz._program_bytes(0, i))[2] for i in range(4)]
+    assert all(s is not None for s in saved)
