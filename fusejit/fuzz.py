@@ -23,11 +23,15 @@ fixed, then guards against its return.
 Determinism: program ``i`` of seed ``S`` is drawn from a fixed byte string (a
 ``random.Random`` seeded with ``S`` and ``i``) through Hypothesis's public
 fuzzing entry point (``fuzz_one_input``), so the same seed draws the same
-programs in the same order on every run. Shrinking replays the failing choice
-sequence (which ``fuzz_one_input`` saves to a Hypothesis example database, here
-an in-memory one) with only the *reuse* and *shrink* phases, so shrinking is
-Hypothesis's own: no example database on disk, no health checks, no
-``.example()``.
+programs in the same order on every run (``draw_program(config, i)`` draws one
+again). Shrinking is Hypothesis's own: ``fuzz_one_input`` saves a failing
+choice sequence to the test's example database, and a second test over the same
+strategy replays it with only the *reuse* and *shrink* phases. That database is
+a one-entry object in memory (``_memory_database``), the one way Hypothesis's
+public API hands a failure to its shrinker; nothing is written to disk
+(no ``.hypothesis/`` folder), health checks are off and ``.example()`` is never
+used. Shrinking stops after ``shrink_seconds``, so its result can vary between
+runs; dead steps and outputs are then dropped (``prune``).
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ from .testing import (
     run_numpy,
 )
 
-__all__ = ["KINDS", "FuzzConfig", "FuzzReport", "Failure", "Outcome", "classify", "fuzz",
+__all__ = ["KINDS", "FuzzConfig", "FuzzReport", "Failure", "Outcome", "classify", "fuzz", "command",
            "program_strategy", "draw_program", "shrink", "prune", "regression_source", "recipe_key"]
 
 #: The failure kinds, in the order they are reported.
@@ -147,6 +151,7 @@ class FuzzReport:
     skipped: int = 0
     elapsed: float = 0.0
     failures: list[Failure] = field(default_factory=list)
+    interrupted: bool = False
 
     def counts(self) -> dict[str, int]:
         """Failures by kind (every kind present, zeros included)."""
@@ -611,24 +616,11 @@ def fuzz(config: FuzzConfig, *, progress: TextIO | None = None) -> FuzzReport:
                 report.skipped += 1
                 continue
             report.programs += 1
-            if outcome is None:
-                continue
-            shrunk = None
-            if config.shrink and choices is not None:
-                report.elapsed = time.monotonic() - start
-                line.show(report, f"shrinking a {outcome.kind} from program {index - 1}", force=True)
-                shrunk = shrink(strategy, choices, outcome, config.backend, config.shrink_seconds)
-            failure = Failure(index - 1, outcome, recipe, shrunk if shrunk is not None else recipe,
-                              shrunk is not None)
-            if shrunk is not None:  # the message of the shrunk program, not the original's
-                failure.outcome = classify(shrunk, config.backend) or outcome
-            if config.out is not None:
-                found = (f"Found as program {index - 1} of `fusejit fuzz --backend {config.backend} "
-                         f"--seed {config.seed}`" + (", then shrunk." if shrunk is not None else
-                                                     " (not shrunk)."))
-                failure.path = write_regression(config.out, failure.recipe, failure.outcome,
-                                                config.backend, found)
-            report.failures.append(failure)
+            if outcome is not None:
+                report.failures.append(_record(config, strategy, index - 1, recipe, outcome, choices,
+                                               report, line, start))
+    except KeyboardInterrupt:  # stop, and report what was found so far
+        report.interrupted = True
     finally:
         report.elapsed = time.monotonic() - start
         line.show(report, force=True)
@@ -636,14 +628,48 @@ def fuzz(config: FuzzConfig, *, progress: TextIO | None = None) -> FuzzReport:
     return report
 
 
+def _record(config: FuzzConfig, strategy: Any, index: int, recipe: Recipe, outcome: Outcome,
+            choices: bytes | None, report: FuzzReport, line: Progress, start: float) -> Failure:
+    """Shrink one failure (if asked) and write its regression file (if there is an ``out``)."""
+    shrunk = None
+    if config.shrink and choices is not None:
+        report.elapsed = time.monotonic() - start
+        line.show(report, f"shrinking a {outcome.kind} from program {index}", force=True)
+        shrunk = shrink(strategy, choices, outcome, config.backend, config.shrink_seconds)
+    failure = Failure(index, outcome, recipe, shrunk if shrunk is not None else recipe, shrunk is not None)
+    if shrunk is not None:  # the message of the shrunk program, not the original's
+        failure.outcome = classify(shrunk, config.backend) or outcome
+    if config.out is not None:
+        found = (f"Found as program {index} of `{command(config)}`"
+                 + (", then shrunk." if shrunk is not None else " (not shrunk)."))
+        failure.path = write_regression(config.out, failure.recipe, failure.outcome, config.backend, found)
+    return failure
+
+
+def command(config: FuzzConfig) -> str:
+    """The ``fusejit fuzz`` command line that draws the same programs as ``config``."""
+    parts = ["fusejit fuzz", f"--backend {config.backend}", f"--seed {config.seed}"]
+    defaults = FuzzConfig()
+    for name in ("sizes", "max_side", "max_steps", "max_dims", "max_elements"):
+        value = getattr(config, name)
+        if value != getattr(defaults, name):
+            parts.append(f"--{name.replace('_', '-')} {value}")
+    if not config.input_views:
+        parts.append("--no-views")
+    if config.cupy_inputs:
+        parts.append("--cupy-inputs")
+    return " ".join(parts)
+
+
 def summary(report: FuzzReport) -> str:
     """A few lines: totals by kind, then each distinct failure with its file and program."""
     counts = report.counts()
     rate = report.programs / report.elapsed if report.elapsed > 0 else 0.0
-    lines = [f"fuzz {report.config.backend} (seed {report.config.seed}): {report.programs} programs "
+    lines = [f"{command(report.config)}: {report.programs} programs "
              f"in {report.elapsed:.1f} s ({rate:.1f}/s); failures: "
              + ", ".join(f"{k} {counts[k]}" for k in KINDS)
-             + (f"; {report.skipped} draws skipped" if report.skipped else "")]
+             + (f"; {report.skipped} draws skipped" if report.skipped else "")
+             + ("; interrupted" if report.interrupted else "")]
     seen: set[str] = set()
     for f in report.failures:
         where = str(f.path) if f.path is not None else "(not written)"
@@ -661,4 +687,6 @@ def main(config: FuzzConfig, stream: TextIO | None = None) -> int:
     """Run ``fuzz`` with progress on stderr and the summary on stdout; 0 if nothing failed, else 1."""
     report = fuzz(config, progress=sys.stderr if stream is None else stream)
     print(summary(report))
+    if report.interrupted and report.ok:
+        return 130
     return 0 if report.ok else 1

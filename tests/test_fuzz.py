@@ -294,3 +294,8 @@ def test_every_failure_is_saved_for_shrinking() -> None:
     target = fuzz._Target(programs(), lambda recipe: failing)
     saved = [target.run(fuzz._program_bytes(0, i))[2] for i in range(4)]
     assert all(s is not None for s in saved)
+
+
+def test_command_names_the_options_that_change_the_programs() -> None:
+    config = fuzz.FuzzConfig(backend="interpret", seed=3, max_side=64, input_views=False, shrink=False)
+    assert fuzz.command(config) == "fusejit fuzz --backend interpret --seed 3 --max-side 64 --no-views"
