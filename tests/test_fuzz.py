@@ -20,6 +20,7 @@ import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
 
+import fusejit as fj  # noqa: E402
 from fusejit import cli, fuzz  # noqa: E402
 from fusejit.runtime import numpy_backend  # noqa: E402
 from fusejit.testing import (  # noqa: E402
@@ -299,3 +300,20 @@ def test_every_failure_is_saved_for_shrinking() -> None:
 def test_command_names_the_options_that_change_the_programs() -> None:
     config = fuzz.FuzzConfig(backend="interpret", seed=3, max_side=64, input_views=False, shrink=False)
     assert fuzz.command(config) == "fusejit fuzz --backend interpret --seed 3 --max-side 64 --no-views"
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "interpret"])
+def test_sum_over_no_axes_turns_negative_zero_positive(backend_name: str) -> None:
+    """NumPy's sum starts at +0.0, so it maps -0.0 to +0.0 even over no axes (a 0-d array, or
+    ``axis=()``); max, min and prod keep -0.0. Found by ``fusejit fuzz`` on numpy: arctan2 of
+    the sum then gave -pi for pi."""
+    if backend_name == "interpret":
+        pytest.importorskip("triton")
+    x, y = np.array(-0.0, np.float32), np.full((2, 1), -0.0, np.float16)
+    with fj.using_backend(backend_name):
+        cases = [(fj.asarray(x).sum(), x.sum()), (fj.sum(fj.asarray(y), axis=()), np.sum(y, axis=())),
+                 (fj.asarray(x).mean(), x.mean()), (fj.asarray(x).max(), x.max()),
+                 (fj.asarray(x).prod(), x.prod())]
+        for got, want in cases:
+            got = got.numpy()
+            assert got.dtype == want.dtype and np.array_equal(np.signbit(got), np.signbit(want))
