@@ -6,6 +6,7 @@
     fusejit demo                            the tour (fusejit.demo)
     fusejit plan FILE [--explain]           the fused IR (and why each boundary exists)
     fusejit triton FILE [--target T]        the generated Triton source of every kernel
+    fusejit fuzz --backend B --seconds N    random programs against NumPy (fusejit/fuzz.py)
 
 Subcommands live in one table, ``COMMANDS``: name -> ``Command(help,
 add_arguments, handler)``. Adding one is a function taking the parsed
@@ -174,6 +175,63 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- fuzz -------------------------------------------------------------------------
+
+def _fuzz_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=("cuda", "interpret", "numpy"),
+                   help="backend to check (default: FUSEJIT_BACKEND or the best available)")
+    p.add_argument("--seconds", type=float,
+                   help="stop drawing programs after this long (default 60 without --count; "
+                        "shrinking the last failure may run over)")
+    p.add_argument("--count", type=int, metavar="N", help="stop after N programs (with --seconds: "
+                                                          "whichever comes first)")
+    p.add_argument("--seed", type=int, default=0, help="the same seed draws the same programs (default 0)")
+    p.add_argument("--out", default="fuzz-failures", metavar="DIR",
+                   help="where shrunk failures are written as pytest files (default fuzz-failures/)")
+    p.add_argument("--sizes", choices=("mixed", "small"), default="mixed",
+                   help="mixed: sides from 0 to a few hundred and at block boundaries (default); "
+                        "small: sides up to 4")
+    p.add_argument("--max-side", type=int, metavar="K", help="largest side of an input (default 1025 "
+                                                             "for mixed, 4 for small)")
+    p.add_argument("--max-steps", type=int, default=12, metavar="M", help="ops per program (default 12)")
+    p.add_argument("--max-dims", type=int, default=4, metavar="D", help="dimensions of an input (default 4)")
+    p.add_argument("--max-elements", type=int, metavar="E",
+                   help="elements of an input (default 65536 for mixed sizes)")
+    p.add_argument("--no-views", action="store_true",
+                   help="only fresh contiguous inputs (no broadcast, transposed or sliced views)")
+    p.add_argument("--cupy-inputs", action="store_true",
+                   help="hand some inputs to fusejit as CuPy arrays (cuda backend; needs CuPy)")
+    p.add_argument("--max-failures", type=int, metavar="F", help="stop after F failures")
+    p.add_argument("--no-shrink", action="store_true", help="write failures as drawn")
+    p.add_argument("--shrink-seconds", type=float, default=60.0, metavar="S",
+                   help="time limit for shrinking one failure (default 60)")
+
+
+def _fuzz(args: argparse.Namespace) -> int:
+    from .fuzz import FuzzConfig, program_strategy
+    from .fuzz import main as fuzz_main
+    from .runtime import get_backend
+    for name in ("seconds", "count", "max_side", "max_steps", "max_dims", "max_elements", "max_failures",
+                 "shrink_seconds"):
+        value = getattr(args, name)
+        if value is not None and value < 0:
+            raise InputError(f"--{name.replace('_', '-')} must not be negative, not {value}")
+    config = FuzzConfig(
+        backend=args.backend or get_backend(), count=args.count,
+        seconds=args.seconds if args.seconds is not None or args.count is not None else 60.0,
+        seed=args.seed, out=Path(args.out), sizes=args.sizes, max_side=args.max_side,
+        max_steps=args.max_steps, max_dims=args.max_dims, max_elements=args.max_elements,
+        input_views=not args.no_views, cupy_inputs=args.cupy_inputs, shrink=not args.no_shrink,
+        shrink_seconds=args.shrink_seconds, max_failures=args.max_failures)
+    try:
+        program_strategy(config)  # the options, checked before anything runs
+    except ImportError as exc:
+        raise FusejitError(f"fusejit fuzz needs Hypothesis (pip install hypothesis): {exc}") from None
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return fuzz_main(config)
+
+
 register("check", "parse and verify an IR file; prints ok", _file_argument, _check)
 register("fmt", "print an IR file in canonical form", _fmt_arguments, _fmt)
 register("run", "run an IR file on .npy inputs", _run_arguments, _run)
@@ -182,6 +240,8 @@ register("plan", "print the fused IR of a file (--explain: why)", _plan_argument
 register("triton", "print the generated Triton kernels of an IR file",
          lambda p: __import__("fusejit.codegen.show", fromlist=["x"]).add_arguments(p),
          lambda a: __import__("fusejit.codegen.show", fromlist=["x"]).run(a))
+register("fuzz", "random programs on a backend against NumPy; failures shrunk into pytest files",
+         _fuzz_arguments, _fuzz)
 
 
 # -- entry point --------------------------------------------------------------------

@@ -91,9 +91,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Recipe", "Step", "Ref", "programs", "check_program", "assert_matches_numpy", "MATMUL_OPS",
-           "matmul_error_bound", "MATMUL_UNIT_ROUNDOFF",
-           "numpy_reference", "TOLERANCES", "tolerance", "program_tolerance", "run_numpy", "run_fusejit"]
+__all__ = ["Recipe", "Step", "Ref", "InputView", "programs", "check_program", "assert_matches_numpy",
+           "random_array", "array_source", "numpy_reference", "TOLERANCES", "tolerance",
+           "program_tolerance", "run_numpy", "run_fusejit", "MATMUL_OPS", "matmul_error_bound",
+           "MATMUL_UNIT_ROUNDOFF"]
 
 #: (rtol, atol) by float dtype; see the module docstring for why.
 TOLERANCES: dict[np.dtype, tuple[float, float]] = {
@@ -343,6 +344,14 @@ _UNARY_OPERATORS: dict[str, Callable[[Any], Any]] = {
 
 
 def _apply_step(xp: Any, step: Step, values: list[Any]) -> Any:
+    result = _apply_step_raw(xp, step, values)
+    # NumPy returns a scalar where an op's result is 0-d, and a few ops promote NumPy scalars
+    # unlike 0-d arrays (np.True_ ** 2 is int64, np.array(True) ** 2 int8); fusejit's values
+    # are arrays, so the reference keeps arrays too
+    return np.asarray(result) if xp is np and isinstance(result, np.generic) else result
+
+
+def _apply_step_raw(xp: Any, step: Step, values: list[Any]) -> Any:
     args = [values[a.index] if isinstance(a, Ref) else a for a in step.args]
     kwargs = dict(step.kwargs)
     if step.kind == "operator":
@@ -368,6 +377,127 @@ def _apply_step(xp: Any, step: Step, values: list[Any]) -> Any:
     return _function(xp, step.name)(*args, **kwargs)
 
 
+def _float_source(v: float) -> str:
+    if math.isnan(v):
+        return "np.nan"
+    if math.isinf(v):
+        return "np.inf" if v > 0 else "-np.inf"
+    return repr(v)
+
+
+def _nested_source(x: Any) -> str:
+    if isinstance(x, list):
+        return "[" + ", ".join(_nested_source(v) for v in x) + "]"
+    return _float_source(x) if isinstance(x, float) else repr(x)
+
+
+#: Arrays with more elements than this are written as base64 ``.npy`` bytes by ``array_source``.
+LITERAL_LIMIT = 4096
+
+
+def array_source(a: np.ndarray, *, limit: int = LITERAL_LIMIT) -> str:
+    """Python source (over ``np``) that rebuilds ``a`` exactly: its values, dtype and shape.
+
+    Up to ``limit`` elements the values are written as a nested list literal
+    (``np.nan``, ``np.inf`` for the special floats); larger arrays as the
+    base64 of their ``.npy`` bytes (which needs ``import base64, io``).
+    """
+    a = np.asarray(a)
+    if a.size <= limit:
+        return f"np.array({_nested_source(a.ravel().tolist())}, dtype=np.{a.dtype}).reshape({a.shape})"
+    import base64
+    import io
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+    text = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f"np.load(io.BytesIO(base64.b64decode({text!r})), allow_pickle=False)"
+
+
+def random_array(shape: Sequence[int], dtype: Any, seed: int, *, allow_nan: bool = True) -> np.ndarray:
+    """A reproducible array of ``shape`` and ``dtype`` with values like those ``programs`` draws.
+
+    ``programs`` draws small inputs element by element through Hypothesis and
+    larger ones (more than ``DRAWN_LIMIT`` elements) from this function with a
+    drawn ``seed``: floats uniform in [-4, 4] with about 3% NaN, infinities
+    and signed zeros (when ``allow_nan``), integers in [-100, 100] (unsigned
+    [0, 200]), random bools.
+    """
+    dt = np.dtype(dtype)
+    shape = tuple(int(d) for d in shape)
+    rng = np.random.default_rng(seed)
+    if dt.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dt.kind == "i":
+        return rng.integers(-100, 101, shape).astype(dt)
+    if dt.kind == "u":
+        return rng.integers(0, 201, shape).astype(dt)
+    out = rng.uniform(-4, 4, shape)
+    if allow_nan:
+        special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0])
+        where = rng.random(shape) < 0.03
+        out[where] = special[rng.integers(0, len(special), int(where.sum()))]
+    return out.astype(dt)
+
+
+#: ``programs`` draws inputs of at most this many elements value by value (so Hypothesis
+#: shrinks the values); larger ones come from ``random_array`` with a drawn seed.
+DRAWN_LIMIT = 64
+
+_VIEW_KINDS = ("broadcast_to", "transpose", "getitem")
+
+
+@dataclass(frozen=True, eq=False)
+class InputView:
+    """How one recipe input is presented: a ``base`` array, view ``steps``, an array module.
+
+    ``steps`` apply in order to the base: ``("broadcast_to", shape)`` (stride-0
+    axes), ``("transpose", axes)``, ``("getitem", index)`` (basic slicing with
+    steps, negative steps and integer indices). ``module`` is ``"numpy"`` or
+    ``"cupy"`` (the fusejit side then gets a CuPy array; NumPy always computes
+    the reference from NumPy arrays). ``origin``, when set, is Python source
+    that rebuilds ``base`` (such as a ``random_array(...)`` call), shown by
+    ``repr`` in place of a long literal.
+    """
+
+    base: np.ndarray
+    steps: tuple[tuple[str, Any], ...] = ()
+    module: str = "numpy"
+    origin: str | None = None
+
+    def build(self, xp: Any = np, *, copy: bool = True) -> Any:
+        """The view over (a copy of) the base, built with array module ``xp`` (NumPy or CuPy)."""
+        a = xp.asarray(self.base.copy() if copy else self.base)
+        for kind, arg in self.steps:
+            if kind == "broadcast_to":
+                a = xp.broadcast_to(a, arg)
+            elif kind == "transpose":
+                a = a.transpose(arg)
+            elif kind == "getitem":
+                a = a[arg]
+            else:
+                raise ValueError(f"unknown view step {kind!r}; choose from {_VIEW_KINDS}")
+        return a
+
+    def source(self, name: str, *, literal: bool = False) -> list[str]:
+        """Lines of Python (over ``np``, and ``cupy`` for a CuPy input) that bind ``name`` to the view.
+
+        ``literal``: write the base's values even when an ``origin`` is known.
+        """
+        base = self.origin if self.origin is not None and not literal else array_source(self.base)
+        lines = [f"{name} = {base}"]
+        if self.module == "cupy":
+            lines.append(f"{name} = cupy.asarray({name})")
+        xp = "cupy" if self.module == "cupy" else "np"
+        for kind, arg in self.steps:
+            if kind == "broadcast_to":
+                lines.append(f"{name} = {xp}.broadcast_to({name}, {arg!r})")
+            elif kind == "transpose":
+                lines.append(f"{name} = {name}.transpose({arg!r})")
+            else:
+                lines.append(f"{name} = {name}[{_index_source(arg)}]")
+        return lines
+
+
 @dataclass(frozen=True)
 class Recipe:
     """A program as data: ``inputs`` (arrays), ``steps``, and the ``outputs`` (value indices).
@@ -375,12 +505,20 @@ class Recipe:
     Call it as ``recipe(xp, *arrays)`` with ``xp`` the module (``numpy`` or
     ``fusejit``) and the inputs converted for it (``recipe.inputs`` by
     default, converted with ``xp.asarray``); it returns a tuple of outputs.
+
+    ``views`` (optional, one entry per input, ``None`` for a plain input)
+    records how each input was built (``InputView``): an input may be a
+    broadcast, transposed, sliced or reversed NumPy view, or a CuPy array;
+    ``inputs[i]`` is then the NumPy view ``views[i].build(np)``.
+    ``check_program`` hands fusejit fresh inputs built the same way
+    (``fresh_inputs``), and ``repr`` writes the view steps after the base.
     """
 
     inputs: tuple[np.ndarray, ...]
     steps: tuple[Step, ...]
     outputs: tuple[int, ...]
     input_names: tuple[str, ...] = field(default=())
+    views: tuple[InputView | None, ...] = field(default=())
 
     def __call__(self, xp: Any, *arrays: Any) -> tuple[Any, ...]:
         if not arrays:
@@ -390,6 +528,25 @@ class Recipe:
             for step in self.steps:
                 values.append(_apply_step(xp, step, values))
         return tuple(values[i] for i in self.outputs)
+
+    def view(self, i: int) -> InputView | None:
+        """How input ``i`` is built, or None for a plain (C-contiguous NumPy) input."""
+        return self.views[i] if i < len(self.views) else None
+
+    def fresh_inputs(self, *, device: bool = False) -> list[Any]:
+        """New copies of the inputs, viewed as recorded (NumPy arrays; CuPy where ``device``
+        and the input's view asks for CuPy)."""
+        out: list[Any] = []
+        for i, a in enumerate(self.inputs):
+            view = self.view(i)
+            if view is None:
+                out.append(a.copy())
+            elif device and view.module == "cupy":
+                import cupy
+                out.append(view.build(cupy))
+            else:
+                out.append(view.build(np))
+        return out
 
     def source(self) -> str:
         """The recipe as a Python function of ``xp`` and the inputs."""
@@ -401,12 +558,22 @@ class Recipe:
         lines.append(f"    return ({', '.join(f'v{i}' for i in self.outputs)},)")
         return "\n".join(lines)
 
+    def input_source(self, *, literal: bool = False) -> list[str]:
+        """Lines of Python (over ``np``) binding ``v0``, ``v1``, ... to the inputs, views included.
+
+        ``literal``: write every base array's values (never a ``random_array`` call).
+        """
+        lines: list[str] = []
+        for i, a in enumerate(self.inputs):
+            view = self.view(i)
+            if view is None:
+                lines.append(f"v{i} = {array_source(a)}")
+            else:
+                lines.extend(view.source(f"v{i}", literal=literal))
+        return lines
+
     def __repr__(self) -> str:
-        shown = []
-        with np.printoptions(threshold=50, precision=4):
-            for i, a in enumerate(self.inputs):
-                shown.append(f"v{i} = np.array({a.tolist()!r}, dtype=np.{a.dtype}).reshape({a.shape})")
-        return "\n".join([self.source(), "# inputs:", *shown])
+        return "\n".join([self.source(), "# inputs:", *self.input_source()])
 
 
 def run_numpy(recipe: Recipe) -> list[np.ndarray]:
@@ -416,7 +583,7 @@ def run_numpy(recipe: Recipe) -> list[np.ndarray]:
 
 
 def _numpy_values(recipe: Recipe) -> list[Any]:
-    values: list[Any] = [a.copy() for a in recipe.inputs]
+    values: list[Any] = recipe.fresh_inputs()
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. "Degrees of freedom <= 0" from var
         for step in recipe.steps:
@@ -447,7 +614,7 @@ def run_fusejit(recipe: Recipe, backend: str | None = None) -> list[np.ndarray]:
     import fusejit as fj
     ctx = fj.using_backend(backend) if backend is not None else contextlib.nullcontext()
     with ctx:
-        tensors = recipe(fj, *[fj.asarray(a.copy()) for a in recipe.inputs])
+        tensors = recipe(fj, *[fj.asarray(a) for a in recipe.fresh_inputs(device=True)])
         outs = [t if isinstance(t, fj.Tensor) else fj.asarray(t) for t in tensors]
         fj.realize(*outs)
         return [t.numpy() for t in outs]
@@ -464,13 +631,19 @@ def check_program(recipe: Recipe, backend: str | None = None, *, rtol: float | N
     """
     expected = run_numpy(recipe)
     actual = run_fusejit(recipe, backend)
+    _check_outputs(recipe, actual, expected, program_tolerance(recipe), rtol=rtol, atol=atol)
+
+
+def _check_outputs(recipe: Recipe, actual: Sequence[Any], expected: Sequence[np.ndarray],
+                   loosest: tuple[float, float], *, rtol: float | None = None,
+                   atol: float | None = None, show_recipe: bool = True) -> None:
+    """``check_program``'s comparison of computed outputs (the fuzzer shares it)."""
     assert len(actual) == len(expected)
-    loosest = program_tolerance(recipe)
     for i, (a, e) in enumerate(zip(actual, expected)):
         default = max(tolerance(e.dtype), loosest) if e.dtype.kind == "f" else (0.0, 0.0)
+        where = f"output {i} (v{recipe.outputs[i]})" + (f" of\n{recipe!r}" if show_recipe else "")
         assert_matches_numpy(a, e, rtol=default[0] if rtol is None else rtol,
-                             atol=default[1] if atol is None else atol,
-                             err_msg=f"output {i} (v{recipe.outputs[i]}) of\n{recipe!r}")
+                             atol=default[1] if atol is None else atol, err_msg=where)
 
 
 # -- the strategy -------------------------------------------------------------------
@@ -530,15 +703,123 @@ def _dtype(v: Any) -> np.dtype:
     return np.asarray(v).dtype
 
 
+#: Sides that sit at block boundaries: masks, remainders and multi-block grids
+#: (CUDA's pointwise block is 1024, the interpret target's 16384).
+BOUNDARY_SIDES: tuple[int, ...] = (
+    7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513,
+    1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 16383, 16384, 16385, 65535, 65536,
+    65537)
+
+SIZES = ("small", "mixed")
+_DEFAULT_MAX_SIDE = {"small": 4, "mixed": 1025}
+_DEFAULT_MAX_ELEMENTS = {"small": None, "mixed": 1 << 16}
+
+
+def _draw_side(draw: Any, st: Any, max_side: int, budget: int) -> int:
+    """A side for ``sizes="mixed"``: mostly small, some medium and large, some at block boundaries.
+
+    Hypothesis shrinks the first draw towards 0, so failures shrink towards small sides.
+    """
+    group = draw(st.integers(0, 9))
+    if group <= 4:
+        side = draw(st.integers(1, min(4, max_side)))
+    elif group <= 6:
+        side = draw(st.integers(1, min(64, max_side)))
+    elif group == 7:
+        side = draw(st.integers(1, max_side))
+    else:
+        side = draw(st.sampled_from([b for b in BOUNDARY_SIDES if b <= max_side] or [max_side]))
+    return max(1, min(side, budget))
+
+
+def _draw_view_steps(draw: Any, st: Any, shape: tuple[int, ...]
+                     ) -> tuple[tuple[tuple[str, Any], ...], tuple[int, ...]]:
+    """View steps that turn a base array into one of ``shape``, and that base's shape.
+
+    Drawn backwards from the wanted shape: a broadcast from a shape with sides
+    of 1 (or fewer dims), a transpose, or a slice with steps (negative ones
+    too), offsets and integer indices that drop a base axis.
+    """
+    steps: list[tuple[str, Any]] = []
+    current = tuple(shape)
+    for _ in range(draw(st.integers(1, 2))):
+        kind = draw(st.sampled_from(_VIEW_KINDS))
+        nd = len(current)
+        if kind == "broadcast_to":
+            if nd == 0:
+                continue
+            dropped = draw(st.integers(0, nd))
+            base = tuple(1 if draw(st.booleans()) else d for d in current[dropped:])
+            steps.append(("broadcast_to", current))
+            current = base
+        elif kind == "transpose":
+            if nd < 2:
+                continue
+            axes = tuple(draw(st.permutations(range(nd))))
+            base_list = [0] * nd
+            for i, a in enumerate(axes):  # base.transpose(axes).shape[i] == base.shape[axes[i]]
+                base_list[a] = current[i]
+            steps.append(("transpose", axes))
+            current = tuple(base_list)
+        else:
+            index: list[Any] = []
+            base_list = []
+            for d in current:
+                step = draw(st.sampled_from([1, 2, -1, -2, 3]))
+                offset = draw(st.integers(0, 1))
+                need = (d - 1) * abs(step) + 1 if d else 0
+                base_list.append(need + offset)
+                if step > 0:
+                    index.append(slice(offset or None, None, step))
+                else:
+                    index.append(slice(-1 - offset if offset else None, None, step))
+            if draw(st.integers(0, 3)) == 0:  # an integer index drops an extra base axis
+                at = draw(st.integers(0, len(index)))
+                extra = draw(st.integers(1, 3))
+                index.insert(at, draw(st.integers(-extra, extra - 1)))
+                base_list.insert(at, extra)
+            if not index:  # a 0-d array and no integer index: nothing to view
+                continue
+            steps.append(("getitem", tuple(index)))
+            current = tuple(base_list)
+    return tuple(reversed(steps)), current
+
+
 def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None = None,
-             max_inputs: int = 3, max_steps: int = 6, max_dims: int = 3, max_side: int = 4,
-             allow_nan: bool = True, allow_empty: bool = True, max_outputs: int = 3) -> Any:
+             max_inputs: int = 3, max_steps: int = 6, max_dims: int = 3, max_side: int | None = None,
+             allow_nan: bool = True, allow_empty: bool = True, max_outputs: int = 3,
+             sizes: str = "small", max_elements: int | None = None, input_views: bool = False,
+             cupy_inputs: bool = False, stable: bool | None = None) -> Any:
     """A Hypothesis strategy of random ``Recipe`` objects (see the module docstring).
 
     ``dtypes``: input dtypes to draw from (default every supported dtype).
     ``ops``: names from ``ALL_OPS`` to use (default all). ``max_steps``: ops per
     program. ``max_dims``/``max_side``: input shapes (0-d included; sides of 0
     when ``allow_empty``). ``allow_nan``: put NaN and infinities in float inputs.
+
+    ``sizes``: ``"small"`` (the default) draws sides from 1 to ``max_side``
+    (default 4); ``"mixed"`` draws a spread: mostly small sides, some up to
+    64, some up to ``max_side`` (default 1025), and sides at block boundaries
+    (``BOUNDARY_SIDES``: 127/128/129, 1023/1024/1025, ...), with at most
+    ``max_elements`` (default 2**16) elements per input. Inputs of more than
+    ``DRAWN_LIMIT`` elements get values from ``random_array`` with a drawn seed.
+
+    ``input_views``: some inputs are NumPy views rather than fresh arrays:
+    broadcast (stride 0), transposed, sliced with steps, reversed (negative
+    strides), recorded in ``Recipe.views`` so that ``repr`` reproduces them.
+    ``cupy_inputs``: some inputs reach fusejit as CuPy arrays (and CuPy views);
+    for the ``cuda`` backend; needs CuPy.
+
+    ``stable``: leave out steps whose NumPy result is sensitive to rounding, so
+    that a mismatch means a bug rather than a different (equally right)
+    rounding: a step is redrawn when nudging its inexact float operands by a
+    few ulps moves its result past the tolerance (``floor``, ``rint`` or a
+    comparison at a rounding boundary, ``sin`` of a huge argument, layer norm
+    of a nearly constant row), or when computing it from float64 operands
+    gives another answer (a float16 product that overflows, then meets a
+    zero). Default: on, except for the plain generator (``sizes="small"``,
+    no views, no CuPy), which draws exactly as it always did.
+
     Every drawn step is checked on NumPy as it is drawn, so a recipe never asks
     NumPy for something it rejects; it also avoids corners where NumPy's result
     is platform-defined (float to int casts of out-of-range values, integer
@@ -552,48 +833,191 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
     unknown = set(op_pool) - set(ALL_OPS) - set(MATMUL_OPS)
     if unknown:
         raise ValueError(f"unknown ops {sorted(unknown)}; choose from fusejit.testing.ALL_OPS")
+    if sizes not in SIZES:
+        raise ValueError(f"sizes={sizes!r}; choose from {SIZES}")
+    if cupy_inputs:
+        import importlib.util
+        if importlib.util.find_spec("cupy") is None:
+            raise ValueError("cupy_inputs=True needs CuPy (pip install cupy-cuda12x or cupy-cuda13x)")
+    side_limit = _DEFAULT_MAX_SIDE[sizes] if max_side is None else max_side
+    element_limit = _DEFAULT_MAX_ELEMENTS[sizes] if max_elements is None else max_elements
+    plain = sizes == "small" and not input_views and not cupy_inputs
+    stable_steps = not plain if stable is None else stable
+    # values broadcast from several operands may grow past the inputs: (n, 1) with (1, m)
+    value_limit = 4 * element_limit if element_limit else None
+
+    def draw_input(draw: Any, shape: tuple[int, ...], dt: np.dtype) -> tuple[np.ndarray, InputView | None]:
+        if plain:  # the draws of the original generator, so seeded examples stay the same
+            arr = draw(hnp.arrays(dt, shape, elements=_elements(dt, allow_nan)))
+            return np.array(arr, order="C"), None  # ascontiguousarray makes 0-d 1-d
+        steps: tuple[tuple[str, Any], ...] = ()
+        base_shape = shape
+        if input_views and draw(st.integers(0, 2)) == 0:
+            steps, base_shape = _draw_view_steps(draw, st, shape)
+            if math.prod(base_shape) > 4 * max(element_limit or 0, DRAWN_LIMIT):
+                steps, base_shape = (), shape
+        origin = None
+        if math.prod(base_shape) <= DRAWN_LIMIT:
+            base = np.array(draw(hnp.arrays(dt, base_shape, elements=_elements(dt, allow_nan))), order="C")
+        else:
+            seed = draw(st.integers(0, 2**32 - 1))
+            base = random_array(base_shape, dt, seed, allow_nan=allow_nan)
+            origin = (f"random_array({base_shape!r}, {dt.name!r}, seed={seed}"
+                      f"{'' if allow_nan else ', allow_nan=False'})")
+        module = "cupy" if cupy_inputs and draw(st.booleans()) else "numpy"
+        if not steps and module == "numpy" and origin is None:
+            return base, None
+        view = InputView(base, steps, module, origin)
+        return view.build(np, copy=False), view
 
     @st.composite
     def draw_recipe(draw: Any) -> Recipe:
         n_inputs = draw(st.integers(1, max_inputs))
         empty = allow_empty and draw(st.integers(0, 4)) == 0
-        base = [draw(st.integers(1, max_side)) for _ in range(draw(st.sampled_from(range(max_dims + 1))))]
+        n_dims = draw(st.sampled_from(range(max_dims + 1)))
+        if sizes == "small":
+            base = [draw(st.integers(1, side_limit)) for _ in range(n_dims)]
+        else:
+            base = []
+            for _ in range(n_dims):
+                budget = element_limit // max(math.prod(base), 1) if element_limit else side_limit
+                base.append(_draw_side(draw, st, side_limit, budget))
         if empty and base:
             base[draw(st.integers(0, len(base) - 1))] = 0
-        inputs = []
+        inputs, views = [], []
         for _ in range(n_inputs):
             # a suffix of the base shape with some sides set to 1: all inputs broadcast together
             nd = len(base) if draw(st.booleans()) else draw(st.sampled_from(range(len(base) + 1)))
             shape = tuple(1 if draw(st.integers(0, 3)) == 0 else d for d in base[len(base) - nd:])
             dt = draw(st.sampled_from(dtype_pool))
-            arr = draw(hnp.arrays(dt, shape, elements=_elements(dt, allow_nan)))
-            inputs.append(np.array(arr, order="C"))  # ascontiguousarray makes 0-d 1-d
+            arr, view = draw_input(draw, shape, dt)
+            inputs.append(arr)
+            views.append(view)
         values: list[Any] = list(inputs)
+        exact = [True] * len(inputs)  # which values fusejit must compute bit for bit as NumPy
         steps: list[Step] = []
         n_steps = draw(st.integers(1, max_steps))
         attempts = 0
         while len(steps) < n_steps and attempts < 4 * n_steps:
             attempts += 1
             step = _draw_step(draw, st, op_pool, dtype_pool, values)
-            if step is None:
+            if step is None or _too_large(step, values, value_limit):
                 continue
             try:
                 with np.errstate(all="ignore"), warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     result = _apply_step(np, step, values)
+                    if stable_steps and _rounding_sensitive(step, values, exact, result):
+                        continue
             except Exception:  # noqa: BLE001  (NumPy refuses: draw another step)
                 continue
             steps.append(step)
             values.append(result)
+            exact.append(_exact_result(step, values, exact, result))
         first = len(inputs)
         produced = list(range(first, len(values))) or [0]
         outputs = [produced[-1]]
         extra = draw(st.lists(st.sampled_from(produced), max_size=max(max_outputs - 1, 0),
                               unique=True))
         outputs += [i for i in extra if i not in outputs]
-        return Recipe(tuple(inputs), tuple(steps), tuple(outputs))
+        has_views = any(v is not None for v in views)
+        return Recipe(tuple(inputs), tuple(steps), tuple(outputs),
+                      views=tuple(views) if has_views else ())
 
     return draw_recipe()
+
+
+_SYMBOLS = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "//": "floor_divide",
+            "%": "remainder", "**": "power", "&": "bitwise_and", "|": "bitwise_or", "^": "bitwise_xor",
+            "<<": "left_shift", ">>": "right_shift", "<": "less", "<=": "less_equal", ">": "greater",
+            ">=": "greater_equal", "==": "equal", "!=": "not_equal", "@": "matmul"}
+_UNARY_SYMBOLS = {"-": "negative", "+": "positive", "~": "bitwise_not", "abs": "abs"}
+#: Ops whose result is exact (no rounding) when their operands are: fusejit and NumPy then agree
+#: bit for bit, so a later ``floor`` or comparison of the result is safe to check exactly.
+_EXACT_OPS = frozenset(VIEWS + (
+    "getitem", "astype", "full_like", "arange", "where", "clip", "maximum", "minimum", "abs", "negative",
+    "positive", "sign", "floor", "ceil", "trunc", "rint", "isnan", "isinf", "isfinite", "logical_not",
+    "bitwise_not", "less", "less_equal", "greater", "greater_equal", "equal", "not_equal",
+    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "left_shift", "right_shift", "max", "min", "amax", "amin", "argmax", "argmin", "any", "all"))
+#: Ops that add up or normalize: checked against nudged operands even when these are exact.
+_ACCUMULATING = frozenset(("sum", "prod", "mean", "var", "std", "logsumexp") + COMPOSITES)
+
+
+def _op_name(step: Step) -> str:
+    if step.kind == "operator":
+        return (_UNARY_SYMBOLS if len(step.args) == 1 else _SYMBOLS)[step.name]
+    return step.name
+
+
+def _exact_result(step: Step, values: list[Any], exact: list[bool], result: Any) -> bool:
+    """Whether ``result`` is exact: exact operands, and an op that does not round."""
+    refs = [a.index for a in step.args if isinstance(a, Ref)]
+    if not all(exact[i] for i in refs):
+        return False
+    if _op_name(step) in _EXACT_OPS or step.kind == "safe_cast":
+        return True
+    return _dtype(result).kind in "biu" and all(_dtype(values[i]).kind in "biu" for i in refs)
+
+
+def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind != "f":
+        return bool(np.array_equal(a, b))
+    return bool(np.allclose(a.astype(np.float64), b.astype(np.float64), rtol=rtol, atol=atol,
+                            equal_nan=True))
+
+
+def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result: Any) -> bool:
+    """Whether ``step``'s result could differ past the tolerance by rounding alone (see ``stable``)."""
+    name = _op_name(step)
+    floats = [a.index for a in step.args if isinstance(a, Ref) and _dtype(values[a.index]).kind == "f"]
+    if not floats:
+        return False
+    rtol, atol = max([tolerance(_dtype(values[i])) for i in floats] + [tolerance(_dtype(result))])
+    rtol, atol = rtol / 2, atol / 2
+    nudge = [i for i in floats if name in _ACCUMULATING or not exact[i]]
+    if nudge:
+        rng = np.random.default_rng(len(values))
+        nudged = list(values)
+        for i in nudge:
+            v = np.asarray(values[i])
+            # a few ulps, as far as an honest difference in rounding goes (float16: about one);
+            # a computed value may also be off by a few ulps of the values it came from (the
+            # array's scale), as -3e-7 from log_softmax over values near 50 is
+            size = min(8 * float(np.finfo(v.dtype).eps), tolerance(v.dtype)[0] / 8)
+            wide = v.astype(np.float64)
+            finite = np.abs(wide[np.isfinite(wide)])
+            scale = size * float(finite.max()) if finite.size and not exact[i] else 0.0
+            signs = rng.choice([-1.0, 1.0], (2, *v.shape))
+            wide = wide * (1 + size * signs[0]) + scale * signs[1]
+            nudged[i] = wide.astype(v.dtype)
+        if not _close(_apply_step(np, step, nudged), result, rtol, atol):
+            return True
+    if name in _EXACT_OPS or all(_dtype(values[i]) == np.float64 for i in floats):
+        return False
+    wide = list(values)
+    for i in floats:
+        wide[i] = np.asarray(values[i]).astype(np.float64)
+    precise = np.asarray(_apply_step(np, step, wide))
+    if precise.dtype.kind == "f" and _dtype(result).kind == "f":
+        precise = precise.astype(_dtype(result))
+    return not _close(precise, result, rtol, atol)
+
+
+def _too_large(step: Step, values: list[Any], limit: int | None) -> bool:
+    """Whether the operands of ``step`` broadcast to more than ``limit`` elements."""
+    if limit is None:
+        return False
+    shapes = [_shape(values[a.index]) for a in step.args if isinstance(a, Ref)]
+    if len(shapes) < 2:
+        return False
+    try:
+        return math.prod(np.broadcast_shapes(*shapes)) > limit
+    except ValueError:
+        return False
 
 
 def _draw_step(draw: Any, st: Any, op_pool: tuple[str, ...], dtype_pool: tuple[np.dtype, ...],

@@ -42,7 +42,9 @@ def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool
 
 def _reduce(op: str, node: Node, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype) -> Node:
     shape = _reduced_shape(node.shape, axes, keepdims)
-    if not axes:  # reducing over no axis is the identity on values
+    if not axes:  # reducing over no axis is the identity on values...
+        if op == "sum" and is_float(dtype):  # ...but for NumPy a sum starts at +0.0: -0.0 -> +0.0
+            return binary("add", Tensor(node), 0.0)._node
         return node
     if op == "sum":
         centered = _centered_square_of(node, axes)
