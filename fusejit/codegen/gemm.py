@@ -412,6 +412,9 @@ class GemmEmitter(_Emitter):
                     f"1, tl.standard._sum_combine)")
         if self.dtype == F32:
             return f'acc = tl.dot({a}, {b}, acc, input_precision="{self.precision}")'
+        if self.acc_dtype.name != "float32":
+            # Triton 3.6 checks the accumulator against out_dtype (float32 unless given)
+            return f"acc = tl.dot({a}, {b}, acc, out_dtype={TL[self.acc_dtype]})"
         return f"acc = tl.dot({a}, {b}, acc)"
 
     # -- the epilogue ------------------------------------------------------------------

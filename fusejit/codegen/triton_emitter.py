@@ -460,14 +460,17 @@ class _Fn:
             off = coords.flat if any(d != 1 for d in shape) else "0"
         else:
             dims = self.dims_of(coords) if shape else ()
-            terms = []
+            terms, used = [], []
             for d, s, n in zip(dims, strides, shape):
                 if n == 1 or s == 0 or d == "0":
                     continue
                 terms.append(d if s == 1 else f"{d} * {s}")
+                used.append(d)
             off = " + ".join(terms) if terms else "0"
             if len(terms) > 1 or (terms and terms[0] not in self.level):
-                off = self.emit(self.lvl(*dims), off, f"off_{em.var_name(name)}")
+                # the level of the coordinates the offset really uses: a view that fixes them
+                # (x[0, 1, :0]) reads one element, a scalar load that a tile mask must not touch
+                off = self.emit(self.lvl(*used), off, f"off_{em.var_name(name)}")
         level = self.lvl(off)
         ptr = em.ptr_name[i]
         addr = ptr if off == "0" else f"{ptr} + {off}"

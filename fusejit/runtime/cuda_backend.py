@@ -184,7 +184,9 @@ class CudaBackend:
             key = (host.dtype.str, host.shape, host.tobytes())
             found = dev.small.get(key)
             if found is None:
-                found = dev.small[key] = cp.asarray(host)
+                # through an unsigned view: the bytes as they are (a 0-d float16 -0.0 is kept)
+                bits = np.ascontiguousarray(host).view(f"u{host.dtype.itemsize}")
+                found = dev.small[key] = cp.asarray(bits).view(host.dtype)
             return found
         try:
             return cp.asarray(host)
