@@ -12,7 +12,7 @@ from numpy import (bool_, float16, float32, float64, int8, int16, int32, int64, 
 
 from .errors import (AxisError, BackendError, BackendUnavailableError, DeviceError,
                      DeviceMemoryError, DomainError, DTypeError, FusejitError, InputError, IRError,
-                     IRSyntaxError, IRVerifyError, ShapeError)
+                     IRSyntaxError, IRVerifyError, JitError, RecordingError, ShapeError)
 from .frontend import *  # noqa: F403  (the NumPy-named functions)
 from .frontend import ELEMENTWISE_FUNCTIONS, IndexingError, Tensor, asarray
 from .frontend import __dict__ as _frontend_names
@@ -39,7 +39,7 @@ newaxis = None
 
 __all__ = [
     "FusejitError", "ShapeError", "AxisError", "DomainError", "DTypeError", "BackendError",
-    "BackendUnavailableError", "DeviceError", "DeviceMemoryError",
+    "BackendUnavailableError", "DeviceError", "DeviceMemoryError", "JitError", "RecordingError",
     "InputError", "IRError", "IRSyntaxError", "IRVerifyError", "IndexingError", "Tensor", "Program", "Kernel",
     "asarray", "realize", "plan", "Plan", "dump", "parse", "load",
     "get_backend", "set_backend", "using_backend",

@@ -36,6 +36,16 @@ _INPUT_SERIAL = itertools.count()
 _SIGS: dict[tuple, int] = {}
 _SIG_SERIAL = itertools.count()
 _MAX_SIGS = 1 << 20
+#: signature -> why the frontend recorded that node for a specific value (``x ** 2`` as
+#: ``square``...): the note is part of the signature, so a plan's notes are its own
+NOTES: dict[int, str] = {}
+#: Most leaves (inputs and scalar parameters) one graph gets scalar parameters for; past
+#: that, the frontend records Python scalars as constants (a structural rule, the same on
+#: every recording, that bounds kernel argument lists and keeps long chains linear).
+MAX_SCALAR_LEAVES = 64
+_new = object.__new__
+
+
 class _KeyedRef(weakref.ref):
     """A weak reference that remembers its table key (weakref.KeyedRef, without its
     Python-level constructor, which costs more than the rest of creating a node)."""
@@ -63,18 +73,27 @@ def _freeze(value: Any) -> Any:
 
 
 class Node:
-    """One immutable value of the lazy graph."""
+    """One immutable value of the lazy graph.
+
+    ``op`` is an IR op, ``input`` (a leaf holding a buffer) or ``scalar`` (a leaf holding
+    a scalar value, passed to kernels by value: a scalar param of the Program). Leaves of
+    both kinds are never merged; ``leaves`` lists those under a node, in the order the
+    Program's inputs take.
+    """
 
     __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "key", "_hash", "buffer", "name",
-                 "sig", "leaves", "copies", "__weakref__")
+                 "sig", "leaves", "copies", "arg", "__weakref__")
 
     op: str
     srcs: tuple[Node, ...]
     attrs: dict[str, Any]
     dtype: np.dtype
     shape: tuple[int, ...]
-    #: input leaves only: a device backend's copies of a host buffer, by device id (or None)
+    #: input leaves only: a device backend's copies of a host buffer, by device id (or None);
+    #: scalar leaves: whether a node already reads it (then it may be read twice)
     copies: dict[int, Any] | None
+    #: scalar leaves only: where ``fj.jit`` takes its value on a later call (or None)
+    arg: Any
 
     def __hash__(self) -> int:
         return self._hash
@@ -95,33 +114,66 @@ def _forget(ref: _KeyedRef) -> None:
 
 
 def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype,
-         shape: tuple[int, ...]) -> Node:
-    """The unique node with this structure (created on first request)."""
-    frozen = tuple([(k, _freeze(v)) for k, v in attrs.items()]) if attrs else ()
-    key = (op, tuple(map(id, srcs)), frozen, dtype.str, shape)
+         shape: tuple[int, ...], note: str | None = None) -> Node:
+    """The unique node with this structure (created on first request).
+
+    ``note`` says why the frontend chose this node for a specific value (it is part of
+    the node's structure and appears in ``plan.explain()``).
+    """
+    if attrs:
+        frozen: tuple = tuple([(k, _freeze(v)) for k, v in attrs.items()])
+    else:
+        frozen = ()
+    if note is not None:
+        frozen += (("#note", note),)
+    n = len(srcs)
+    # keys of different arities differ in length, so they never compare equal
+    if n == 2:
+        a, b = srcs
+        key: tuple = (op, id(a), id(b), frozen, dtype, shape)
+    elif n == 1:
+        a = srcs[0]
+        key = (op, id(a), frozen, dtype, shape)
+    else:
+        key = (op, *[id(s) for s in srcs], frozen, dtype, shape)
     ref = _NODES.get(key)
     if ref is not None:
         node = ref()
         # sources are held by the node, so their ids cannot have been reused while it lives
         if node is not None:
             return node
-    node = Node()
+    node = _new(Node)
     node.op, node.srcs, node.attrs, node.dtype, node.shape = op, srcs, attrs, dtype, shape
     node.key, node._hash = key, hash(key)
-    node.buffer, node.name = None, None
-    if not srcs:
-        node.leaves, where = (), ()
-    elif len(srcs) == 1:
-        node.leaves, where = srcs[0].leaves, srcs[0].sig
-    else:
-        first = srcs[0].leaves
-        if all(s.leaves is first or not s.leaves for s in srcs):
-            # the common case (x op const, x op f(x)): no merging, positions are implied
-            node.leaves, where = first, tuple([(s.sig, bool(s.leaves)) for s in srcs])
+    node.buffer = node.name = None
+    if n == 2:
+        la, lb = a.leaves, b.leaves
+        # the common cases without a general merge: one side has no leaves or the same ones,
+        # or one side is a scalar parameter read for the first time (appended at the end)
+        if lb is la or not lb:
+            node.leaves, tag = la, 0
+        elif not la:
+            node.leaves, tag = lb, 1
+        elif b.op == "scalar" and (not b.copies or b not in la):
+            node.leaves, tag = la + lb, 2
+            b.copies = True
+        elif a.op == "scalar" and (not a.copies or a not in lb):
+            node.leaves, tag = lb + la, 3
+            a.copies = True
         else:
-            node.leaves, positions = merge_leaves([s.leaves for s in srcs])
-            where = tuple(zip([s.sig for s in srcs], positions))
-    node.sig = _intern((op, frozen, key[3], shape, where))
+            node.leaves, tag = merge_leaves([la, lb])
+        node.sig = _intern((op, frozen, dtype, shape, a.sig, b.sig, tag))
+    elif n == 1:
+        node.leaves = a.leaves
+        node.sig = _intern((op, frozen, dtype, shape, a.sig))
+    elif n == 0:
+        node.leaves = ()
+        node.sig = _intern((op, frozen, dtype, shape))
+    else:
+        node.leaves, positions = merge_leaves([s.leaves for s in srcs])
+        node.sig = _intern((op, frozen, dtype, shape, tuple([s.sig for s in srcs]), positions))
+    if note is not None:
+        NOTES[node.sig] = note
     ref = _KeyedRef(node, _forget)
     ref.key = key
     _NODES[key] = ref
@@ -135,13 +187,15 @@ def _intern(signature: tuple) -> int:
     if sig is None:
         if len(_SIGS) >= _MAX_SIGS:
             _SIGS.clear()
+            NOTES.clear()
         sig = _SIGS[signature] = next(_SIG_SERIAL)
     return sig
 
 
 def merge_leaves(groups: list[tuple[Node, ...]]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
-    """The leaves of several subgraphs in first-occurrence order (the order a left-to-right
-    depth-first walk meets them), and each group's positions in it (None: a prefix)."""
+    """The leaves of several subgraphs in first-occurrence order (each group's leaves in
+    order, those already met skipped), and each group's positions in it (None: a prefix).
+    Scalar leaves met for the first time are marked as read (see ``make``)."""
     merged = list(groups[0])
     index = {id(leaf): i for i, leaf in enumerate(merged)}
     positions: list[Any] = [None]
@@ -154,19 +208,47 @@ def merge_leaves(groups: list[tuple[Node, ...]]) -> tuple[tuple[Node, ...], tupl
                 merged.append(leaf)
             where.append(i)
         positions.append(None if where == list(range(len(where))) else tuple(where))
+    for leaf in merged:
+        if leaf.op == "scalar":
+            leaf.copies = True
     return tuple(merged), tuple(positions)
 
 
-def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str | None) -> Node:
-    """A leaf holding data. Never merged with another leaf."""
-    node = Node()
+def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str | None,
+               sig: int | None = None) -> Node:
+    """A leaf holding data. Never merged with another leaf.
+
+    ``sig`` is the leaf's signature when the caller computed it before (``fj.jit`` wraps
+    its outputs this way); it must be ``_intern(("input", name, dtype, shape))``.
+    """
+    node = _new(Node)
     node.op, node.srcs, node.attrs, node.dtype, node.shape = "input", (), {}, dtype, shape
-    node.key = ("input", next(_INPUT_SERIAL))
-    node._hash = hash(node.key)
+    key = node.key = ("input", next(_INPUT_SERIAL))
+    node._hash = hash(key)
     node.buffer, node.name = buffer, name
-    node.copies = None  # a device backend's copies of host data, by device id
+    node.copies = node.arg = None  # a device backend's copies of host data, by device id
     node.leaves = (node,)
-    node.sig = _intern(("input", name, dtype.str, shape))
+    node.sig = _intern(("input", name, dtype, shape)) if sig is None else sig
+    return node
+
+
+def make_scalar(value: Any, dtype: np.dtype, arg: Any = None) -> Node:
+    """A 0-d leaf holding a scalar ``value`` (already of ``dtype``), passed to kernels by value.
+
+    Its signature holds the dtype, not the value: graphs that differ only in their scalar
+    values share a plan and compiled kernels. Never merged with another leaf (two uses of
+    one Python value are two parameters), so the structure never depends on values.
+    ``arg`` tells ``fj.jit`` which argument gives the value on a later call.
+    """
+    node = _new(Node)
+    node.op, node.srcs, node.attrs, node.dtype, node.shape = "scalar", (), {}, dtype, ()
+    node.key = ("scalar", next(_INPUT_SERIAL))
+    node._hash = hash(node.key)
+    node.buffer, node.name = value, None
+    node.copies = False  # not read by any node yet
+    node.arg = arg
+    node.leaves = (node,)
+    node.sig = _intern(("scalar", dtype))
     return node
 
 
@@ -185,7 +267,7 @@ def structural_key(outputs: list[Node]) -> tuple[tuple, tuple[Node, ...]]:
 
 def topological_order(outputs: list[Node]) -> list[Node]:
     """Every node under ``outputs``, each after its sources (iterative post-order: no
-    recursion limit). Inputs appear in the order of ``structural_key``'s leaves."""
+    recursion limit)."""
     order: list[Node] = []
     done: set[int] = set()
     for root in outputs:
@@ -207,35 +289,55 @@ def topological_order(outputs: list[Node]) -> list[Node]:
     return order
 
 
-def build_program(order: list[Node], outputs: list[Node], name: str = "main") -> Program:
-    """The Program for a topological order: inputs keep their names, values are numbered."""
+def build_program(order: list[Node], outputs: list[Node], name: str = "main",
+                  leaves: tuple[Node, ...] | None = None) -> Program:
+    """The Program for a topological order: inputs keep their names, values are numbered.
+
+    The inputs are ``leaves`` in order (default: ``structural_key(outputs)``'s), so that
+    a realize binds its buffers and scalars by position: buffers are named after their
+    tensors (else ``in0``, ``in1``...), scalar params ``s0``, ``s1``... Nodes recorded for
+    a specific value (``make``'s ``note``) put their note on the Program's ``notes``.
+    """
+    if leaves is None:
+        leaves = structural_key(outputs)[1]
     names: dict[int, str] = {}
     inputs: list[Param] = []
-    body: list[Instr] = []
     used: set[str] = set()
+    scalars = 0
+    for leaf in leaves:
+        if leaf.op == "scalar":
+            base = f"s{scalars}"
+            scalars += 1
+        else:
+            base = leaf.name or f"in{len(inputs) - scalars}"
+        vname = base
+        for suffix in itertools.count(1):
+            if vname not in used:
+                break
+            vname = f"{base}_{suffix}"
+        used.add(vname)
+        names[id(leaf)] = vname
+        inputs.append(Param(vname, leaf.type, leaf.op == "scalar"))
+    body: list[Instr] = []
+    notes: dict[str, str] = {}
     for node in order:
-        if node.op == "input":
-            base = node.name or f"in{len(inputs)}"
-            vname = base
-            for suffix in itertools.count(1):
-                if vname not in used:
-                    break
-                vname = f"{base}_{suffix}"
-            used.add(vname)
-            names[id(node)] = vname
-            inputs.append(Param(vname, node.type))
+        if node.op == "input" or node.op == "scalar":
             continue
         vname = str(len(body))
         names[id(node)] = vname
         args = tuple(names[id(s)] for s in node.srcs)
         body.append(Instr(vname, node.op, args, dict(node.attrs), node.type))
-    return Program(name, tuple(inputs), body, tuple(names[id(n)] for n in outputs))
+        note = NOTES.get(node.sig)
+        if note is not None:
+            notes[vname] = note
+    return Program(name, tuple(inputs), body, tuple(names[id(n)] for n in outputs), notes)
 
 
 def lower(outputs: list[Node], name: str = "main") -> tuple[Program, list[Any], tuple]:
-    """The Program computing ``outputs``, the buffers for its inputs, and its plan-cache key."""
+    """The Program computing ``outputs``, the buffers (and scalar values) for its inputs, and
+    its plan-cache key."""
     key, leaves = structural_key(outputs)
-    program = build_program(topological_order(outputs), outputs, name)
+    program = build_program(topological_order(outputs), outputs, name, leaves)
     return program, [leaf.buffer for leaf in leaves], key
 
 
