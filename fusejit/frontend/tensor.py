@@ -17,6 +17,7 @@ import numpy as np
 from ..dtypes import BOOL, as_dtype, fits, is_bool, is_float, resolve_ufunc, scalar_kind
 from ..errors import AxisError, DomainError, DTypeError, FusejitError, RecordingError, ShapeError
 from ..ir.graph import (
+    _NO_ATTRS,
     MAX_SCALAR_LEAVES,
     NAME_PATTERN,
     Node,
@@ -175,6 +176,13 @@ class Tensor:
         """The tensor with its axes reversed (a view)."""
         from .views import transpose
         return transpose(self)
+
+
+def _wrap(node: Node, _new: Any = object.__new__) -> Tensor:
+    """``Tensor(node)`` without the call to ``__init__`` (the hot path of recording)."""
+    t = _new(Tensor)
+    t._node = node
+    return t
 
 
 # -- converting inputs ---------------------------------------------------------
@@ -448,15 +456,45 @@ def _fit(node: Node, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
     return node
 
 
-def _fast_scalar(x: int | float, dtype: np.dtype, other: Node) -> Node | None:
-    """The scalar parameter for a plain Python int or float meeting ``other``, or None when
-    the value needs the full path's checks (an int out of range, a bool dtype, a full graph)."""
+def _converter(dtype: np.dtype) -> Any:
+    """For the fast path: a function from a plain Python int or float to its value as a
+    scalar parameter of ``dtype``, or None when the full path must decide (out of range,
+    overflow); None for bool (Python bools and bool parameters stay constants)."""
     kind = dtype.kind
-    if kind == "b" or (type(x) is int and kind in "iu" and not fits(x, dtype)):
-        return None
-    if len(other.leaves) >= MAX_SCALAR_LEAVES:
-        return None
-    return make_scalar(scalar_value(x, dtype), dtype)
+    if kind == "f":
+        if dtype.itemsize == 8:
+            return lambda x: float(x) if -2**63 <= x < 2**63 or type(x) is float else None
+        limit = float(np.finfo(dtype).max)
+        make = dtype.type
+        return lambda x: make(x) if -limit <= x <= limit else None
+    if kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = int(info.min), int(info.max)
+        return lambda x: x if lo <= x <= hi else None
+    return None
+
+
+_CONVERTERS: dict[np.dtype, Any] = {}
+
+
+def _remember_fast(fast_key: tuple, op: str, in_a: np.dtype, in_b: np.dtype, out: np.dtype,
+                   shape: tuple[int, ...]) -> None:
+    """Memoize a regular recording for ``binary``'s fast path: the op, dtypes and shape, and
+    per operand whether it needs a cast or broadcast (a tensor) or how its value converts
+    (a Python scalar)."""
+    sides = []
+    for kind_dtype, kind_shape, dtype in ((fast_key[2], fast_key[3], in_a),
+                                          (fast_key[-2], fast_key[-1], in_b)):
+        if isinstance(kind_dtype, np.dtype):
+            sides.append(kind_dtype != dtype or kind_shape != shape)
+        else:
+            conv = _CONVERTERS.get(dtype)
+            if conv is None:
+                conv = _CONVERTERS[dtype] = _converter(dtype)
+            if conv is None:
+                return  # never fast
+            sides.append(conv)
+    _RESOLVED[fast_key] = (op, in_a, in_b, out, shape, sides[0], sides[1])
 
 
 def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
@@ -464,37 +502,41 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
     ta, tb = type(a), type(b)
     # fast paths, memoized by operand kinds and shapes: tensor op tensor, tensor op Python
     # scalar (power's result depends on the exponent's value: never memoized)
+    fast_key: tuple | None = None
     if ta is Tensor:
         na = a._node
         if tb is Tensor:
             nb = b._node
-            fast_key: tuple | None = ("tt", ufunc, na.dtype, na.shape, nb.dtype, nb.shape)
+            fast_key = ("tt", ufunc, na.dtype, na.shape, nb.dtype, nb.shape)
             resolved = _RESOLVED.get(fast_key)
             if resolved is not None:
-                op, in_a, in_b, out, shape = resolved
-                return Tensor(make(op, (_fit(na, in_a, shape), _fit(nb, in_b, shape)), {},
-                                   out, shape))
-        elif (tb is float or tb is int) and ufunc != "power":
-            fast_key = ("ts", ufunc, na.dtype, na.shape, tb)
+                op, in_a, in_b, out, shape, fit_a, fit_b = resolved
+                if fit_a:
+                    na = _fit(na, in_a, shape)
+                if fit_b:
+                    nb = _fit(nb, in_b, shape)
+                return _wrap(make(op, (na, nb), _NO_ATTRS, out, shape))
+        elif tb is float or tb is int:
+            fast_key = ("ts", ufunc, na.dtype, na.shape, tb, None)
             resolved = _RESOLVED.get(fast_key)
             if resolved is not None:
-                op, in_a, in_b, out, shape = resolved
-                nb = _fast_scalar(b, in_b, na)
-                if nb is not None:
-                    return Tensor(make(op, (_fit(na, in_a, shape), nb), {}, out, shape))
-        else:
-            fast_key = None
+                op, in_a, in_b, out, shape, fit_a, conv = resolved
+                value = conv(b)
+                if value is not None and len(na.leaves) < MAX_SCALAR_LEAVES:
+                    if fit_a:
+                        na = _fit(na, in_a, shape)
+                    return _wrap(make(op, (na, make_scalar(value, in_b)), _NO_ATTRS, out, shape))
     elif tb is Tensor and (ta is float or ta is int):
         nb = b._node
-        fast_key = ("st", ufunc, ta, nb.dtype, nb.shape)
+        fast_key = ("st", ufunc, ta, None, nb.dtype, nb.shape)
         resolved = _RESOLVED.get(fast_key)
         if resolved is not None:
-            op, in_a, in_b, out, shape = resolved
-            na = _fast_scalar(a, in_a, nb)
-            if na is not None:
-                return Tensor(make(op, (na, _fit(nb, in_b, shape)), {}, out, shape))
-    else:
-        fast_key = None
+            op, in_a, in_b, out, shape, conv, fit_b = resolved
+            value = conv(a)
+            if value is not None and len(nb.leaves) < MAX_SCALAR_LEAVES:
+                if fit_b:
+                    nb = _fit(nb, in_b, shape)
+                return _wrap(make(op, (make_scalar(value, in_a), nb), _NO_ATTRS, out, shape))
     return _binary(ufunc, a, b, fast_key)
 
 
@@ -539,7 +581,7 @@ def _binary(ufunc: str, a: ArrayLike, b: ArrayLike, fast_key: tuple | None) -> T
         op = _BOOL_BINARY.get(op, op)
     if op in ("shl", "shr") or in_a == in_b:
         if fast_key is not None and ufunc != "power":
-            _RESOLVED[fast_key] = (op, in_a, in_b, out, shape)
+            _remember_fast(fast_key, op, in_a, in_b, out, shape)
         return Tensor(make(op, (na, nb), {}, out, shape))
     raise DTypeError(f"{ufunc}: unsupported operand dtypes {in_a} and {in_b}")  # pragma: no cover
 
@@ -575,6 +617,14 @@ def unary(ufunc: str, x: ArrayLike, note: str | None = None) -> Tensor:
 
     ``note`` says why this op was chosen for a specific value (``x ** 2`` as ``square``).
     """
+    if type(x) is Tensor and note is None:  # fast path: a memoized regular recording
+        node = x._node
+        resolved = _UNARY_RESOLVED.get((ufunc, node.dtype))
+        if resolved is not None:
+            op, in_dt, out, cast = resolved
+            if cast:
+                node = cast_node(node, in_dt)
+            return _wrap(make(op, (node,), _NO_ATTRS, out, node.shape))
     xt = _operand(x)
     if not isinstance(xt, Tensor):
         xt = asarray(xt if type(xt) is DynamicFloat else np.asarray(xt))
@@ -598,7 +648,14 @@ def unary(ufunc: str, x: ArrayLike, note: str | None = None) -> Tensor:
             return Tensor(cast_node(node, out))
     if op in ("floor", "ceil", "trunc", "rint") and not is_float(in_dt):
         return Tensor(node)  # identity on integers, as in NumPy 2
+    if note is None:
+        _UNARY_RESOLVED[(ufunc, xt.dtype)] = (op, in_dt, out, xt.dtype != in_dt)
     return Tensor(make(op, (node,), {}, out, node.shape, note))
+
+
+#: (ufunc, operand dtype) -> (op, input dtype, output dtype, whether to cast) for ufuncs whose
+#: recording was regular: repeated recordings skip type resolution and checks
+_UNARY_RESOLVED: dict[tuple[str, np.dtype], tuple[str, np.dtype, np.dtype, bool]] = {}
 
 
 def _is_scalar_half(x: Tensor | Scalar) -> bool:

@@ -61,9 +61,12 @@ NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 def _freeze(value: Any) -> Any:
     """Hashable, exact form of an attribute value (floats by bits: -0.0 and NaN stay distinct)."""
     kind = type(value)
-    if kind is int or kind is bool:
+    if kind is int or kind is bool or kind is str:
         return value
-    if kind is tuple and all(type(v) is int for v in value):  # shapes, axes, perms
+    if kind is tuple:  # shapes, axes, perms: ints only, already exact
+        for v in value:
+            if type(v) is not int:
+                return tuple(_freeze(v) for v in value)
         return value
     if isinstance(value, float):
         return ("f", value.hex())
@@ -81,7 +84,7 @@ class Node:
     Program's inputs take.
     """
 
-    __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "key", "_hash", "buffer", "name",
+    __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "key", "buffer", "name",
                  "sig", "leaves", "copies", "arg", "__weakref__")
 
     op: str
@@ -94,9 +97,6 @@ class Node:
     copies: dict[int, Any] | None
     #: scalar leaves only: where ``fj.jit`` takes its value on a later call (or None)
     arg: Any
-
-    def __hash__(self) -> int:
-        return self._hash
 
     def __repr__(self) -> str:
         return f"Node({self.op}, {ir_name(self.dtype)}{list(self.shape)})"
@@ -144,40 +144,57 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
             return node
     node = _new(Node)
     node.op, node.srcs, node.attrs, node.dtype, node.shape = op, srcs, attrs, dtype, shape
-    node.key, node._hash = key, hash(key)
+    node.key = key
     node.buffer = node.name = None
     if n == 2:
         la, lb = a.leaves, b.leaves
-        # the common cases without a general merge: one side has no leaves or the same ones,
-        # or one side is a scalar parameter read for the first time (appended at the end)
+        # the common cases without a general merge (``tag`` says which, and where): one side
+        # has no leaves or the same ones, or one side has a single leaf (a scalar parameter,
+        # a new input), which is found in the other side's leaves or appended to them
         if lb is la or not lb:
             node.leaves, tag = la, 0
         elif not la:
             node.leaves, tag = lb, 1
-        elif b.op == "scalar" and (not b.copies or b not in la):
-            node.leaves, tag = la + lb, 2
+        elif b.op == "scalar" and not b.copies:  # a scalar read for the first time: appended
             b.copies = True
-        elif a.op == "scalar" and (not a.copies or a not in lb):
-            node.leaves, tag = lb + la, 3
-            a.copies = True
-        else:
+            node.leaves, tag = la + lb, 2
+        elif len(lb) == 1:
+            node.leaves, tag = _place(lb[0], la, 2)
+        elif len(la) == 1:
+            node.leaves, tag = _place(la[0], lb, 3)
+        else:  # (the positions of a general merge start with None: no clash with the above)
             node.leaves, tag = merge_leaves([la, lb])
-        node.sig = _intern((op, frozen, dtype, shape, a.sig, b.sig, tag))
+        signature: tuple = (op, frozen, dtype, shape, a.sig, b.sig, tag)
     elif n == 1:
         node.leaves = a.leaves
-        node.sig = _intern((op, frozen, dtype, shape, a.sig))
+        signature = (op, frozen, dtype, shape, a.sig)
     elif n == 0:
         node.leaves = ()
-        node.sig = _intern((op, frozen, dtype, shape))
+        signature = (op, frozen, dtype, shape)
     else:
         node.leaves, positions = merge_leaves([s.leaves for s in srcs])
-        node.sig = _intern((op, frozen, dtype, shape, tuple([s.sig for s in srcs]), positions))
+        signature = (op, frozen, dtype, shape, tuple([s.sig for s in srcs]), positions)
+    sig = _SIGS.get(signature)
+    node.sig = sig if sig is not None else _intern(signature)
     if note is not None:
         NOTES[node.sig] = note
     ref = _KeyedRef(node, _forget)
     ref.key = key
     _NODES[key] = ref
     return node
+
+
+def _place(leaf: Node, leaves: tuple[Node, ...], side: int) -> tuple[tuple[Node, ...], Any]:
+    """``leaves`` with the single leaf of one side (``side``: 2 for b, 3 for a) appended
+    unless it is there already, and the tag saying which (``side``: appended, which is at
+    position ``len(leaves)``; else ``(side, position)``)."""
+    if leaf.op == "scalar" and not leaf.copies:
+        leaf.copies = True  # read for the first time: it cannot be in another node's leaves
+    else:
+        for i, other in enumerate(leaves):
+            if other is leaf:
+                return leaves, (side, i)
+    return leaves + (leaf,), side
 
 
 def _intern(signature: tuple) -> int:
@@ -188,6 +205,7 @@ def _intern(signature: tuple) -> int:
         if len(_SIGS) >= _MAX_SIGS:
             _SIGS.clear()
             NOTES.clear()
+            _SCALAR_SIGS.clear()
         sig = _SIGS[signature] = next(_SIG_SERIAL)
     return sig
 
@@ -223,8 +241,7 @@ def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str |
     """
     node = _new(Node)
     node.op, node.srcs, node.attrs, node.dtype, node.shape = "input", (), {}, dtype, shape
-    key = node.key = ("input", next(_INPUT_SERIAL))
-    node._hash = hash(key)
+    node.key = ("input", next(_INPUT_SERIAL))
     node.buffer, node.name = buffer, name
     node.copies = node.arg = None  # a device backend's copies of host data, by device id
     node.leaves = (node,)
@@ -241,15 +258,28 @@ def make_scalar(value: Any, dtype: np.dtype, arg: Any = None) -> Node:
     ``arg`` tells ``fj.jit`` which argument gives the value on a later call.
     """
     node = _new(Node)
-    node.op, node.srcs, node.attrs, node.dtype, node.shape = "scalar", (), {}, dtype, ()
-    node.key = ("scalar", next(_INPUT_SERIAL))
-    node._hash = hash(node.key)
-    node.buffer, node.name = value, None
+    node.op = "scalar"
+    node.srcs = ()
+    node.attrs = _NO_ATTRS
+    node.dtype = dtype
+    node.shape = ()
+    node.key = None  # never looked up
+    node.buffer = value
+    node.name = None
     node.copies = False  # not read by any node yet
     node.arg = arg
     node.leaves = (node,)
-    node.sig = _intern(("scalar", dtype))
+    sig = _SCALAR_SIGS.get(dtype)
+    if sig is None:
+        sig = _SCALAR_SIGS[dtype] = _intern(("scalar", dtype))
+    node.sig = sig
     return node
+
+
+#: signature of a scalar leaf, by dtype (its signature holds nothing else)
+_SCALAR_SIGS: dict[np.dtype, int] = {}
+#: the attributes of a leaf without any (never mutated)
+_NO_ATTRS: dict[str, Any] = {}
 
 
 def structural_key(outputs: list[Node]) -> tuple[tuple, tuple[Node, ...]]:
