@@ -21,6 +21,7 @@ from .ir.program import Kernel, Program
 from .ir.textio import dump, load, parse
 from .runtime import get_backend, set_backend, using_backend
 from .runtime import realize as _realize
+from .runtime.jit import Jitted, jit
 
 __version__ = "0.1.0"
 
@@ -42,6 +43,6 @@ __all__ = [
     "BackendUnavailableError", "DeviceError", "DeviceMemoryError", "JitError", "RecordingError",
     "InputError", "IRError", "IRSyntaxError", "IRVerifyError", "IndexingError", "Tensor", "Program", "Kernel",
     "asarray", "realize", "plan", "Plan", "dump", "parse", "load",
-    "get_backend", "set_backend", "using_backend",
+    "get_backend", "set_backend", "using_backend", "jit", "Jitted",
     *[n for n in _frontend_names if not n.startswith("_") and callable(_frontend_names[n])],
 ]
