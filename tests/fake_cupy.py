@@ -53,6 +53,7 @@ class FakeCupy(types.ModuleType):
         self.allocated = [0] * len(devices)
         self.count_error = count_error        # raised by getDeviceCount (no driver, ...)
         self.launches: list[tuple[int, str, tuple[int, ...]]] = []
+        self.launch_args: list[tuple[Any, ...]] = []  # each launch's arguments
         self.loads: list[tuple[int, str]] = []
         self.uploads: list[tuple[int, tuple[int, ...]]] = []
         self._local = threading.local()
@@ -65,6 +66,7 @@ class FakeCupy(types.ModuleType):
                 self.data = _Pointer(host, device_id)
                 self.dtype, self.shape, self.strides = host.dtype, host.shape, host.strides
                 self.itemsize, self.size = host.itemsize, host.size
+                self.flags = types.SimpleNamespace(c_contiguous=host.flags.c_contiguous)
 
             @property
             def device(self) -> Any:
@@ -113,7 +115,10 @@ class FakeCupy(types.ModuleType):
                 for a in args:
                     if isinstance(a, ndarray) and a.data.device_id != self.device_id:
                         raise CUDADriverError("CUDA_ERROR_ILLEGAL_ADDRESS: an array of another device")
+                    if not (a is None or isinstance(a, (ndarray, np.generic))):
+                        raise TypeError(f"Unsupported type {type(a)}")  # as CuPy's launcher
                 fake.launches.append((self.device_id, self.name, tuple(grid)))
+                fake.launch_args.append(tuple(args))
 
         class Module:
             def __init__(self) -> None:

@@ -756,7 +756,7 @@ def full(shape: int | Sequence[int], fill_value: Scalar, dtype: Any = None) -> T
     if not isinstance(fill_value, (bool, int, float, np.bool_, np.integer, np.floating)):
         raise DTypeError(f"full: fill_value must be a real scalar, got {type(fill_value).__name__}")
     dt = as_dtype(dtype, where="full") if dtype is not None else \
-        as_dtype(np.asarray(fill_value).dtype, where="full")
+        as_dtype(np.asarray(plain_value(fill_value)).dtype, where="full")
     if isinstance(fill_value, np.generic):
         fill_value = fill_value.item()
     if not fits(fill_value, dt):  # NumPy 2 refuses to wrap a Python int

@@ -452,20 +452,26 @@ def _runner(backend: Any, plan: Any, binders: tuple, dyn: list[Any]) -> Callable
     program = plan.program
     if backend.name != "cuda":
         return functools.partial(backend.execute, program, plan=plan)
-    # bind once to learn the inputs' specialization (strides, alignment): the signature
-    # fixes it for every later call, so the replay is the plan runner itself
-    buffers = [dyn[a] if kind == _FROM_ARG else a if kind == _CONSTANT else
-               scalar_value(dyn[a], b) if kind == _FROM_FLOAT else
-               scalar_value(a(dyn), b) if kind == _FROM_EXPR else a(dyn[b])
-               for kind, a, b in binders]
+    from .cuda_backend import _contiguous_strides, array_spec
+    # the signature fixes every input's specialization (strides, alignment, device) for all
+    # calls: the replay is the plan runner itself, with nothing to check per call
     dev = backend.device()
-    arrays, spec = backend.bind(program, buffers, dev)
-    if any(x is not y for x, y in zip(arrays, buffers)):
-        # an argument's strides are not whole elements: bind (copy) on every call
-        def rebind(bufs: list[Any]) -> list[Any]:
-            return backend.execute(program, bufs, plan)
-        return rebind
-    run = backend.plan_runner(program, spec, dev)
+    spec: list[Any] = []
+    for (kind, a, _), p in zip(binders, program.inputs):
+        if p.scalar:
+            spec.append(None)
+        elif kind == _UPLOAD:  # a host argument, copied to a fresh (aligned) device array
+            spec.append((_contiguous_strides(p.type.shape), True))
+        else:
+            array = dyn[a] if kind == _FROM_ARG else a
+            entry = array_spec(array)
+            if array.data.device_id != dev.id or entry is None:
+                # another device (an error), or strides that are not whole elements (a copy
+                # on every call): the general path
+                backend.bind(program, [_bound(binder, dyn) for binder in binders], dev)
+                return functools.partial(backend.execute, program, plan=plan)
+            spec.append(entry)
+    run = backend.plan_runner(program, tuple(spec), dev)
     oom, name, dev_id = backend._oom, program.name, dev.id
 
     def replay(bufs: list[Any]) -> list[Any]:
@@ -475,6 +481,20 @@ def _runner(backend: Any, plan: Any, binders: tuple, dyn: list[Any]) -> Callable
             from .cuda_backend import _asked, _out_of_memory
             raise _out_of_memory(exc, dev_id, _asked(exc), f"while running @{name}") from None
     return replay
+
+
+def _bound(binder: tuple[int, Any, Any], dyn: list[Any]) -> Any:
+    """What one binder gives for a call (``_Entry.run``'s loop, for a single input)."""
+    kind, a, b = binder
+    if kind == _FROM_ARG:
+        return dyn[a]
+    if kind == _CONSTANT:
+        return a
+    if kind == _FROM_FLOAT:
+        return scalar_value(dyn[a], b)
+    if kind == _FROM_EXPR:
+        return scalar_value(a(dyn), b)
+    return a(dyn[b])
 
 
 # -- output structure ------------------------------------------------------------------------
