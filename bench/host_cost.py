@@ -1,6 +1,8 @@
 """Host cost per recorded op, per cached ``realize`` and (where it exists) per ``fj.jit`` call.
 
-Run: ``python bench/host_cost.py [--backend numpy|interpret|cuda] [--json OUT]``.
+Run: ``python bench/host_cost.py [--backend numpy|interpret|cuda|fake-cuda] [--json OUT]``.
+``fake-cuda`` runs the ``cuda`` backend's host code on ``tests/fake_cupy.py`` (no GPU: the
+kernels and CuPy's own launch and allocation costs are left out).
 
 Each figure is the best of several rounds (microseconds per call, or per recorded op), so a
 busy machine inflates it less. The recording figures build graphs and drop them (nothing
@@ -27,7 +29,9 @@ import fusejit as fj
 def _sync() -> None:
     if fj.get_backend() == "cuda":
         import cupy
-        cupy.cuda.get_current_stream().synchronize()
+        stream = getattr(cupy.cuda, "get_current_stream", None)
+        if stream is not None:  # (not on the fake)
+            stream().synchronize()
 
 
 def best_us(fn: Callable[[], Any], reps: int, rounds: int = 7) -> float:
@@ -52,8 +56,40 @@ def _arrays(backend: str, shape: tuple[int, ...], n: int) -> list[Any]:
     return out
 
 
+def install_fake_cuda() -> None:
+    """Put ``tests/fake_cupy.FakeCupy`` in place of CuPy, with compiles faked: the ``cuda``
+    backend's host logic runs for real, kernels and CuPy's own work do not (so the figures
+    are fusejit's share of a call; CuPy adds its launch and allocation costs on a GPU)."""
+    import os
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from fusejit.runtime import compile as compile_module
+    from fusejit.runtime import cuda_backend
+    from tests.fake_cupy import FakeCupy
+
+    def compile_launch(emitted: Any, launch: Any, divisible: Any, cc: int = 90) -> Any:
+        n = len(launch.signature)
+        return compile_module.Compiled(launch.fn_name, b"\x7fELF" + launch.fn_name.encode(), 0,
+                                       launch.num_warps, n + 2, n)
+
+    fake = FakeCupy()
+    fake.launches = _Discard()
+    fake.launch_args = _Discard()
+    sys.modules["cupy"] = fake
+    cuda_backend.compile_launch = compile_launch  # type: ignore[assignment]
+
+
+class _Discard(list):
+    """A list that keeps nothing (the fake's launch log, in a timing loop)."""
+
+    def append(self, item: Any) -> None:
+        pass
+
+
 def measure(backend: str, quick: bool = False) -> dict[str, float]:
-    """The figures, by name (microseconds)."""
+    """The figures, by name (microseconds); ``fake-cuda``: see ``install_fake_cuda``."""
+    if backend == "fake-cuda":
+        install_fake_cuda()
+        backend = "cuda"
     fj.set_backend(backend)
     reps = 200 if quick else 1000
     x_arr, y_arr = _arrays(backend, (1024,), 2)
@@ -117,7 +153,8 @@ def measure(backend: str, quick: bool = False) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     """Print the figures (and write them as JSON with ``--json``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="numpy", choices=("numpy", "interpret", "cuda"))
+    parser.add_argument("--backend", default="numpy",
+                        choices=("numpy", "interpret", "cuda", "fake-cuda"))
     parser.add_argument("--json", default=None)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)

@@ -92,8 +92,9 @@ class Node:
     attrs: dict[str, Any]
     dtype: np.dtype
     shape: tuple[int, ...]
-    #: input leaves only: a device backend's copies of a host buffer, by device id (or None);
-    #: scalar leaves: whether a node already reads it (then it may be read twice)
+    #: input leaves only: a device backend's array of the leaf and its specialization, by
+    #: device id (host data copied there once), or None; scalar leaves: whether a node
+    #: already reads it (then it may be read twice)
     copies: dict[int, Any] | None
     #: scalar leaves only: where ``fj.jit`` takes its value on a later call (or None)
     arg: Any

@@ -39,7 +39,8 @@ class Backend(Protocol):
     """What every backend provides (``numpy_backend``, ``interpret_backend``, ``cuda_backend``).
 
     A backend with ``device_memory`` also has ``leaf_buffers(leaves)``: the buffers
-    of a realize's leaves on the current device (host data copied there once).
+    of a realize's leaves on the current device (host data copied there once), and
+    ``execute_leaves(program, leaves, plan)``: ``execute`` with those buffers.
     """
 
     name: str
@@ -253,10 +254,13 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
             plan = plan_of(nodes, key, leaves)
         backend = current()
         if backend.device_memory:
-            buffers = backend.leaf_buffers(leaves)
+            outs = backend.execute_leaves(plan.program, leaves, plan)
         else:
-            buffers = [leaf.buffer for leaf in leaves]
-        outs = backend.execute(plan.program, buffers, plan)
+            outs = backend.execute(plan.program, [leaf.buffer for leaf in leaves], plan)
+        if len(tensors) == 1:
+            node = tensors[0]._node
+            tensors[0]._node = make_input(outs[0], node.dtype, node.shape, None)
+            return tensors
         by_node = {id(n): out for n, out in zip(nodes, outs)}
         for t in tensors:
             if id(t._node) in by_node:

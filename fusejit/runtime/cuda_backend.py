@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codegen.lowering import scalar_arg
+from ..codegen.lowering import SCALAR_ARG, scalar_arg
 from ..errors import BackendError, DeviceError, DeviceMemoryError
 from ..ir.program import Kernel, Program
 from . import kernel_cache as kc
@@ -195,28 +195,62 @@ class CudaBackend:
                                  f"copying a {host.dtype}{list(host.shape)} input there") from None
 
     def leaf_buffers(self, leaves: tuple[Any, ...]) -> list[Any]:
-        """The buffers of a realize's leaves on the current device.
+        """The buffers of a realize's leaves on the current device (scalar leaves: their
+        values).
 
         Host data is copied to each device once: the leaf keeps its copies (``leaf.copies``,
         by device id) for later realizes and keeps its host array as its buffer.
         """
-        cp = self.cp
-        out = []
-        dev: _Device | None = None
+        dev = self.device()
+        return [leaf.buffer if leaf.op == "scalar" else self._leaf_array(leaf, dev)[0]
+                for leaf in leaves]
+
+    def _leaf_array(self, leaf: Any, dev: _Device) -> tuple[Any, Any]:
+        """An input leaf's array on ``dev`` and its specialization (``array_spec``), kept on
+        the leaf (``leaf.copies``, by device id): host data is copied there once, CuPy
+        arrays are used in place (one on another device is returned as it is, for the
+        caller's device check; strides that are not whole elements get a contiguous copy)."""
+        copies = leaf.copies
+        if copies is not None:
+            found = copies.get(dev.id)
+            if found is not None:
+                return found
+        else:
+            copies = leaf.copies = {}
+        b = leaf.buffer
+        if not isinstance(b, self.cp.ndarray):
+            b = self._upload(np.asarray(b), dev)
+        elif b.data.device_id != dev.id:
+            return b, None  # not kept: an error for the caller
+        entry = array_spec(b)
+        if entry is None:
+            b = self.cp.ascontiguousarray(b)
+            entry = array_spec(b)
+        found = copies[dev.id] = (b, entry)
+        return found
+
+    def execute_leaves(self, program: Program, leaves: tuple[Any, ...],
+                       plan: Any = None) -> list[Any]:
+        """``execute`` for a realize: the program's inputs are graph leaves, whose arrays and
+        specializations are kept on the leaves (so a repeated realize computes neither)."""
+        dev = self.device()
+        arrays: list[Any] = []
+        spec: list[Any] = []
         for leaf in leaves:
-            b = leaf.buffer
-            if not isinstance(b, cp.ndarray) and leaf.op != "scalar":
-                if dev is None:
-                    dev = self.device()
-                copies = leaf.copies
-                if copies is None:
-                    copies = leaf.copies = {}
-                on_device = copies.get(dev.id)
-                if on_device is None:
-                    on_device = copies[dev.id] = self._upload(np.asarray(b), dev)
-                b = on_device
-            out.append(b)
-        return out
+            if leaf.op == "scalar":
+                arrays.append(leaf.buffer)
+                spec.append(None)
+                continue
+            array, entry = self._leaf_array(leaf, dev)
+            if entry is None:  # on another device: the general path says which
+                return self.execute(program, self.leaf_buffers(leaves), plan)
+            arrays.append(array)
+            spec.append(entry)
+        try:
+            return self.plan_runner(program, tuple(spec), dev)(arrays)
+        except self._oom as exc:
+            raise _out_of_memory(exc, dev.id, _asked(exc), f"while running @{program.name}") \
+                from None
 
     def to_numpy(self, buffer: Any) -> np.ndarray:
         """A host NumPy array of ``buffer``."""
@@ -284,18 +318,19 @@ class CudaBackend:
             f"{devices[0]}):`, or copy the inputs to device {current}")
 
     # -- a whole plan as one replay --------------------------------------------------
-    def plan_runner(self, program: Program, spec: tuple[Any, ...],
-                    dev: _Device | None = None) -> Callable[[list[Any]], list[Any]]:
+    def plan_runner(self, program: Program, spec: tuple[Any, ...], dev: _Device | None = None,
+                    prepared: bool = False) -> Callable[[list[Any]], list[Any]]:
         """The replay of a fused program for inputs of specialization ``spec`` (``bind``).
 
         Built once per (program, device, spec) and kept on the Program: it holds every
         launch of every kernel, bound to slots (the inputs, then each kernel's results and
-        scratch), so a replay converts the scalar params, allocates the results and
-        launches, with no per-kernel lookup.
+        scratch), so a replay converts the scalar params (not when ``prepared``: the caller
+        passes them as ``codegen.lowering.scalar_arg`` makes them), allocates the results
+        and launches, with no per-kernel lookup.
         """
         if dev is None:
             dev = self.device()
-        key = (dev.id, spec)
+        key = (dev.id, spec, prepared)
         cache = program.__dict__.get(self._slot)
         if cache is None:
             cache = program.__dict__.setdefault(self._slot, {})
@@ -304,15 +339,20 @@ class CudaBackend:
             with self._lock:
                 runner = cache.get(key)
                 if runner is None:
-                    runner = cache[key] = self._build_plan(program, spec, dev)
+                    runner = cache[key] = self._build_plan(program, spec, dev, prepared)
         return runner
 
-    def _build_plan(self, program: Program, spec: tuple[Any, ...],
-                    dev: _Device) -> Callable[[list[Any]], list[Any]]:
+    def _build_plan(self, program: Program, spec: tuple[Any, ...], dev: _Device,
+                    prepared: bool = False) -> Callable[[list[Any]], list[Any]]:
         n_in = len(program.inputs)
         slot_of = {p.name: i for i, p in enumerate(program.inputs)}
         slot_spec: list[Any] = list(spec)
-        scalars = [(i, p.type.dtype) for i, p in enumerate(program.inputs) if p.scalar]
+        scalars = [] if prepared else \
+            [(i, SCALAR_ARG[p.type.dtype][0].type, p.type.dtype)
+             for i, p in enumerate(program.inputs) if p.scalar and p.type.dtype != np.uint64]
+        if not prepared:  # uint64 travels as its bits: always converted
+            scalars += [(i, None, p.type.dtype) for i, p in enumerate(program.inputs)
+                        if p.scalar and p.type.dtype == np.uint64]
         allocs: list[tuple[int, tuple[int, ...], np.dtype, str]] = []
         launches: list[tuple[Any, ...]] = []
         null_slot = n_in  # a slot that always holds None (Triton's trailing scratch pointers)
@@ -341,8 +381,9 @@ class CudaBackend:
 
         def run(arrays: list[Any]) -> list[Any]:
             slots = arrays + pad
-            for i, dtype in scalars:
-                slots[i] = scalar_arg(slots[i], dtype)
+            for i, carrier, dtype in scalars:
+                if type(slots[i]) is not carrier:
+                    slots[i] = scalar_arg(slots[i], dtype)
             try:
                 for i, shape, dtype, _ in allocs:
                     slots[i] = empty(shape, dtype)

@@ -49,11 +49,13 @@ from typing import Any
 
 import numpy as np
 
+from ..codegen.lowering import scalar_arg
 from ..dtypes import IR_NAMES, as_dtype
 from ..errors import JitError
 from ..frontend.scalars import RECORDING, DynamicFloat, Recording, scalar_value
-from ..frontend.tensor import Tensor
+from ..frontend.tensor import Tensor, _wrap
 from ..ir.graph import NAME_PATTERN, Node, _intern, make_input, make_scalar, structural_key
+from . import get_backend
 
 # leaf kinds of a flattened argument
 _ARRAY, _FLOAT, _NPFLOAT, _STATIC = 0, 1, 2, 3
@@ -135,7 +137,6 @@ class Jitted:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if RECORDING.get() is not None:
             return self._fn(*args, **kwargs)  # called while another jit records: inline it
-        from . import get_backend
         backend = get_backend()
         key: list[Any] = [backend]
         dyn: list[Any] = []
@@ -161,8 +162,12 @@ class Jitted:
                 key.append(name)
                 key.append(_static_key(v, name) if name in self._static_names
                            else flatten(v, dyn, backend, name))
-        if backend == "cuda":
-            key.append(_cupy().cuda.runtime.getDevice())
+        if backend == "cuda":  # the current device
+            cp = sys.modules.get("cupy")
+            if cp is None:  # the backend was never used: import CuPy (or say what is missing)
+                from . import backend_instance
+                cp = backend_instance("cuda").cp
+            key.append(cp.cuda.runtime.getDevice())
         tkey = tuple(key)
         entry = self._cache.get(tkey)
         if entry is None:
@@ -347,29 +352,34 @@ def _classes(guards: tuple, dyn: list[Any]) -> tuple:
 # -- entries: what a call binds and launches -----------------------------------------------
 
 class _Entry:
-    """One recorded signature: the plan's input binders, its runner, its outputs."""
+    """One recorded signature: how a call binds the plan's inputs, its runner, its outputs.
 
-    __slots__ = ("binders", "runner", "outputs", "treedef", "guards", "classes", "variants",
-                 "plan")
+    Binding: ``template`` holds the constants (captured buffers, fixed scalars) at their
+    input positions; per call, ``from_args`` copies arguments in, ``from_floats`` converts
+    dynamic floats (to the dtype of their parameter, on ``cuda`` to the value the launch
+    passes), and ``computed`` runs the rest (floats computed from arguments, uploads).
+    """
+
+    __slots__ = ("template", "from_args", "from_floats", "computed", "runner", "outputs",
+                 "single", "treedef", "guards", "classes", "variants", "plan")
 
     def __init__(self) -> None:
         self.variants: dict[tuple, _Entry] = {}
 
     def run(self, dyn: list[Any]) -> Any:
         """Bind the inputs of a call (``dyn``: its dynamic leaves), launch, wrap the outputs."""
-        buffers = []
-        for kind, a, b in self.binders:
-            if kind == _FROM_ARG:
-                buffers.append(dyn[a])
-            elif kind == _CONSTANT:
-                buffers.append(a)
-            elif kind == _FROM_FLOAT:
-                buffers.append(scalar_value(dyn[a], b))
-            elif kind == _FROM_EXPR:
-                buffers.append(scalar_value(a(dyn), b))
-            else:  # _UPLOAD: host data of an argument, to the device
-                buffers.append(a(dyn[b]))
+        buffers = self.template.copy()
+        for i, k in self.from_args:
+            buffers[i] = dyn[k]
+        for i, k, conv in self.from_floats:
+            buffers[i] = conv(dyn[k])
+        for i, fn in self.computed:
+            buffers[i] = fn(dyn)
         results = self.runner(buffers) if self.runner is not None else []
+        single = self.single
+        if single is not None:  # one tensor from the plan: the common case
+            dtype, shape, sig = single
+            return _wrap(make_input(results[0], dtype, shape, None, sig))
         tensors = []
         for kind, a, (dtype, shape, sig) in self.outputs:
             if kind == _OUT_PLAN:
@@ -378,8 +388,26 @@ class _Entry:
                 buffer = dyn[a]
             else:
                 buffer = a
-            tensors.append(Tensor(make_input(buffer, dtype, shape, None, sig)))
+            tensors.append(_wrap(make_input(buffer, dtype, shape, None, sig)))
         return _unflatten(self.treedef, iter(tensors))
+
+
+def _float_converter(dtype: np.dtype, carrier: bool) -> Callable[[Any], Any]:
+    """Per call: a dynamic float's value for a parameter of ``dtype`` (``carrier``: as the
+    NumPy scalar a cuda launch passes, ``codegen.lowering.SCALAR_ARG``)."""
+    if not carrier:
+        return functools.partial(_scalar_value_of, dtype=dtype)
+    if dtype == np.float64:
+        return np.float64
+    if dtype == np.float32:
+        limit = float(np.finfo(np.float32).max)
+        f32 = np.float32
+        return lambda v: f32(v) if -limit <= v <= limit else scalar_value(v, dtype)
+    return lambda v: scalar_arg(scalar_value(v, dtype), dtype)
+
+
+def _scalar_value_of(value: Any, dtype: np.dtype) -> Any:
+    return scalar_value(value, dtype)
 
 
 def _build_entry(label: str, result: Any, rec: Recording, backend_name: str,
@@ -396,37 +424,53 @@ def _build_entry(label: str, result: Any, rec: Recording, backend_name: str,
             index[id(node)] = len(pending)
             pending.append(node)
     backend = backend_instance(backend_name)
+    carrier = backend.name == "cuda"
     entry = _Entry()
     entry.treedef = treedef
     entry.guards = tuple(rec.guards)
     entry.classes = tuple(cls for _, _, cls in rec.guards)
     entry.plan = None
+    template: list[Any] = []
+    from_args: list[tuple[int, int]] = []
+    from_floats: list[tuple[int, int, Any]] = []
+    computed: list[tuple[int, Any]] = []
     binders: list[tuple[int, Any, Any]] = []
     if pending:
         key, leaves = structural_key(pending)
         plan = entry.plan = plan_of(pending, key, leaves)
         device = getattr(backend, "device_memory", False)
-        for leaf in leaves:
+        for i, leaf in enumerate(leaves):
             arg = leaf.arg if (leaf.op == "scalar" or id(leaf) in rec.traced) else None
+            value: Any = None
             if leaf.op == "scalar":
+                dt = leaf.dtype
                 if arg is None:
+                    value = scalar_arg(leaf.buffer, dt) if carrier else leaf.buffer
                     binders.append((_CONSTANT, leaf.buffer, None))
                 elif type(arg) is int:
-                    binders.append((_FROM_FLOAT, arg, leaf.dtype))
+                    from_floats.append((i, arg, _float_converter(dt, carrier)))
+                    binders.append((_FROM_FLOAT, arg, dt))
                 else:
-                    binders.append((_FROM_EXPR, arg, leaf.dtype))
+                    conv = _float_converter(dt, carrier)
+                    computed.append((i, lambda d, f=arg, c=conv: c(f(d))))
+                    binders.append((_FROM_EXPR, arg, dt))
             elif arg is not None:
                 if device and isinstance(dyn[arg], np.ndarray):
+                    computed.append((i, lambda d, k=arg, up=backend.to_device: up(d[k])))
                     binders.append((_UPLOAD, backend.to_device, arg))
                 else:
+                    from_args.append((i, arg))
                     binders.append((_FROM_ARG, arg, None))
             else:  # a tensor the function captured: its buffer (on the device: copied once)
-                buffer = backend.leaf_buffers([leaf])[0] if device else leaf.buffer
-                binders.append((_CONSTANT, buffer, None))
-        entry.binders = tuple(binders)
-        entry.runner = _runner(backend, plan, entry.binders, dyn)
+                value = backend.leaf_buffers([leaf])[0] if device else leaf.buffer
+                binders.append((_CONSTANT, value, None))
+            template.append(value)
+        entry.runner = _runner(backend, plan, tuple(binders), dyn)
     else:
-        entry.binders, entry.runner = (), None
+        entry.runner = None
+    entry.template = template
+    entry.from_args, entry.from_floats = tuple(from_args), tuple(from_floats)
+    entry.computed = tuple(computed)
     specs = []
     for t in outputs:
         node = t._node
@@ -444,11 +488,13 @@ def _build_entry(label: str, result: Any, rec: Recording, backend_name: str,
         else:
             specs.append((_OUT_PLAN, index[id(node)], out))
     entry.outputs = tuple(specs)
+    entry.single = specs[0][2] if (treedef is None and specs[0][0] == _OUT_PLAN) else None
     return entry
 
 
 def _runner(backend: Any, plan: Any, binders: tuple, dyn: list[Any]) -> Callable[[list], list]:
-    """The replay of ``plan`` on ``backend`` for calls of one signature."""
+    """The replay of ``plan`` on ``backend`` for calls of one signature (on ``cuda``, it
+    takes scalar params as the values a launch passes: ``_float_converter``)."""
     program = plan.program
     if backend.name != "cuda":
         return functools.partial(backend.execute, program, plan=plan)
@@ -471,7 +517,7 @@ def _runner(backend: Any, plan: Any, binders: tuple, dyn: list[Any]) -> Callable
                 backend.bind(program, [_bound(binder, dyn) for binder in binders], dev)
                 return functools.partial(backend.execute, program, plan=plan)
             spec.append(entry)
-    run = backend.plan_runner(program, tuple(spec), dev)
+    run = backend.plan_runner(program, tuple(spec), dev, prepared=True)
     oom, name, dev_id = backend._oom, program.name, dev.id
 
     def replay(bufs: list[Any]) -> list[Any]:
@@ -484,7 +530,7 @@ def _runner(backend: Any, plan: Any, binders: tuple, dyn: list[Any]) -> Callable
 
 
 def _bound(binder: tuple[int, Any, Any], dyn: list[Any]) -> Any:
-    """What one binder gives for a call (``_Entry.run``'s loop, for a single input)."""
+    """What one binder gives for a call, as the backend's ``execute`` takes it."""
     kind, a, b = binder
     if kind == _FROM_ARG:
         return dyn[a]
