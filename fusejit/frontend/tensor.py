@@ -314,14 +314,26 @@ def const_node(value: Scalar, dtype: np.dtype, shape: tuple[int, ...],
     it chooses itself (a mean's count) or that decide the result's structure; values
     from the user become scalar parameters (``scalar_operand``).
     """
-    if type(value) is DynamicFloat:
+    kind = type(value)
+    if kind is DynamicFloat:
         raise RecordingError(f"fj.jit: {value.label} is a dynamic float argument; it cannot "
                              f"be a constant here (make it static with static_argnames=...)")
-    if isinstance(value, float):
-        stored = _rounded(float, float(value).hex(), dtype)
-    else:
-        stored = _rounded(type(value), value, dtype)
-    return make("const", (), {"value": stored}, dtype, shape, note)
+    bits = float(value).hex() if isinstance(value, float) else value
+    key = (kind, bits, dtype, shape, note)
+    node = _CONSTS.get(key)
+    if node is None:
+        stored = _rounded(float, bits, dtype) if isinstance(value, float) else \
+            _rounded(kind, value, dtype)
+        node = make("const", (), {"value": stored}, dtype, shape, note)
+        if len(_CONSTS) >= 4096:
+            _CONSTS.clear()
+        _CONSTS[key] = node
+    return node
+
+
+#: constants made recently, kept alive (they hold no data) so that recording one again is a
+#: lookup: (value's type, exact value, dtype, shape, note) -> node
+_CONSTS: dict[tuple, Node] = {}
 
 
 _F64 = np.dtype(np.float64)

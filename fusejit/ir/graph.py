@@ -135,6 +135,8 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
     elif n == 1:
         a = srcs[0]
         key = (op, id(a), frozen, dtype, shape)
+    elif n == 0:
+        key = (op, frozen, dtype, shape)
     else:
         key = (op, *[id(s) for s in srcs], frozen, dtype, shape)
     ref = _NODES.get(key)
