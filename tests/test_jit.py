@@ -284,7 +284,7 @@ def test_random_programs_through_jit_match_numpy(recipe: Any) -> None:
     check_program(recipe, backend="numpy", jit=True)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(programs(max_steps=4))
 def test_random_programs_through_jit_match_numpy_interpret(recipe: Any) -> None:
     pytest.importorskip("triton")
