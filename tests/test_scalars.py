@@ -217,3 +217,68 @@ def test_scalar_kernels_compile_for_sm90(dtype: str, tmp_path, monkeypatch) -> N
     for divisible in (True, False):
         for compiled in compile_all(emitted, 90, divisible):
             assert compiled.cubin[:4] == b"\x7fELF"
+
+
+MIXED = """\
+# fusejit ir v1
+func @main(%x: f32[5], %b: bool, %k: i8, %u: u64) -> f32[5], i8[5], u64[5] {
+  %0 = neg %x : f32[5]
+  %1 = reshape %b shape=[1] : bool[1]
+  %2 = expand %1 shape=[5] : bool[5]
+  %3 = where %2, %x, %0 : f32[5]
+  %4 = cast %x : i8[5]
+  %5 = add %4, %k : i8[5]
+  %6 = cast %x : u64[5]
+  %7 = add %6, %u : u64[5]
+  return %3, %5, %7
+}
+"""
+
+
+def test_bool_int8_and_uint64_params_from_text(tmp_path, monkeypatch) -> None:
+    """Params the frontend never makes (bool) or passes specially (uint64 as its bits, int8
+    as an int32): views of a scalar param too; interpreted, and compiled for sm_90."""
+    program = parse(MIXED)
+    x = np.arange(5, dtype=np.float32)
+    backends = ["numpy"]
+    try:
+        import triton  # noqa: F401
+        backends.append("interpret")
+    except ImportError:
+        pass
+    for backend in backends:
+        with fj.using_backend(backend):
+            for b in (True, False):
+                y, k, u = program.run(x, b, 100, 2**64 - 3)
+                assert_matches_numpy(y, x if b else -x)
+                assert_matches_numpy(k, x.astype(np.int8) + np.int8(100))
+                assert_matches_numpy(u, x.astype(np.uint64) + np.uint64(2**64 - 3))
+    if "interpret" not in backends:
+        return
+    from fusejit.codegen import emit_kernel
+    from fusejit.fuse import plan_for
+    from fusejit.runtime.compile import compile_all
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    for kernel in plan_for(program).program.kernels:
+        emitted = emit_kernel(kernel, None, "cuda")
+        assert {"s_b": "i32", "s_k": "i32", "s_u": "i64"}.items() <= \
+            emitted.launches[0].signature.items()
+        for compiled in compile_all(emitted, 90, True):
+            assert compiled.cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not runtime.gpu_available(), reason="needs CuPy and a CUDA GPU")
+def test_gpu_text_scalar_params() -> None:
+    import cupy as cp
+    program = parse(MIXED)
+    x = np.arange(5, dtype=np.float32)
+    with fj.using_backend("cuda"):
+        for b in (True, False):
+            y, k, u = program.run(cp.asarray(x), b, 100, 2**64 - 3)
+            assert isinstance(y, cp.ndarray)
+            assert_matches_numpy(y.get(), x if b else -x)
+            assert_matches_numpy(k.get(), x.astype(np.int8) + np.int8(100))
+            assert_matches_numpy(u.get(), x.astype(np.uint64) + np.uint64(2**64 - 3))
+        y, _ = parse(SCALARS).run(cp.asarray(X), np.float32(2.5), 3)
+        assert_matches_numpy(y.get(), X * 2.5 + 3)
