@@ -477,7 +477,11 @@ def test_gpu_jit_host_cost_report(capsys: pytest.CaptureFixture[str]) -> None:
     import os
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
     from host_cost import measure
-    figures = measure("cuda", quick=True)
+    previous = runtime._selected
+    try:
+        figures = measure("cuda", quick=True)
+    finally:
+        runtime._selected = previous  # measure() sets the process-wide backend
     with capsys.disabled():
         print()
         for name, value in figures.items():
