@@ -12,8 +12,8 @@ from numpy import (bool_, float16, float32, float64, int8, int16, int32, int64, 
 
 from .errors import (AxisError, BackendError, BackendUnavailableError, DeviceError,
                      DeviceMemoryError, DomainError, DTypeError, FusejitError, InputError,
-                     InteropError, IRError, IRSyntaxError, IRVerifyError, NotOnDeviceError,
-                     ShapeError)
+                     InteropError, IRError, IRSyntaxError, IRVerifyError, JitError,
+                     NotOnDeviceError, RecordingError, ShapeError)
 from .frontend import *  # noqa: F403  (the NumPy-named functions)
 from .frontend import ELEMENTWISE_FUNCTIONS, IndexingError, Tensor, asarray, from_dlpack
 from .frontend import __dict__ as _frontend_names
@@ -22,6 +22,7 @@ from .ir.program import Kernel, Program
 from .ir.textio import dump, load, parse
 from .runtime import get_backend, set_backend, using_backend
 from .runtime import realize as _realize
+from .runtime.jit import Jitted, jit
 
 __version__ = "0.1.0"
 
@@ -41,8 +42,9 @@ newaxis = None
 __all__ = [
     "FusejitError", "ShapeError", "AxisError", "DomainError", "DTypeError", "BackendError",
     "BackendUnavailableError", "DeviceError", "DeviceMemoryError", "InteropError", "NotOnDeviceError",
+    "JitError", "RecordingError",
     "InputError", "IRError", "IRSyntaxError", "IRVerifyError", "IndexingError", "Tensor", "Program", "Kernel",
     "asarray", "from_dlpack", "realize", "plan", "Plan", "dump", "parse", "load",
-    "get_backend", "set_backend", "using_backend",
+    "get_backend", "set_backend", "using_backend", "jit", "Jitted",
     *[n for n in _frontend_names if not n.startswith("_") and callable(_frontend_names[n])],
 ]

@@ -2,7 +2,7 @@
 
     fusejit check FILE                      parse and verify; prints "ok"
     fusejit fmt FILE [--in-place]           canonical reprint
-    fusejit run FILE --input x=x.npy ... --output out.npz
+    fusejit run FILE --input x=x.npy --input s0=2.5 ... --output out.npz
     fusejit demo                            the tour (fusejit.demo)
     fusejit plan FILE [--explain]           the fused IR (and why each boundary exists)
     fusejit triton FILE [--target T]        the generated Triton source of every kernel
@@ -81,7 +81,8 @@ def _fmt(args: argparse.Namespace) -> int:
 def _run_arguments(p: argparse.ArgumentParser) -> None:
     _file_argument(p)
     p.add_argument("--input", "-I", action="append", default=[], metavar="NAME=PATH.npy",
-                   help="an input array by name (repeat for each input)")
+                   help="an input array by name (repeat for each input); a scalar param "
+                        "(%%s0: f32) takes a number: NAME=2.5")
     p.add_argument("--output", "-o", metavar="OUT.npz",
                    help="save the outputs here under their names (default: print them)")
     p.add_argument("--backend", choices=("cuda", "interpret", "numpy"),
@@ -94,14 +95,16 @@ def _run(args: argparse.Namespace) -> int:
     from .ir.textio import load
     from .runtime import using_backend
     program = load(args.file)
+    scalars = program.scalar_inputs
     named: dict[str, Any] = {}
     for item in args.input:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
-            raise InputError(f"--input takes NAME=PATH.npy, not {item!r}")
+            raise InputError(f"--input takes NAME=PATH.npy (or NAME=NUMBER for a scalar "
+                             f"param), not {item!r}")
         if name in named:
             raise InputError(f"input {name!r} is given twice")
-        named[name] = _load_array(path)
+        named[name] = _scalar_value(name, path) if name in scalars else _load_array(path)
     from .runtime import check_inputs
     check_inputs(program, (), named)  # missing, extra, shape and dtype errors before running
     if args.backend:
@@ -125,6 +128,23 @@ def _output_key(outputs: tuple[str, ...], i: int) -> str:
     # an output returned twice gets a suffix so that no array is lost
     name = outputs[i]
     return name if outputs.index(name) == i else f"{name}_{i}"
+
+
+def _scalar_value(name: str, text: str) -> Any:
+    """A scalar param's value from the command line: an int, a float, true/false, inf, nan
+    (never evaluated as Python); a .npy path holding a 0-d array is read as an array."""
+    if text.endswith(".npy"):
+        return _load_array(text)
+    words = {"true": True, "false": False, "inf": float("inf"), "-inf": float("-inf"),
+             "nan": float("nan")}
+    if text.lower() in words:
+        return words[text.lower()]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    raise InputError(f"input {name!r} is a scalar param: give a number (NAME=2.5), not {text!r}")
 
 
 def _load_array(path: str) -> Any:

@@ -58,6 +58,16 @@ class InputError(FusejitError, ValueError):
     """Program inputs that do not match the program's signature."""
 
 
+class JitError(FusejitError, TypeError):
+    """``fj.jit`` cannot record or call a function as asked (an argument it cannot take, an
+    output that is not a tensor, options that contradict each other)."""
+
+
+class RecordingError(JitError):
+    """A function that ``fj.jit`` records looked at a value: ``.numpy()``, ``bool()``,
+    ``float()`` or ``realize()`` of a tensor, or a branch on a dynamic float argument."""
+
+
 class IRError(FusejitError):
     """An error located in IR text: carries file, line and column."""
 

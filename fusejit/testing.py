@@ -609,11 +609,28 @@ def program_tolerance(recipe: Recipe) -> tuple[float, float]:
     return rtol, atol
 
 
-def run_fusejit(recipe: Recipe, backend: str | None = None) -> list[np.ndarray]:
-    """The recipe's outputs recorded with fusejit, realized together on ``backend``."""
+def run_fusejit(recipe: Recipe, backend: str | None = None, *, jit: bool = False
+                ) -> list[np.ndarray]:
+    """The recipe's outputs recorded with fusejit, realized together on ``backend``.
+
+    With ``jit``, the recipe runs as an ``fj.jit`` function of its inputs, called twice
+    (the second call replays the recorded plan); the second call's outputs are returned,
+    after checking that both calls agree.
+    """
     import fusejit as fj
     ctx = fj.using_backend(backend) if backend is not None else contextlib.nullcontext()
     with ctx:
+        if jit:
+            def program(*arrays: Any) -> tuple[Any, ...]:
+                return tuple(t if isinstance(t, fj.Tensor) else fj.asarray(t)
+                             for t in recipe(fj, *arrays))
+            jitted = fj.jit(program)
+            first = [t.numpy() for t in jitted(*recipe.fresh_inputs(device=True))]
+            second = [t.numpy() for t in jitted(*recipe.fresh_inputs(device=True))]
+            assert jitted.recordings == 1, "the second call with the same signature recorded"
+            for a, b in zip(first, second):
+                np.testing.assert_array_equal(a, b)
+            return second
         tensors = recipe(fj, *[fj.asarray(a) for a in recipe.fresh_inputs(device=True)])
         outs = [t if isinstance(t, fj.Tensor) else fj.asarray(t) for t in tensors]
         fj.realize(*outs)
@@ -621,16 +638,17 @@ def run_fusejit(recipe: Recipe, backend: str | None = None) -> list[np.ndarray]:
 
 
 def check_program(recipe: Recipe, backend: str | None = None, *, rtol: float | None = None,
-                  atol: float | None = None) -> None:
+                  atol: float | None = None, jit: bool = False) -> None:
     """Assert that fusejit (on ``backend``, default the current one) computes what NumPy does.
 
     Every output is compared with ``assert_matches_numpy``: ints and bools
     exactly, floats at the tolerance of the least precise float dtype in the
     whole recipe (``program_tolerance``) unless ``rtol``/``atol`` are given.
-    The error message shows the recipe as Python source with its inputs.
+    The error message shows the recipe as Python source with its inputs. With
+    ``jit``, the recipe runs through ``fj.jit`` (recorded once, replayed once).
     """
     expected = run_numpy(recipe)
-    actual = run_fusejit(recipe, backend)
+    actual = run_fusejit(recipe, backend, jit=jit)
     _check_outputs(recipe, actual, expected, program_tolerance(recipe), rtol=rtol, atol=atol)
 
 

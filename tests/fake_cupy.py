@@ -75,6 +75,7 @@ class FakeCupy(types.ModuleType):
         self.launches: list[tuple[int, str, tuple[int, ...]]] = []
         #: the argument list of each launch, in order
         self.arguments: list[list[Any]] = []
+        self.launch_args: list[tuple[Any, ...]] = []  # each launch's arguments
         self.loads: list[tuple[int, str]] = []
         self.uploads: list[tuple[int, tuple[int, ...]]] = []
         self.launch_streams: list[int] = []
@@ -91,6 +92,7 @@ class FakeCupy(types.ModuleType):
                 self.data = _Pointer(host, device_id)
                 self.dtype, self.shape, self.strides = host.dtype, host.shape, host.strides
                 self.itemsize, self.size = host.itemsize, host.size
+                self.flags = types.SimpleNamespace(c_contiguous=host.flags.c_contiguous)
 
             @property
             def device(self) -> Any:
@@ -98,6 +100,10 @@ class FakeCupy(types.ModuleType):
 
             def copy(self) -> ndarray:
                 return fake._new(self._host.copy())  # on the current device, as CuPy's copy
+
+            def view(self, dtype: Any) -> ndarray:
+                """The same memory seen as another dtype (on the same device), as CuPy's."""
+                return ndarray(self._host.view(dtype), self.data.device_id)
 
             def get(self) -> np.ndarray:
                 return self._host.copy()
@@ -182,9 +188,12 @@ class FakeCupy(types.ModuleType):
                 for a in args:
                     if isinstance(a, ndarray) and a.data.device_id != self.device_id:
                         raise CUDADriverError("CUDA_ERROR_ILLEGAL_ADDRESS: an array of another device")
+                    if not (a is None or isinstance(a, (ndarray, np.generic))):
+                        raise TypeError(f"Unsupported type {type(a)}")  # as CuPy's launcher
                 fake.launches.append((self.device_id, self.name, tuple(grid)))
                 fake.launch_streams.append((stream or get_current_stream()).ptr)
                 fake.arguments.append(list(args))
+                fake.launch_args.append(tuple(args))
 
         class Module:
             def __init__(self) -> None:

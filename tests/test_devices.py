@@ -138,7 +138,7 @@ def test_host_input_is_copied_once_per_device(fake: FakeCupy) -> None:
     assert fake.uploads == [(0, (1000,)), (1, (1000,))]
     assert x._node.buffer is host                           # the leaf keeps its host data
     assert sorted(x._node.copies) == [0, 1]
-    assert x._node.copies[1].data.device_id == 1
+    assert x._node.copies[1][0].data.device_id == 1  # (array, its specialization)
 
 
 @pytest.mark.parametrize("fake", [{"devices": (90, 90)}], indirect=True)

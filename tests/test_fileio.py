@@ -39,8 +39,8 @@ def test_cli_output_is_written_atomically(tmp_path: Path) -> None:
     np.save(tmp_path / "x.npy", np.arange(3, dtype=np.float32))
     out = tmp_path / "out.npz"
     out.write_bytes(b"old")
-    assert main(["run", str(prog), "--input", f"x={tmp_path / 'x.npy'}", "--output", str(out),
-                 "--backend", "numpy"]) == 0
+    assert main(["run", str(prog), "--input", f"x={tmp_path / 'x.npy'}", "--input", "s0=2",
+                 "--output", str(out), "--backend", "numpy"]) == 0
     with np.load(out) as saved:
         np.testing.assert_array_equal(saved[saved.files[0]], [0, 2, 4])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.npz", "p.fir", "x.npy"]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import fusejit as fj
-from fusejit.ir.graph import lower, topological_order
+from fusejit.ir.graph import MAX_SCALAR_LEAVES, lower, topological_order
 from fusejit.testing import assert_matches_numpy, numpy_reference, tolerance
 
 pytestmark = pytest.mark.usefixtures("numpy_backend")
@@ -434,10 +434,14 @@ def test_softmax_rows_sum_to_one_and_survive_large_inputs() -> None:
 
 def test_hash_consing_gives_cse() -> None:
     x = fj.asarray(X)
-    a, b = fj.exp(x * 2 + 1), fj.exp(x * 2 + 1)
+    a, b = fj.exp(x * x + x), fj.exp(x * x + x)
     assert a._node is b._node
-    assert (x + 1)._node is not (x + 2)._node
     assert fj.asarray(X)._node is not x._node  # leaves holding data are never merged
+    # Python scalars are parameters, never merged either (so that the structure never
+    # depends on values): equal expressions with scalars are equal in structure only
+    c, d = fj.exp(x * 2 + 1), fj.exp(x * 2 + 1)
+    assert c._node is not d._node and c._node.sig == d._node.sig
+    assert (x + 1)._node.sig == (x + 2)._node.sig
 
 
 def test_realize_several_outputs_one_program_shared_subexpression_once() -> None:
@@ -447,7 +451,7 @@ def test_realize_several_outputs_one_program_shared_subexpression_once() -> None
     program, buffers, _ = lower([a._node, b._node])
     ops = [instr.op for instr in program.body]
     assert ops.count("exp") == 1 and ops.count("mul") == 1
-    assert len(program.outputs) == 2 and len(buffers) == 1
+    assert len(program.outputs) == 2 and len(buffers) == 2  # x, and 2 as a scalar param
     out = fj.realize(a, b)
     assert out == (a, b) and a.is_realized and b.is_realized
     assert_matches_numpy(a, np.exp(X * 2).sum(axis=1))
@@ -475,7 +479,10 @@ def test_ten_thousand_op_chain_records_lowers_and_runs() -> None:
     y = x
     for i in range(10_000):
         y = y + 1 if i % 2 == 0 else y * 1.0
-    assert len(topological_order([y._node])) == 10_002  # the input, one shared const 1.0, 10,000 ops
+    # the input, 63 scalar params (a graph gets MAX_SCALAR_LEAVES leaves), then one shared
+    # const 1.0, and 10,000 ops
+    assert MAX_SCALAR_LEAVES == 64
+    assert len(topological_order([y._node])) == 1 + 63 + 1 + 10_000
     assert_matches_numpy(y, np.full(3, 5000.0))
     if hasattr(fj, "dump"):
         z = x

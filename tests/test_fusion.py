@@ -230,8 +230,8 @@ def test_plan_cache_skips_the_pass_for_same_structure():
     assert fuse.stats["fusion_runs"] - before == 1
     hits = fuse.stats["cache_hits"]
     prog = fj.parse(fj.dump(fj.softmax(x * 3)))
-    prog.run(x.numpy())
-    prog.run(x.numpy() + 1)
+    prog.run(x.numpy(), 3.0)
+    prog.run(x.numpy() + 1, 4.0)
     assert fuse.stats["cache_hits"] >= hits + 1
 
 

@@ -199,10 +199,10 @@ def test_numpy_input_is_copied_to_the_device_once():
     x = fj.asarray(host)
     first = (x * 2).realize()
     assert x._node.buffer is host                  # the leaf keeps its host data...
-    moved = x._node.copies[cp.cuda.runtime.getDevice()]
+    moved, _ = x._node.copies[cp.cuda.runtime.getDevice()]  # (the copy, its specialization)
     assert isinstance(moved, cp.ndarray)           # ...and its copy on this device
     second = (x + 1).realize()
-    assert x._node.copies[cp.cuda.runtime.getDevice()] is moved  # no second upload
+    assert x._node.copies[cp.cuda.runtime.getDevice()][0] is moved  # no second upload
     np.testing.assert_array_equal(first.numpy(), host * 2)
     np.testing.assert_array_equal(second.numpy(), host + 1)
 

@@ -30,9 +30,13 @@ def test_equal_keys_mean_equal_programs_and_leaves_are_the_inputs(r1, r2):
         return
     (k1, leaves1), (k2, _) = structural_key(n1), structural_key(n2)
     order1 = topological_order(n1)
-    assert list(leaves1) == [n for n in order1 if n.op == "input"]
+    program1 = build_program(order1, n1)
+    # the leaves are the Program's inputs, in order (buffers and scalar params)
+    assert sorted(map(id, leaves1)) == sorted(id(n) for n in order1 if n.op in ("input", "scalar"))
+    assert [(p.type, p.scalar) for p in program1.inputs] == \
+        [(leaf.type, leaf.op == "scalar") for leaf in leaves1]
     if k1 == k2:
-        assert str(build_program(order1, n1)) == str(build_program(topological_order(n2), n2))
+        assert str(program1) == str(build_program(topological_order(n2), n2))
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))

@@ -97,8 +97,11 @@ def _fused_text(name: str) -> tuple[str, list[np.ndarray], list[np.ndarray]]:
     outs = fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)])
     outs = outs if isinstance(outs, tuple) else (outs,)
     text = fj.dump(*outs, fused=True)
+    # the program's inputs in order: the arrays and the values of its scalar params
+    from fusejit.ir.graph import structural_key
+    inputs = [np.asarray(leaf.buffer, leaf.dtype) for leaf in structural_key([t._node for t in outs])[1]]
     with fj.using_backend("numpy"):
-        return text, arrays, [t.numpy() for t in outs]
+        return text, inputs, [t.numpy() for t in outs]
 
 
 def _rename(text: str, shift: int, long: bool = False) -> str:

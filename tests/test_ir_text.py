@@ -112,9 +112,10 @@ def test_slices_with_negative_steps() -> None:
 
 def test_consts_exact_and_special() -> None:
     x = named(rand((3,)), "x")
-    h = named(rand((3,), np.float16), "h")
-    outs = [x + 1e-6, x * np.inf, x + -np.inf, x + np.nan, x * -0.0, h * 0.1, h + 65504.0,
-            fj.full((2,), -0.0, dtype=np.float16), fj.full((), 3, dtype=np.int8)]
+    f32, f16 = np.float32, np.float16
+    outs = [x + fj.full((3,), 1e-6, f32), x * fj.full((3,), np.inf, f32),
+            x + fj.full((3,), -np.inf, f32), x + fj.full((3,), np.nan, f32),
+            fj.full((2,), -0.0, dtype=f16), fj.full((3,), 0.1, f16), fj.full((), 3, dtype=np.int8)]
     text = assert_round_trip(*outs)
     assert "const 0x1.0c6f7ap-20 : f32[3]  # 1e-06" in text
     assert "const inf : f32[3]" in text and "const -inf : f32[3]" in text
@@ -128,6 +129,22 @@ def test_consts_exact_and_special() -> None:
     assert math.copysign(1.0, neg[0].attrs["value"]) == -1.0
 
 
+def test_python_scalars_are_scalar_params_with_exact_values() -> None:
+    x = named(rand((3,)), "x")
+    h = named(rand((3,), np.float16), "h")
+    outs = [x + 1e-6, x * np.inf, x + -np.inf, x + np.nan, x * -0.0, h * 0.1, h + 65504.0,
+            x + np.float32(2.5)]
+    program, buffers = record(*outs)
+    text = assert_round_trip(*outs)
+    assert "const" not in text
+    values = {p.name: b for p, b in zip(program.inputs, buffers) if p.scalar}
+    params = {p.name: p for p in program.inputs if p.scalar}
+    assert "%s0: f32" in text and "%s5: f16" in text  # scalar params: the dtype, no shape
+    assert values["s0"] == np.float32(1e-6) and values["s0"].dtype == np.float32
+    assert values["s1"] == np.inf and values["s2"] == -np.inf and np.isnan(values["s3"])
+    assert math.copysign(1.0, values["s4"]) == -1.0
+    assert values["s5"] == np.float16(0.1) and params["s5"].type.dtype == np.float16
+    assert values["s7"] == np.float32(2.5)
 @pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8,
                                    np.uint16, np.uint32, np.uint64, np.float16, np.float32,
                                    np.float64])
@@ -214,7 +231,7 @@ def test_comments_and_free_layout_parse() -> None:
 
 def test_positions_recorded() -> None:
     x = named(rand((2, 2)), "x")
-    program, _ = record(x + 1)
+    program, _ = record(fj.exp(x) + 1)
     parsed = parse(print_program(program))
     assert [(i.line, i.column) for i in parsed.body] == [(3, 3), (4, 3)]
 
@@ -227,8 +244,11 @@ def test_public_api_dump_parse_load(tmp_path) -> None:
     assert path.read_text() == text
     assert fj.parse(text) == fj.load(path)
     program = fj.load(path)
-    assert program.outputs == ("2",) and [str(t) for t in program.output_types] == ["f32[3]"]
-    np.testing.assert_allclose(program.run(x=x.numpy())[0], y.numpy(), rtol=1e-6)
+    assert program.outputs == ("1",) and [str(t) for t in program.output_types] == ["f32[3]"]
+    assert [str(p.type) for p in program.inputs] == ["f32[3,5]", "f32[]"]  # x, and 2 as %s0
+    np.testing.assert_allclose(program.run(x=x.numpy(), s0=2.0)[0], y.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(program.run(x.numpy(), 3)[0], (x * 3).sum(axis=1).numpy(),
+                               rtol=1e-6)
     assert "dump" in fj.__all__ and "parse" in fj.__all__ and "load" in fj.__all__
 
 
@@ -243,7 +263,11 @@ def test_edited_text_runs() -> None:
     x = named(rand((3,)), "x")
     text = fj.dump(x + 1)
     edited = text.replace("add", "mul")
-    np.testing.assert_allclose(fj.parse(edited).run(x.numpy())[0], x.numpy() * 1)
+    np.testing.assert_allclose(fj.parse(edited).run(x.numpy(), 1.0)[0], x.numpy() * 1)
+    # a scalar param can be edited into a literal constant, and back
+    literal = text.replace(", %s0: f32)", ")").replace(
+        "  %0 = add %x, %s0 : f32[3]", "  %c = const 4.0 : f32[3]\n  %0 = add %x, %c : f32[3]")
+    np.testing.assert_allclose(fj.parse(literal).run(x.numpy())[0], x.numpy() + 4)
 
 
 # -- Hypothesis: random programs built through the public API ---------------------------

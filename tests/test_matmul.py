@@ -300,7 +300,7 @@ def test_generated_gemm_source_reads_like_the_ir():
     assert "#     %0 = matmul %x0, %x1 : f16[64,48]" in source  # the region's IR on top
     assert "acc = tl.dot(" in source and "# %0 = matmul: one block_k step" in source
     assert "v0 = acc.to(tl.float16)  # %0 = matmul %x0, %x1 : f16[64,48]" in source
-    assert re.search(r"# %5 = maximum %3, %4", source)
+    assert re.search(r"# %4 = maximum %3, %s0", source)  # the 0 of maximum(., 0): a scalar param
     assert source.count("tl.store(") == 1
 
 
@@ -310,11 +310,15 @@ TILES = {"block_m": 16, "block_n": 32, "block_k": 16}
 
 
 def _run(fn, arrays, backend, **tiles):
-    text = _fused_text(fn, arrays)
+    from fusejit.ir.graph import structural_key
+    out = fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)])
+    text = fj.dump(out, fused=True)
+    # the program's inputs: the arrays and the values of its scalar params, in order
+    inputs = [np.asarray(leaf.buffer, leaf.dtype) for leaf in structural_key([out._node])[1]]
     if tiles:
         text = _retile(text, **tiles)
     with fj.using_backend(backend):
-        return fj.parse(text).run(*arrays)
+        return fj.parse(text).run(*inputs)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -479,7 +483,11 @@ def test_tma_loads(interpret_backend, case):
     from fusejit.codegen import emit_kernel
     source = emit_kernel(prog.kernels[0], None, "interpret").source
     assert "tl.make_tensor_descriptor(" in source and "(TMA)" in source
-    (out,) = prog.run(*arrays)
+    # scalar params (0.5, 1) are inputs of the parsed program too, in the recorded order
+    from fusejit.ir.graph import structural_key
+    recorded = fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)])
+    inputs = [np.asarray(leaf.buffer, leaf.dtype) for leaf in structural_key([recorded._node])[1]]
+    (out,) = prog.run(*inputs)
     expected = fn(np, *arrays)
     tol = {"float16": 1e-2, "float32": 2e-3 if case == "tf32" else 1e-5}.get(str(out.dtype))
     assert_matches_numpy(out, expected, rtol=tol, atol=tol)

@@ -87,7 +87,8 @@ def test_demo_passes_on_numpy_backend() -> None:
         assert re.search(rf"{name}\s+float32\[8, 64\]\s+max abs error \S+\s+OK", text), text
     assert "FAIL" not in text and "all checks passed" in text
     if hasattr(fj, "dump"):
-        assert "func @main(%x: f32[8,64], %w: f32[64], %b: f32[64])" in text
+        # eps of layer_norm and rms_norm: scalar params %s0 and %s1
+        assert "func @main(%x: f32[8,64], %s0: f32, %w: f32[64], %b: f32[64], %s1: f32)" in text
 
 
 def test_demo_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:

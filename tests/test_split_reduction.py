@@ -104,11 +104,13 @@ def test_int_sum_partials_exact_in_result_dtype():
 
 def _force_split(fn, arrays, split):
     """Run each region of ``fn`` marked ``kind=split_reduction split=split`` on the backend."""
+    from fusejit.ir.graph import structural_key
     from fusejit.runtime.interpret_backend import InterpretBackend
     outs = _outs(fn, arrays)
     program = fj.plan(*outs).program
     backend = InterpretBackend()
-    env = dict(zip([p.name for p in program.inputs], arrays))
+    _, leaves = structural_key([o._node for o in outs])  # the inputs: arrays and scalar params
+    env = dict(zip([p.name for p in program.inputs], [leaf.buffer for leaf in leaves]))
     for k in program.kernels:
         k = dataclasses.replace(k, attrs={"kind": "split_reduction", "split": split})
         assert len(emit_kernel(k, None, "interpret").launches) == 2

@@ -176,6 +176,10 @@ class GemmEmitter(_Emitter):
                               self.cfg.num_warps, self.cfg.num_stages)
         return [fn], [launch]
 
+    def _reads(self, fn: _GemmFn) -> list[int]:
+        """The params a function reads: the buffers it loads and the scalars it takes."""
+        return sorted(fn.loaded | {self.param_index[n] for n in fn.scalar_vars})
+
     def _launch(self, fn: _GemmFn, fn_name: str, params: list[int], scratch: list[int],
                 grid: tuple[int, int, int], num_warps: int, num_stages: int,
                 outputs: bool = True) -> Launch:
@@ -183,7 +187,7 @@ class GemmEmitter(_Emitter):
         names = [self.ptr_name[i] for i in params] + [f"part{j}" for j in scratch]
         outs = self.out_name if outputs else []
         fn.source = self._header(fn_name, names + outs) + ["    " + line for line in fn.out]
-        sig = {self.ptr_name[i]: PTR[self.kernel.params[i].type.dtype] for i in params}
+        sig = {self.ptr_name[i]: self.arg_type(i) for i in params}
         sig.update({f"part{j}": PTR[self.scratch[j][0]] for j in scratch})
         if outputs:
             sig.update({o: PTR[t.dtype] for o, t in zip(self.out_name, self.kernel.result_types)})
@@ -207,7 +211,7 @@ class GemmEmitter(_Emitter):
         mask = f", mask={fn.masks[2]}" if fn.masks[2] else ""
         fn.out.append(f"tl.store(part0 + split * {size} + {flat}, acc{mask})  "
                       f"# this chunk's partial product")
-        partials = self._launch(fn, f"{self.name}_partials", sorted(fn.loaded), [0],
+        partials = self._launch(fn, f"{self.name}_partials", self._reads(fn), [0],
                                 (self.batch * self.tiles, c.split_k, 1), c.num_warps,
                                 c.num_stages, outputs=False)
         g = _GemmFn(self)
@@ -220,7 +224,7 @@ class GemmEmitter(_Emitter):
         g.out.append(f"for split in tl.static_range(1, {c.split_k}):  # added in a fixed order")
         g.out.append(f"    acc += tl.load(part0 + split * {size} + {flat}{mask})")
         self._epilogue(g, "acc", coords)
-        combine = self._launch(g, f"{self.name}_combine", sorted(g.loaded), [0],
+        combine = self._launch(g, f"{self.name}_combine", self._reads(g), [0],
                                (self.batch * self.tiles, 1, 1), c.num_warps, 0)
         return [fn, g], [partials, combine]
 

@@ -28,6 +28,37 @@ TL: dict[np.dtype, str] = {dt: "tl.int1" if dt.kind == "b" else f"tl.{dt.name}" 
 PTR: dict[np.dtype, str] = {
     dt: "*u8" if dt.kind == "b" else "*" + ir_name(dt).replace("f", "fp") for dt in SUPPORTED}
 
+#: Scalar params (passed by value): the dtype each is passed as (a type every launcher passes
+#: the same way: 32/64-bit ints and floats), its Triton signature type, and the expression
+#: that gives the param's own dtype from the argument ``{}`` (None: the argument as it is).
+#: uint64 travels as its bits in an int64; float16 as float32 (exact: the value is a float16).
+SCALAR_ARG: dict[np.dtype, tuple[np.dtype, str, str | None]] = {}
+for _dt in SUPPORTED:
+    if _dt.kind == "f":
+        _carrier = np.dtype(np.float64 if _dt.itemsize == 8 else np.float32)
+    elif _dt.itemsize == 8 or _dt == np.dtype(np.uint32):
+        _carrier = np.dtype(np.int64)
+    else:
+        _carrier = np.dtype(np.int32)
+    if _dt.kind == "b":
+        _expr: str | None = "{} != 0"
+    elif _dt == np.dtype(np.uint64):
+        _expr = "{}.to(tl.uint64, bitcast=True)"
+    elif _dt == _carrier:
+        _expr = None
+    else:
+        _expr = f"{{}}.to({'tl.int1' if _dt.kind == 'b' else 'tl.' + _dt.name})"
+    SCALAR_ARG[_dt] = (_carrier, ir_name(_carrier).replace("f", "fp"), _expr)
+
+
+def scalar_arg(value: object, dtype: np.dtype) -> np.generic:
+    """A scalar param's value as the NumPy scalar a launcher passes (``SCALAR_ARG``)."""
+    carrier = SCALAR_ARG[dtype][0]
+    if dtype.kind == "u" and dtype.itemsize == 8:
+        return np.array(value, np.uint64).view(np.int64)[()]
+    return carrier.type(value)
+
+
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)

@@ -50,7 +50,7 @@ from .heuristics import (
     reduction_tiles,
     split_tiles,
 )
-from .lowering import BOOL, PTR, TL, Lowering, compute_dtype, float_literal
+from .lowering import BOOL, PTR, SCALAR_ARG, TL, Lowering, compute_dtype, float_literal
 
 __all__ = ["EmittedKernel", "Launch", "emit_kernel", "kernel_sources", "describe_tiling",
            "choose_split",
@@ -66,9 +66,10 @@ MAX_LOAD_SITES = 256
 class Launch:
     """One launch of a generated function.
 
-    ``args`` lists what each pointer argument is bound to, in order:
-    ``("in", i)`` the i-th kernel parameter, ``("out", j)`` the j-th result,
-    ``("scratch", k)`` the k-th scratch buffer of ``EmittedKernel.scratch``.
+    ``args`` lists what each argument is bound to, in order: ``("in", i)`` the i-th
+    kernel parameter (a buffer's pointer, or a scalar param's value as ``SCALAR_ARG``
+    says), ``("out", j)`` the j-th result, ``("scratch", k)`` the k-th scratch buffer of
+    ``EmittedKernel.scratch``.
     """
 
     fn_name: str
@@ -205,6 +206,8 @@ class _Fn:
         # function arguments and module-level names are never taken by a temporary
         self.used: set[str] = {*em.ptr_name, *em.out_name, *_RESERVED}
         self.masks: dict[int, str | None] = {0: None, 1: None, 2: None}
+        self.scalar_vars: dict[str, str] = {}  # scalar param -> its value in this function
+        self.used.update(em.ptr_name)  # argument names are never reused for temporaries
         self.low = Lowering(em.target, self._tmp, self._raw)
         self._cur_level = 0
         self._indent = 0
@@ -347,6 +350,8 @@ class _Fn:
     def _compute(self, name: str, coords: Coords) -> Generator[Any, str, str]:
         em = self.em
         if name in em.param_index:
+            if name in em.scalars:
+                return self.scalar(name)
             return self.load(name, coords)
         instr = em.defs[name]
         op = instr.op
@@ -446,6 +451,27 @@ class _Fn:
             expr = self._interpreter_safe_scalar_bool(expr)
         return self.emit(level, expr, hint, comment)
 
+    def scalar(self, name: str) -> str:
+        """A scalar param's value (an argument of the function, converted once if it travels
+        as another dtype): the same at every coordinate."""
+        em = self.em
+        found = self.scalar_vars.get(name)
+        if found is not None:
+            return found
+        arg = em.ptr_name[em.param_index[name]]
+        dtype = em.types[name].dtype
+        expr = SCALAR_ARG[dtype][2]
+        if expr is None:
+            var = arg
+            self.level[var] = 0
+        else:
+            converted = expr.format(arg)
+            if dtype == BOOL:
+                converted = self._interpreter_safe_scalar_bool(converted)
+            var = self.emit(0, converted, em.var_name(name), f"scalar %{name}")
+        self.scalar_vars[name] = var
+        return var
+
     def _interpreter_safe_scalar_bool(self, expr: str) -> str:
         # Triton's interpreter gives a scalar comparison a type that `&`/`|` with a block
         # then refuse; a round trip through int8 gives it a proper bool there
@@ -501,9 +527,13 @@ class _Emitter:
         self.types.update({i.name: i.type for i in kernel.body})
         self.defs = {i.name: i for i in kernel.body}
         self.param_index = {p.name: i for i, p in enumerate(kernel.params)}
+        #: params passed by value (``s_<name>`` arguments), not pointers (``p_<name>``)
+        self.scalars = frozenset(p.name for p in kernel.params if p.scalar)
         self.strides = [tuple(int(s) for s in st) for st in strides]
-        # params "0" and "k_0" would both be p_k_0 (and clipped long names could meet)
-        self.ptr_name = _distinct([f"p_{sanitize(p.name)}" for p in kernel.params])
+        # params "0" and "k_0" would both be p_k_0 (and clipped long names could meet);
+        # scalar params (passed by value) are s_..., buffers p_...
+        self.ptr_name = _distinct([f"{'s' if p.scalar else 'p'}_{sanitize(p.name)}"
+                                   for p in kernel.params])
         self.out_name = [f"out{j}" for j in range(len(kernel.yields))]
         self._names: dict[str, str] = {}
         self.idx64 = self._needs_int64()
@@ -539,8 +569,13 @@ class _Emitter:
         return Coords(shape, fn.rows, dims)
 
     # -- pointers ------------------------------------------------------------------
+    def arg_type(self, i: int) -> str:
+        """Triton signature type of param ``i``: a pointer, or a scalar param's carrier type."""
+        p = self.kernel.params[i]
+        return SCALAR_ARG[p.type.dtype][1] if p.scalar else PTR[p.type.dtype]
+
     def signature(self, scratch: list[np.dtype] | None = None) -> dict[str, str]:
-        sig = {p: PTR[t.type.dtype] for p, t in zip(self.ptr_name, self.kernel.params)}
+        sig = {p: self.arg_type(i) for i, p in enumerate(self.ptr_name)}
         for o, t in zip(self.out_name, self.kernel.result_types):
             sig[o] = PTR[t.dtype]
         return sig
@@ -644,6 +679,9 @@ class _Emitter:
             if key in memo:
                 continue
             name, ats = key
+            if name in self.scalars:  # passed by value: no load
+                memo[key] = {}
+                continue
             if name in self.param_index:
                 i = self.param_index[name]
                 memo[key] = {(i, tuple(sum(c * s for c, s in zip(at, self.strides[i]))
@@ -954,7 +992,7 @@ class _Emitter:
         partials_name = f"{self.name}_partials"
         fn.source = self._header(partials_name, [self.ptr_name[i] for i in used] + part_names)
         fn.source += ["    " + line for line in fn.out]
-        sig = {self.ptr_name[i]: PTR[self.kernel.params[i].type.dtype] for i in used}
+        sig = {self.ptr_name[i]: self.arg_type(i) for i in used}
         sig.update({p: PTR[dt] for p, (dt, _) in zip(part_names, self.scratch)})
         self.tiling = [f"partials: {bm}x{bn} tiles, {num_warps} warps, {row_blocks} row "
                        f"block(s) x {n_split} chunks of {chunk} reduced elements "
@@ -1017,7 +1055,7 @@ class _Emitter:
                                 + self.out_name)
         g.source += ["    " + line for line in g.out]
         sig = {p: PTR[dt] for p, (dt, _) in zip(part_names, self.scratch)}
-        sig.update({self.ptr_name[i]: PTR[self.kernel.params[i].type.dtype] for i in used})
+        sig.update({self.ptr_name[i]: self.arg_type(i) for i in used})
         sig.update({o: PTR[t.dtype] for o, t in zip(self.out_name, self.kernel.result_types)})
         self.tiling.append(f"final: {fbm} row(s) per program combine {n_split} partials each, "
                            f"then the epilogue")

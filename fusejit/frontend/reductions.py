@@ -236,7 +236,7 @@ def logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` computed stably (shifted by the finite maximum), as SciPy's."""
     x = _float(_tensor(x))
     m = max(x, axis, keepdims=True)
-    m = where(unary("isfinite", m), m, 0)
+    m = where(unary("isfinite", m), m, Tensor(const_node(0, m.dtype, m.shape)))
     s = sum(unary("exp", x - m), axis, keepdims=True)
     out = unary("log", s) + m
     if keepdims:

@@ -15,9 +15,34 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import BOOL, as_dtype, fits, is_bool, is_float, resolve_ufunc, scalar_kind
-from ..errors import AxisError, DomainError, DTypeError, FusejitError, InteropError, ShapeError
-from ..ir.graph import NAME_PATTERN, Node, make, make_input, num_elements
+from ..errors import (
+    AxisError,
+    DomainError,
+    DTypeError,
+    FusejitError,
+    InteropError,
+    RecordingError,
+    ShapeError,
+)
+from ..ir.graph import (
+    _NO_ATTRS,
+    MAX_SCALAR_LEAVES,
+    NAME_PATTERN,
+    Node,
+    make,
+    make_input,
+    make_scalar,
+    num_elements,
+)
 from . import interop
+from .scalars import (
+    DynamicFloat,
+    check_value_access,
+    guard,
+    plain_value,
+    power_class,
+    scalar_value,
+)
 
 Scalar = bool | int | float
 ArrayLike = Any
@@ -72,24 +97,26 @@ class Tensor:
     def realize(self) -> Tensor:
         """Compute this tensor (and only what it needs) on the current backend; returns self."""
         from ..runtime import realize
+        check_value_access(self._node, ".realize()")
         realize(self)
         return self
 
-    def numpy(self) -> np.ndarray:
+    def numpy(self, _what: str = ".numpy()") -> np.ndarray:
         """The values as a host NumPy array (realizes if needed).
 
         A host buffer is returned as is (not copied); a device buffer is copied to the host
         once the stream it was computed on has finished it.
         """
-        from ..runtime import to_numpy
-        self.realize()
+        from ..runtime import realize, to_numpy
+        check_value_access(self._node, _what)
+        realize(self)
         node = self._node
         if node.stream is not None and not isinstance(node.buffer, np.ndarray):
             return interop.download(node.buffer, node.stream)
         return to_numpy(node.buffer)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        out = self.numpy()
+        out = self.numpy("numpy.asarray() (a NumPy function)")
         return out.astype(dtype) if dtype is not None else out
 
     # -- handing the buffer to other libraries (zero-copy) ----------------------
@@ -138,28 +165,28 @@ class Tensor:
         kind, index = interop.realized_buffer(self).__dlpack_device__()
         return int(kind), int(getattr(index, "id", index))  # older CuPy gives a Device
 
-    def item(self) -> Scalar:
+    def item(self, _what: str = ".item()") -> Scalar:
         """The single element as a Python scalar."""
         if self.size != 1:
             raise ShapeError(f"item() needs a tensor of one element, got shape {self.shape}")
-        return self.numpy().reshape(()).item()
+        return self.numpy(_what).reshape(()).item()
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self.item("float()"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self.item("int()"))
 
     def __index__(self) -> int:
         if not np.issubdtype(self.dtype, np.integer):
             raise DTypeError(f"only integer tensors can be used as an index, got {self.dtype}")
-        return int(self.item())
+        return int(self.item("an index (operator.index)"))
 
     def __bool__(self) -> bool:
         if self.size != 1:
             raise ShapeError(
                 f"the truth value of a tensor of shape {self.shape} is ambiguous; use any() or all()")
-        return bool(self.item())
+        return bool(self.item("bool() (an if, while, and, or or not)"))
 
     # -- operators ------------------------------------------------------------
     def __add__(self, o: ArrayLike) -> Tensor: return binary("add", self, o)
@@ -213,6 +240,13 @@ class Tensor:
         return transpose(self)
 
 
+def _wrap(node: Node, _new: Any = object.__new__) -> Tensor:
+    """``Tensor(node)`` without the call to ``__init__`` (the hot path of recording)."""
+    t = _new(Tensor)
+    t._node = node
+    return t
+
+
 # -- converting inputs ---------------------------------------------------------
 
 def _cupy_module() -> Any:
@@ -242,6 +276,9 @@ def asarray(obj: ArrayLike, dtype: Any = None, name: str | None = None) -> Tenso
     _check_name(name)
     if isinstance(obj, Tensor):
         return obj if dtype is None else obj.astype(dtype)
+    if type(obj) is DynamicFloat:  # fj.jit's float argument: a 0-d float64 parameter
+        dt = as_dtype(dtype if dtype is not None else np.float64, where="asarray")
+        return Tensor(cast_node(make_scalar(plain_value(obj), _F64, obj.source), dt))
     if not isinstance(obj, np.ndarray) and not interop.is_cupy_array(obj) \
             and interop.exports_buffer(obj):
         obj = interop.import_buffer(obj, what="asarray")  # a NumPy or CuPy array now
@@ -303,9 +340,12 @@ def _operand(x: ArrayLike) -> Tensor | Scalar:
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
         return x
     if isinstance(x, np.generic):
-        # NumPy scalars are strongly typed constants: a 0-d const of their dtype, hash-consed
-        # like Python scalars (a buffer per call would cost an input, and on the GPU an upload)
-        return Tensor(const_node(x.item(), as_dtype(x.dtype, where="scalar"), ()))
+        # NumPy scalars are strongly typed: a 0-d scalar parameter of their dtype (a buffer
+        # per call would cost an input, and on the GPU an upload); bools stay constants
+        dt = as_dtype(x.dtype, where="scalar")
+        if dt.kind == "b":
+            return Tensor(const_node(x.item(), dt, ()))
+        return Tensor(make_scalar(scalar_value(x.item(), dt), dt))
     return asarray(x)
 
 
@@ -374,23 +414,71 @@ def _rounded(kind: type, bits: object, dtype: np.dtype) -> Scalar:
     return float(stored) if isinstance(stored, float) else stored
 
 
-def const_node(value: Scalar, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
-    """A constant filled with ``value`` rounded to ``dtype`` (no host buffer)."""
-    if isinstance(value, float):
-        stored = _rounded(float, float(value).hex(), dtype)
-    else:
-        stored = _rounded(type(value), value, dtype)
-    return make("const", (), {"value": stored}, dtype, shape)
+def const_node(value: Scalar, dtype: np.dtype, shape: tuple[int, ...],
+               note: str | None = None) -> Node:
+    """A constant filled with ``value`` rounded to ``dtype`` (no host buffer).
+
+    Constants are part of the program's structure: the frontend makes them for values
+    it chooses itself (a mean's count) or that decide the result's structure; values
+    from the user become scalar parameters (``scalar_operand``).
+    """
+    kind = type(value)
+    if kind is DynamicFloat:
+        raise RecordingError(f"fj.jit: {value.label} is a dynamic float argument; it cannot "
+                             f"be a constant here (make it static with static_argnames=...)")
+    bits = float(value).hex() if isinstance(value, float) else value
+    key = (kind, bits, dtype, shape, note)
+    node = _CONSTS.get(key)
+    if node is None:
+        stored = _rounded(float, bits, dtype) if isinstance(value, float) else \
+            _rounded(kind, value, dtype)
+        node = make("const", (), {"value": stored}, dtype, shape, note)
+        if len(_CONSTS) >= 4096:
+            _CONSTS.clear()
+        _CONSTS[key] = node
+    return node
+
+
+#: constants made recently, kept alive (they hold no data) so that recording one again is a
+#: lookup: (value's type, exact value, dtype, shape, note) -> node
+_CONSTS: dict[tuple, Node] = {}
+
+
+_F64 = np.dtype(np.float64)
+
+
+def scalar_operand(value: Scalar, dtype: np.dtype, shape: tuple[int, ...],
+                   other: Node | None = None) -> Node:
+    """The operand for a user's scalar ``value`` converted to ``dtype`` (the range checks
+    are the caller's): a 0-d scalar parameter, which elementwise ops read at every element.
+
+    Bools, and scalars meeting a graph that already has ``MAX_SCALAR_LEAVES`` leaves,
+    stay constants of ``shape`` (structural rules: they never depend on the value).
+    """
+    if type(value) is DynamicFloat:  # fj.jit's dynamic float: always a parameter
+        return make_scalar(scalar_value(plain_value(value), dtype), dtype, value.source)
+    if (dtype.kind == "b" or isinstance(value, (bool, np.bool_))
+            or (other is not None and len(other.leaves) >= MAX_SCALAR_LEAVES)
+            or (type(value) is int and not -2**63 <= value < 2**64)):
+        return const_node(value, dtype, shape)
+    return make_scalar(scalar_value(value, dtype), dtype)
 
 
 def cast_node(node: Node, dtype: np.dtype) -> Node:
-    """``node`` converted to ``dtype`` (folded into a new constant when ``node`` is one)."""
+    """``node`` converted to ``dtype`` (folded into a new constant or scalar parameter when
+    ``node`` is one whose value is known now)."""
     if node.dtype == dtype:
         return node
     if node.op == "const":  # fold: a constant of the new dtype
         with np.errstate(all="ignore"):
             value = np.asarray(node.attrs["value"], node.dtype).astype(dtype).item()
         return const_node(value, dtype, node.shape)
+    if node.op == "scalar" and node.arg is None and dtype.kind != "b":
+        # fold: a new parameter of the converted value (fj.jit's parameters, whose value
+        # comes later, are cast in the kernel)
+        with np.errstate(all="ignore"):
+            value = np.asarray(node.buffer, node.dtype).astype(dtype)[()]
+        return make_scalar(scalar_value(value.item(), dtype), dtype)
     return make("cast", (node,), {}, dtype, node.shape)
 
 
@@ -421,15 +509,24 @@ def broadcast_node(node: Node, shape: tuple[int, ...]) -> Node:
     return make("expand", (node,), {"shape": shape}, node.dtype, shape)
 
 
-def coerce(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...], what: str) -> Node:
-    """The node of ``x`` cast to ``dtype`` and broadcast to ``shape``."""
+def coerce(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...], what: str,
+           other: Node | None = None) -> Node:
+    """The node of ``x`` cast to ``dtype`` and broadcast to ``shape`` (a Python scalar: a
+    0-d scalar parameter, which elementwise ops broadcast; ``other`` is the node it meets)."""
     if isinstance(x, Tensor):
-        return broadcast_node(cast_node(x._node, dtype), shape)
+        node = x._node
+        if node.op == "scalar" and node.shape == () and x.dtype.kind != "b":
+            # a NumPy scalar: elementwise ops read the parameter at every element
+            node = cast_node(node, dtype)
+            if node.op == "scalar":
+                return node
+            return broadcast_node(node, shape)
+        return broadcast_node(cast_node(node, dtype), shape)
     if not fits(x, dtype):
         raise DTypeError(f"{what}: Python integer {x} is out of bounds for {dtype}")
     if is_bool(dtype) and not _fits_c_long(x):  # NumPy converts them through a C long
         raise DTypeError(f"{what}: Python integer {x} is too large to convert to {dtype}")
-    return const_node(x, dtype, shape)
+    return scalar_operand(x, dtype, shape, other)
 
 
 def _fits_c_long(x: Scalar) -> bool:
@@ -470,36 +567,101 @@ _TYPED_LIKE = {"rsqrt": "sqrt", "sigmoid": "exp", "erf": "sqrt"}
 _RESOLVED: dict[tuple, tuple] = {}
 
 
-def _fast_side(x: Any) -> tuple[Any, Any] | None:
-    """(kind, shape) of a Tensor or a plain Python float/int, else None (no fast path)."""
-    t = type(x)
-    if t is Tensor:
-        return x._node.dtype, x._node.shape
-    if t is float or t is int:
-        return t, None
+def _fit(node: Node, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
+    """``node`` cast to ``dtype`` and broadcast to ``shape`` (the common case costs two tests)."""
+    if node.dtype != dtype:
+        node = cast_node(node, dtype)
+    if node.shape != shape:
+        node = broadcast_node(node, shape)
+    return node
+
+
+def _converter(dtype: np.dtype) -> Any:
+    """For the fast path: a function from a plain Python int or float to its value as a
+    scalar parameter of ``dtype``, or None when the full path must decide (out of range,
+    overflow); None for bool (Python bools and bool parameters stay constants)."""
+    kind = dtype.kind
+    if kind == "f":
+        if dtype.itemsize == 8:
+            return lambda x: float(x) if -2**63 <= x < 2**63 or type(x) is float else None
+        limit = float(np.finfo(dtype).max)
+        make = dtype.type
+        return lambda x: make(x) if -limit <= x <= limit else None
+    if kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = int(info.min), int(info.max)
+        return lambda x: x if lo <= x <= hi else None
     return None
 
 
-def _fast_operand(x: Any, dtype: np.dtype, shape: tuple[int, ...]) -> Node | None:
-    if type(x) is Tensor:
-        return broadcast_node(cast_node(x._node, dtype), shape)
-    if type(x) is int and (dtype.kind == "b" or dtype.kind in "iu" and not fits(x, dtype)):
-        return None  # value-dependent checks: take the full path
-    return const_node(x, dtype, shape)
+_CONVERTERS: dict[np.dtype, Any] = {}
+
+
+def _remember_fast(fast_key: tuple, op: str, in_a: np.dtype, in_b: np.dtype, out: np.dtype,
+                   shape: tuple[int, ...]) -> None:
+    """Memoize a regular recording for ``binary``'s fast path: the op, dtypes and shape, and
+    per operand whether it needs a cast or broadcast (a tensor) or how its value converts
+    (a Python scalar)."""
+    sides = []
+    for kind_dtype, kind_shape, dtype in ((fast_key[2], fast_key[3], in_a),
+                                          (fast_key[-2], fast_key[-1], in_b)):
+        if isinstance(kind_dtype, np.dtype):
+            sides.append(kind_dtype != dtype or kind_shape != shape)
+        else:
+            conv = _CONVERTERS.get(dtype)
+            if conv is None:
+                conv = _CONVERTERS[dtype] = _converter(dtype)
+            if conv is None:
+                return  # never fast
+            sides.append(conv)
+    _RESOLVED[fast_key] = (op, in_a, in_b, out, shape, sides[0], sides[1])
 
 
 def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
     """Record NumPy's ``ufunc(a, b)`` with NumPy's promotion and broadcasting."""
-    side_a, side_b = _fast_side(a), _fast_side(b)
-    # (power's check of negative integer exponents depends on the value: never memoized)
-    fast_key = (ufunc, side_a, side_b) \
-        if side_a is not None and side_b is not None and ufunc != "power" else None
-    resolved = _RESOLVED.get(fast_key) if fast_key is not None else None
-    if resolved is not None:
-        op, in_a, in_b, out, shape = resolved
-        na, nb = _fast_operand(a, in_a, shape), _fast_operand(b, in_b, shape)
-        if na is not None and nb is not None:
-            return Tensor(make(op, (na, nb), {}, out, shape))
+    ta, tb = type(a), type(b)
+    # fast paths, memoized by operand kinds and shapes: tensor op tensor, tensor op Python
+    # scalar (power's result depends on the exponent's value: never memoized)
+    fast_key: tuple | None = None
+    if ta is Tensor:
+        na = a._node
+        if tb is Tensor:
+            nb = b._node
+            fast_key = ("tt", ufunc, na.dtype, na.shape, nb.dtype, nb.shape)
+            resolved = _RESOLVED.get(fast_key)
+            if resolved is not None:
+                op, in_a, in_b, out, shape, fit_a, fit_b = resolved
+                if fit_a:
+                    na = _fit(na, in_a, shape)
+                if fit_b:
+                    nb = _fit(nb, in_b, shape)
+                return _wrap(make(op, (na, nb), _NO_ATTRS, out, shape))
+        elif tb is float or tb is int:
+            fast_key = ("ts", ufunc, na.dtype, na.shape, tb, None)
+            resolved = _RESOLVED.get(fast_key)
+            if resolved is not None:
+                op, in_a, in_b, out, shape, fit_a, conv = resolved
+                value = conv(b)
+                if value is not None and len(na.leaves) < MAX_SCALAR_LEAVES:
+                    if fit_a:
+                        na = _fit(na, in_a, shape)
+                    return _wrap(make(op, (na, make_scalar(value, in_b)), _NO_ATTRS, out, shape))
+    elif tb is Tensor and (ta is float or ta is int):
+        nb = b._node
+        fast_key = ("st", ufunc, ta, None, nb.dtype, nb.shape)
+        resolved = _RESOLVED.get(fast_key)
+        if resolved is not None:
+            op, in_a, in_b, out, shape, conv, fit_b = resolved
+            value = conv(a)
+            if value is not None and len(nb.leaves) < MAX_SCALAR_LEAVES:
+                if fit_b:
+                    nb = _fit(nb, in_b, shape)
+                return _wrap(make(op, (make_scalar(value, in_a), nb), _NO_ATTRS, out, shape))
+    return _binary(ufunc, a, b, fast_key)
+
+
+def _binary(ufunc: str, a: ArrayLike, b: ArrayLike, fast_key: tuple | None) -> Tensor:
+    """The full path of ``binary``: NumPy's checks on values; memoizes regular recordings."""
     a, b = _operand(a), _operand(b)
     in_a, in_b, out = resolve_ufunc(ufunc, (_kind(a), _kind(b)))
     if ufunc == "power" and type(b) is int and b < 0 and in_b.kind in "iu" and fits(b, in_b):
@@ -517,13 +679,20 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
         # (only against an integer tensor: a bool tensor compares in int64 and NumPy overflows)
         for scalar, dt, scalar_op, other in ((b, in_b, op, a), (a, in_a, _FLIPPED[op], b)):
             if not isinstance(scalar, Tensor) and other.dtype.kind in "iu" and not fits(scalar, dt):
-                return Tensor(const_node(_out_of_range_compare(scalar_op, scalar, dt), BOOL, shape))
-    na = coerce(a, in_a, shape, ufunc)
-    nb = coerce(b, in_b, shape, ufunc)
+                result = _out_of_range_compare(scalar_op, scalar, dt)
+                return Tensor(const_node(result, BOOL, shape, note=(
+                    f"{_SYMBOL[scalar_op]} {scalar} on {dt} is {result} everywhere: NumPy "
+                    f"compares a Python int outside the dtype's range exactly")))
+    other_a = b._node if isinstance(b, Tensor) else None
+    other_b = a._node if isinstance(a, Tensor) else None
+    na = coerce(a, in_a, shape, ufunc, other_a)
+    nb = coerce(b, in_b, shape, ufunc, other_b)
     if ufunc == "power" and in_a.kind == "f" and in_a.itemsize >= 4 and _is_scalar_half(b):
         # NumPy's float32/float64 power loops compute x ** (a scalar 0.5) as sqrt(x): -0.0
         # stays -0.0 and -inf gives nan (its float16 loop calls pow)
-        return Tensor(make("sqrt", (na,), {}, out, shape))
+        return Tensor(make("sqrt", (_fit(na, in_a, shape),), {}, out, shape, note=(
+            "power(x, 0.5) computed as sqrt(x), as NumPy's float32 and float64 power loops do "
+            "for a scalar exponent 0.5")))
     if op in _FLIPPED and in_a != in_b:  # a signed int against uint64: exact, as NumPy 2
         if in_a.kind == "i":
             return Tensor(_mixed_sign_compare(op, na, nb, shape))
@@ -531,10 +700,13 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
     if is_bool(in_a) and is_bool(in_b):
         op = _BOOL_BINARY.get(op, op)
     if op in ("shl", "shr") or in_a == in_b:
-        if fast_key is not None:
-            _RESOLVED[fast_key] = (op, in_a, in_b, out, shape)
+        if fast_key is not None and ufunc != "power":
+            _remember_fast(fast_key, op, in_a, in_b, out, shape)
         return Tensor(make(op, (na, nb), {}, out, shape))
     raise DTypeError(f"{ufunc}: unsupported operand dtypes {in_a} and {in_b}")  # pragma: no cover
+
+
+_SYMBOL = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
 _LOGICAL = frozenset({"logical_and", "logical_or", "logical_xor"})
@@ -560,11 +732,22 @@ def _mixed_sign_compare(op: str, signed: Node, unsigned: Node, shape: tuple[int,
     return make("and", (make("not", (negative,), {}, BOOL, shape), compared), {}, BOOL, shape)
 
 
-def unary(ufunc: str, x: ArrayLike) -> Tensor:
-    """Record NumPy's ``ufunc(x)`` (or a fusejit extension typed like a ufunc)."""
+def unary(ufunc: str, x: ArrayLike, note: str | None = None) -> Tensor:
+    """Record NumPy's ``ufunc(x)`` (or a fusejit extension typed like a ufunc).
+
+    ``note`` says why this op was chosen for a specific value (``x ** 2`` as ``square``).
+    """
+    if type(x) is Tensor and note is None:  # fast path: a memoized regular recording
+        node = x._node
+        resolved = _UNARY_RESOLVED.get((ufunc, node.dtype))
+        if resolved is not None:
+            op, in_dt, out, cast = resolved
+            if cast:
+                node = cast_node(node, in_dt)
+            return _wrap(make(op, (node,), _NO_ATTRS, out, node.shape))
     xt = _operand(x)
     if not isinstance(xt, Tensor):
-        xt = asarray(np.asarray(xt))
+        xt = asarray(xt if type(xt) is DynamicFloat else np.asarray(xt))
     typed_as = _TYPED_LIKE.get(ufunc, ufunc)
     in_dt, out = resolve_ufunc(typed_as, (xt.dtype,))
     if ufunc == "logical_not":
@@ -585,27 +768,53 @@ def unary(ufunc: str, x: ArrayLike) -> Tensor:
             return Tensor(cast_node(node, out))
     if op in ("floor", "ceil", "trunc", "rint") and not is_float(in_dt):
         return Tensor(node)  # identity on integers, as in NumPy 2
-    return Tensor(make(op, (node,), {}, out, node.shape))
+    if note is None:
+        _UNARY_RESOLVED[(ufunc, xt.dtype)] = (op, in_dt, out, xt.dtype != in_dt)
+    return Tensor(make(op, (node,), {}, out, node.shape, note))
+
+
+#: (ufunc, operand dtype) -> (op, input dtype, output dtype, whether to cast) for ufuncs whose
+#: recording was regular: repeated recordings skip type resolution and checks
+_UNARY_RESOLVED: dict[tuple[str, np.dtype], tuple[str, np.dtype, np.dtype, bool]] = {}
 
 
 def _is_scalar_half(x: Tensor | Scalar) -> bool:
-    """Whether ``x`` is a scalar 0.5: a Python float or a 0-d constant (a NumPy scalar)."""
+    """Whether ``x`` is a scalar 0.5: a Python float, a NumPy scalar (a 0-d scalar parameter
+    recorded now) or a 0-d constant. ``fj.jit``'s dynamic floats are guarded (a later call
+    with another class of exponent records again)."""
     if isinstance(x, Tensor):
         node = x._node
+        if node.op == "scalar":
+            return node.arg is None and node.buffer == 0.5
         return node.op == "const" and node.shape == () and node.attrs["value"] == 0.5
+    if type(x) is DynamicFloat:
+        return guard(x, power_class) == 0.5
     return type(x) is float and x == 0.5
+
+
+_POWER_NOTE = ("x ** {e} computed as {fn}(x), as NumPy's ** does for a scalar exponent {e}")
 
 
 def _power_operator(x: Tensor, exponent: ArrayLike) -> Tensor:
     """``x ** exponent`` as NumPy's operator computes it: a Python scalar exponent of 2 is
-    ``square`` (so bool ** 2 is int8), and on floats 0.5 is ``sqrt`` and -1 ``reciprocal``."""
+    ``square`` (so bool ** 2 is int8), and on floats 0.5 is ``sqrt`` and -1 ``reciprocal``.
+
+    These depend on the exponent's value: the ops carry a note for ``plan.explain()``, and
+    an ``fj.jit`` dynamic float exponent is guarded (another class records again).
+    """
+    if type(exponent) is DynamicFloat:
+        special = guard(exponent, power_class)
+        if special is None:
+            return binary("power", x, exponent)
+        exponent = special
     if type(exponent) in (int, float):
         if exponent == 2 and (type(exponent) is int or is_float(x.dtype)):
-            return unary("square", x)  # (an int array ** 2.0 promotes to float64 instead)
+            # (an int array ** 2.0 promotes to float64 instead)
+            return unary("square", x, _POWER_NOTE.format(e=exponent, fn="square"))
         if is_float(x.dtype) and exponent == 0.5:
-            return unary("sqrt", x)
+            return unary("sqrt", x, _POWER_NOTE.format(e=exponent, fn="sqrt"))
         if is_float(x.dtype) and exponent == -1:
-            return unary("reciprocal", x)
+            return unary("reciprocal", x, _POWER_NOTE.format(e=exponent, fn="reciprocal"))
     return binary("power", x, exponent)
 
 
@@ -617,20 +826,23 @@ def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
     shapes = [t.shape for t in (c, a, b) if isinstance(t, Tensor)]
     shape = broadcast_shapes(*shapes)
     nc = coerce(c, BOOL, shape, "where") if isinstance(c, Tensor) else const_node(bool(c), BOOL, shape)
-    na, nb = _where_operand(a, out, shape), _where_operand(b, out, shape)
+    na, nb = _where_operand(a, out, shape, nc), _where_operand(b, out, shape, nc)
     return Tensor(make("where", (nc, na, nb), {}, out, shape))
 
 
-def _where_operand(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
+def _where_operand(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...],
+                   condition: Node) -> Node:
     """A ``where`` branch: a Python int out of the result dtype's range is wrapped around or
     refused, as the installed NumPy does (NumPy 2.4 wraps, 2.5 raises OverflowError)."""
     if isinstance(x, Tensor):
         return coerce(x, dtype, shape, "where")
     if dtype.kind in "biu" and not _fits_c_long(x):
         raise DTypeError(f"where: Python integer {x} is too large to convert to {dtype}")
-    if type(x) is int and dtype.kind in "iu" and not fits(x, dtype) and not _numpy_wraps_in_where():
-        raise DTypeError(f"where: Python integer {x} is out of bounds for {dtype}")
-    return const_node(x, dtype, shape)
+    if type(x) is int and dtype.kind in "iu" and not fits(x, dtype):
+        if not _numpy_wraps_in_where():
+            raise DTypeError(f"where: Python integer {x} is out of bounds for {dtype}")
+        return const_node(x, dtype, shape)  # wrapped around, as NumPy does
+    return scalar_operand(x, dtype, shape, condition)
 
 
 @lru_cache(maxsize=1)
@@ -644,7 +856,8 @@ def _numpy_wraps_in_where() -> bool:
 
 
 def _kind_for_result_type(x: Tensor | Scalar) -> Any:
-    return x.dtype if isinstance(x, Tensor) else x
+    # a dynamic float is a weak Python float (NumPy would take the subclass for float64)
+    return x.dtype if isinstance(x, Tensor) else plain_value(x)
 
 
 def astype(x: ArrayLike, dtype: Any) -> Tensor:
@@ -654,16 +867,22 @@ def astype(x: ArrayLike, dtype: Any) -> Tensor:
 
 
 def full(shape: int | Sequence[int], fill_value: Scalar, dtype: Any = None) -> Tensor:
-    """A lazy constant tensor (no host buffer is allocated)."""
+    """A lazy constant tensor (no host buffer is allocated).
+
+    The fill value is a constant of the program (``zeros``, ``ones``...); an ``fj.jit``
+    dynamic float argument is a scalar parameter instead.
+    """
     shape = _shape_arg(shape)
     if not isinstance(fill_value, (bool, int, float, np.bool_, np.integer, np.floating)):
         raise DTypeError(f"full: fill_value must be a real scalar, got {type(fill_value).__name__}")
     dt = as_dtype(dtype, where="full") if dtype is not None else \
-        as_dtype(np.asarray(fill_value).dtype, where="full")
+        as_dtype(np.asarray(plain_value(fill_value)).dtype, where="full")
     if isinstance(fill_value, np.generic):
         fill_value = fill_value.item()
     if not fits(fill_value, dt):  # NumPy 2 refuses to wrap a Python int
         raise DTypeError(f"full: Python integer {fill_value} is out of bounds for {dt}")
+    if type(fill_value) is DynamicFloat:  # fj.jit's float argument: a parameter, broadcast
+        return Tensor(broadcast_node(scalar_operand(fill_value, dt, ()), shape))
     return Tensor(const_node(fill_value, dt, shape))
 
 

@@ -256,7 +256,8 @@ def build_plan(program: Program) -> Plan:
     def name_of(region: Any) -> str:
         return names.get(region.find(), f"r{region.id}") if region is not None else "?"
 
-    fused_program = Program(program.name, program.inputs, list(body), program.outputs)
+    fused_program = Program(program.name, program.inputs, list(body), program.outputs,
+                            dict(program.notes))
     result = Plan(
         fused_program, launches,
         boundaries=[(b.value, name_of(b.producer), b.consumer, b.rule, b.reason)

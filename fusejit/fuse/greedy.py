@@ -159,6 +159,8 @@ class GreedyFuser:
         self.types: dict[str, TensorType] = program.types()
         self.shapes: dict[str, Shape] = {n: t.shape for n, t in self.types.items()}
         self.index: dict[str, int] = {p.name: -1 for p in program.inputs}
+        #: inputs passed by value: kernel params that are not buffers (no loads, no limit)
+        self.scalars = program.scalar_inputs
         self.outputs = set(program.outputs)
         self.home: dict[str, Region] = {}
         self.floating: dict[str, Instr] = {}
@@ -276,6 +278,8 @@ class GreedyFuser:
         """Live regions that read an operand of ``instr`` (latest first, a few at most)."""
         out: list[Region] = []
         for a in instr.args:
+            if a in self.scalars:
+                continue  # a scalar param costs no memory traffic: no reason to share a kernel
             for r in reversed(self.readers.get(a, ())):
                 r = r.find()
                 if r.frozen is None and r not in out:
@@ -452,7 +456,9 @@ class GreedyFuser:
         else:
             params = regions[0].params if regions else {}
         added = [p for p in new_params if p not in params and p not in clones]
-        num_inputs = len(params) + len(added)
+        scalars = self.scalars
+        num_inputs = sum(1 for p in params if p not in scalars) + \
+            sum(1 for p in added if p not in scalars)
         size = len(instrs) + len(clones) + (instr.name not in instrs)
         # reductions, products and values computed from them
         is_reduction = instr.op in REDUCE
@@ -681,7 +687,8 @@ class GreedyFuser:
         last = max(instrs.values(), key=lambda i: self.index[i.name])
         return Candidate(
             instr=last, regions=(f"r{a.id}", f"r{b.id}"), sibling=False, frozen=False,
-            size=len(instrs), num_inputs=len(params), reductions=[], row_instrs=[], row=set(),
+            size=len(instrs), num_inputs=sum(1 for p in params if p not in self.scalars),
+            reductions=[], row_instrs=[], row=set(),
             shapes=self.shapes, yields=yields, anchor=None, cycle=cycle, probe=probe,
             needs_probe=True, extra={"params": params})
 
@@ -704,7 +711,7 @@ class GreedyFuser:
         ys = tuple(sorted((y for y in yields if y in defined), key=self.index.__getitem__))
         ordered = sorted(params, key=self.index.__getitem__)
         return Kernel(name, ys, tuple(ordered),
-                      tuple(Param(p, self.types[p]) for p in ordered),
+                      tuple(Param(p, self.types[p], p in self.scalars) for p in ordered),
                       [_copy(i) for i in body] if copy else body, ys, tuple(self.types[y] for y in ys),
                       {"kind": ""})
 

@@ -3,8 +3,9 @@
 ``Plan.program`` is what runs (every statement a ``Kernel`` block),
 ``Plan.kernels`` has one ``Launch`` per kernel launch (a split reduction is a
 declared pair: a ``partial`` and a ``final`` launch of one block), and
-``Plan.explain()`` says what each kernel fused and why every value that
-crosses between kernels is written to memory.
+``Plan.explain()`` says what each kernel fused, why every value that crosses
+between kernels is written to memory, and which values were recorded for a
+specific scalar value (``x ** 2`` as ``square``, as NumPy computes it).
 """
 
 from __future__ import annotations
@@ -154,6 +155,11 @@ class Plan:
             for value, kernel, consumer, c, reason in self.recomputed:
                 lines.append(f"  %{value} recomputed in @{kernel} for %{consumer} (cost {c}): "
                              f"{reason}")
+        if p.notes:
+            lines.append("recorded for a scalar's value (where NumPy's result depends on it; "
+                         "other values are kernel parameters):")
+            for value, note in p.notes.items():
+                lines.append(f"  %{value}: {note}")
         if self.notes:
             lines.append("other fusions refused:")
             for instr, kernel, rule, reason in self.notes:

@@ -74,6 +74,7 @@ class Candidate:
     #: a region of the candidate is a kernel block written by the user
     frozen: bool
     size: int
+    #: buffers the grown region reads (scalar params are not counted: they are no loads)
     num_inputs: int
     #: every reduction of the grown region: (value name, input shape, axes)
     reductions: list[tuple[str, Shape, tuple[int, ...]]]

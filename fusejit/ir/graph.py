@@ -38,6 +38,16 @@ _INPUT_SERIAL = itertools.count()
 _SIGS: dict[tuple, int] = {}
 _SIG_SERIAL = itertools.count()
 _MAX_SIGS = 1 << 20
+#: signature -> why the frontend recorded that node for a specific value (``x ** 2`` as
+#: ``square``...): the note is part of the signature, so a plan's notes are its own
+NOTES: dict[int, str] = {}
+#: Most leaves (inputs and scalar parameters) one graph gets scalar parameters for; past
+#: that, the frontend records Python scalars as constants (a structural rule, the same on
+#: every recording, that bounds kernel argument lists and keeps long chains linear).
+MAX_SCALAR_LEAVES = 64
+_new = object.__new__
+
+
 class _KeyedRef(weakref.ref):
     """A weak reference that remembers its table key (weakref.KeyedRef, without its
     Python-level constructor, which costs more than the rest of creating a node)."""
@@ -53,9 +63,12 @@ NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 def _freeze(value: Any) -> Any:
     """Hashable, exact form of an attribute value (floats by bits: -0.0 and NaN stay distinct)."""
     kind = type(value)
-    if kind is int or kind is bool:
+    if kind is int or kind is bool or kind is str:
         return value
-    if kind is tuple and all(type(v) is int for v in value):  # shapes, axes, perms
+    if kind is tuple:  # shapes, axes, perms: ints only, already exact
+        for v in value:
+            if type(v) is not int:
+                return tuple(_freeze(v) for v in value)
         return value
     if isinstance(value, float):
         return ("f", value.hex())
@@ -65,24 +78,31 @@ def _freeze(value: Any) -> Any:
 
 
 class Node:
-    """One immutable value of the lazy graph."""
+    """One immutable value of the lazy graph.
 
-    __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "key", "_hash", "buffer", "name",
-                 "sig", "leaves", "copies", "stream", "__weakref__")
+    ``op`` is an IR op, ``input`` (a leaf holding a buffer) or ``scalar`` (a leaf holding
+    a scalar value, passed to kernels by value: a scalar param of the Program). Leaves of
+    both kinds are never merged; ``leaves`` lists those under a node, in the order the
+    Program's inputs take.
+    """
+
+    __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "key", "buffer", "name",
+                 "sig", "leaves", "copies", "arg", "stream", "__weakref__")
 
     op: str
     srcs: tuple[Node, ...]
     attrs: dict[str, Any]
     dtype: np.dtype
     shape: tuple[int, ...]
-    #: input leaves only: a device backend's copies of a host buffer, by device id (or None)
+    #: input leaves only: a device backend's array of the leaf and its specialization, by
+    #: device id (host data copied there once), or None; scalar leaves: whether a node
+    #: already reads it (then it may be read twice)
     copies: dict[int, Any] | None
+    #: scalar leaves only: where ``fj.jit`` takes its value on a later call (or None)
+    arg: Any
     #: input leaves only: the CuPy stream a device backend computed the buffer on (None: not
     #: computed by a device backend); buffer exports name it as the stream to wait for
     stream: Any
-
-    def __hash__(self) -> int:
-        return self._hash
 
     def __repr__(self) -> str:
         return f"Node({self.op}, {ir_name(self.dtype)}{list(self.shape)})"
@@ -100,41 +120,99 @@ def _forget(ref: _KeyedRef) -> None:
 
 
 def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype,
-         shape: tuple[int, ...]) -> Node:
-    """The unique node with this structure (created on first request)."""
-    frozen = tuple([(k, _freeze(v)) for k, v in attrs.items()]) if attrs else ()
-    key = (op, tuple(map(id, srcs)), frozen, dtype.str, shape)
+         shape: tuple[int, ...], note: str | None = None) -> Node:
+    """The unique node with this structure (created on first request).
+
+    ``note`` says why the frontend chose this node for a specific value (it is part of
+    the node's structure and appears in ``plan.explain()``).
+    """
+    if attrs:
+        frozen: tuple = tuple([(k, _freeze(v)) for k, v in attrs.items()])
+    else:
+        frozen = ()
+    if note is not None:
+        frozen += (("#note", note),)
+    n = len(srcs)
+    # keys of different arities differ in length, so they never compare equal
+    if n == 2:
+        a, b = srcs
+        key: tuple = (op, id(a), id(b), frozen, dtype, shape)
+    elif n == 1:
+        a = srcs[0]
+        key = (op, id(a), frozen, dtype, shape)
+    elif n == 0:
+        key = (op, frozen, dtype, shape)
+    else:
+        key = (op, *[id(s) for s in srcs], frozen, dtype, shape)
     ref = _NODES.get(key)
     if ref is not None:
         node = ref()
         # sources are held by the node, so their ids cannot have been reused while it lives
         if node is not None:
             return node
-    node = Node()
+    node = _new(Node)
     node.op, node.srcs, node.attrs, node.dtype, node.shape = op, srcs, attrs, dtype, shape
-    node.key, node._hash = key, hash(key)
-    node.buffer, node.name = None, None
-    if not srcs:
-        node.leaves, where = (), ()
-    elif len(srcs) == 1:
-        node.leaves, where = srcs[0].leaves, srcs[0].sig
+    node.key = key
+    node.buffer = node.name = None
+    if n == 2 and (len(a.leaves) >= SHARE_LEAVES or type(a.leaves) is not tuple
+                   or type(b.leaves) is not tuple):
+        # a long list of leaves (a chain meeting a new input at every step): shared, not
+        # copied at every node (see LeafView)
+        node.leaves, positions = _merge_shared([a.leaves, b.leaves])
+        signature = (op, frozen, dtype, shape, a.sig, b.sig, positions)
+    elif n == 2:
+        la, lb = a.leaves, b.leaves
+        # the common cases without a general merge (``tag`` says which, and where): one side
+        # has no leaves or the same ones, or one side has a single leaf (a scalar parameter,
+        # a new input), which is found in the other side's leaves or appended to them
+        if lb is la or not lb:
+            node.leaves, tag = la, 0
+        elif not la:
+            node.leaves, tag = lb, 1
+        elif b.op == "scalar" and not b.copies:  # a scalar read for the first time: appended
+            b.copies = True
+            node.leaves, tag = la + lb, 2
+        elif len(lb) == 1:
+            node.leaves, tag = _place(lb[0], la, 2)
+        elif len(la) == 1:
+            node.leaves, tag = _place(la[0], lb, 3)
+        else:  # (the positions of a general merge start with None: no clash with the above)
+            node.leaves, tag = merge_leaves([la, lb])
+        signature: tuple = (op, frozen, dtype, shape, a.sig, b.sig, tag)
+    elif n == 1:
+        node.leaves = a.leaves
+        signature = (op, frozen, dtype, shape, a.sig)
+    elif n == 0:
+        node.leaves = ()
+        signature = (op, frozen, dtype, shape)
     else:
-        first = srcs[0].leaves
-        if all(s.leaves is first or not s.leaves for s in srcs):
-            # the common case (x op const, x op f(x)): no merging, positions are implied
-            node.leaves, where = first, tuple([(s.sig, bool(s.leaves)) for s in srcs])
+        groups = [s.leaves for s in srcs]
+        if all(type(g) is tuple for g in groups) and sum(len(g) for g in groups) < SHARE_LEAVES:
+            node.leaves, positions = merge_leaves(groups)
         else:
-            groups = [s.leaves for s in srcs]
-            if type(first) is tuple and len(first) < SHARE_LEAVES:
-                node.leaves, positions = merge_leaves(groups)
-            else:  # a long list of leaves: shared, not copied (see LeafView)
-                node.leaves, positions = _merge_shared(groups)
-            where = tuple(zip([s.sig for s in srcs], positions))
-    node.sig = _intern((op, frozen, key[3], shape, where))
+            node.leaves, positions = _merge_shared(groups)
+        signature = (op, frozen, dtype, shape, tuple([s.sig for s in srcs]), positions)
+    sig = _SIGS.get(signature)
+    node.sig = sig if sig is not None else _intern(signature)
+    if note is not None:
+        NOTES[node.sig] = note
     ref = _KeyedRef(node, _forget)
     ref.key = key
     _NODES[key] = ref
     return node
+
+
+def _place(leaf: Node, leaves: tuple[Node, ...], side: int) -> tuple[tuple[Node, ...], Any]:
+    """``leaves`` with the single leaf of one side (``side``: 2 for b, 3 for a) appended
+    unless it is there already, and the tag saying which (``side``: appended, which is at
+    position ``len(leaves)``; else ``(side, position)``)."""
+    if leaf.op == "scalar" and not leaf.copies:
+        leaf.copies = True  # read for the first time: it cannot be in another node's leaves
+    else:
+        for i, other in enumerate(leaves):
+            if other is leaf:
+                return leaves, (side, i)
+    return leaves + (leaf,), side
 
 
 def _intern(signature: tuple) -> int:
@@ -144,6 +222,8 @@ def _intern(signature: tuple) -> int:
     if sig is None:
         if len(_SIGS) >= _MAX_SIGS:
             _SIGS.clear()
+            NOTES.clear()
+            _SCALAR_SIGS.clear()
         sig = _SIGS[signature] = next(_SIG_SERIAL)
     return sig
 
@@ -191,6 +271,9 @@ def _merge_shared(groups: list[Any]) -> tuple[LeafView, tuple[Any, ...]]:
         shared = first.shared  # this node extends the list's last node: append in place
     else:
         shared = _SharedLeaves(first)
+        for leaf in first:
+            if leaf.op == "scalar":
+                leaf.copies = True
     items, index = shared.items, shared.index
     positions: list[Any] = [None]
     for group in groups[1:]:
@@ -200,14 +283,17 @@ def _merge_shared(groups: list[Any]) -> tuple[LeafView, tuple[Any, ...]]:
             if i is None:
                 i = index[id(leaf)] = len(items)
                 items.append(leaf)
+                if leaf.op == "scalar":
+                    leaf.copies = True  # read (see ``make``)
             where.append(i)
         positions.append(None if where == list(range(len(where))) else tuple(where))
     return LeafView(shared, len(items)), tuple(positions)
 
 
-def merge_leaves(groups: list[Any]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
-    """The leaves of several subgraphs in first-occurrence order (the order a left-to-right
-    depth-first walk meets them), and each group's positions in it (None: a prefix)."""
+def merge_leaves(groups: list[tuple[Node, ...]]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
+    """The leaves of several subgraphs in first-occurrence order (each group's leaves in
+    order, those already met skipped), and each group's positions in it (None: a prefix).
+    Scalar leaves met for the first time are marked as read (see ``make``)."""
     merged = list(groups[0])
     index = {id(leaf): i for i, leaf in enumerate(merged)}
     positions: list[Any] = [None]
@@ -220,23 +306,63 @@ def merge_leaves(groups: list[Any]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
                 merged.append(leaf)
             where.append(i)
         positions.append(None if where == list(range(len(where))) else tuple(where))
+    for leaf in merged:
+        if leaf.op == "scalar":
+            leaf.copies = True
     return tuple(merged), tuple(positions)
 
 
 def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str | None,
-               stream: Any = None) -> Node:
+               sig: int | None = None, stream: Any = None) -> Node:
     """A leaf holding data. Never merged with another leaf. ``stream``: the CuPy stream the
-    buffer was computed on, when a device backend computed it."""
-    node = Node()
+    buffer was computed on, when a device backend computed it.
+
+    ``sig`` is the leaf's signature when the caller computed it before (``fj.jit`` wraps
+    its outputs this way); it must be ``_intern(("input", name, dtype, shape))``.
+    """
+    node = _new(Node)
     node.op, node.srcs, node.attrs, node.dtype, node.shape = "input", (), {}, dtype, shape
     node.key = ("input", next(_INPUT_SERIAL))
-    node._hash = hash(node.key)
     node.buffer, node.name = buffer, name
-    node.copies = None  # a device backend's copies of host data, by device id
+    node.copies = node.arg = None  # a device backend's copies of host data, by device id
     node.stream = stream
     node.leaves = (node,)
-    node.sig = _intern(("input", name, dtype.str, shape))
+    node.sig = _intern(("input", name, dtype, shape)) if sig is None else sig
     return node
+
+
+def make_scalar(value: Any, dtype: np.dtype, arg: Any = None) -> Node:
+    """A 0-d leaf holding a scalar ``value`` (already of ``dtype``), passed to kernels by value.
+
+    Its signature holds the dtype, not the value: graphs that differ only in their scalar
+    values share a plan and compiled kernels. Never merged with another leaf (two uses of
+    one Python value are two parameters), so the structure never depends on values.
+    ``arg`` tells ``fj.jit`` which argument gives the value on a later call.
+    """
+    node = _new(Node)
+    node.op = "scalar"
+    node.srcs = ()
+    node.attrs = _NO_ATTRS
+    node.dtype = dtype
+    node.shape = ()
+    node.key = None  # never looked up
+    node.buffer = value
+    node.name = None
+    node.copies = False  # not read by any node yet
+    node.stream = None
+    node.arg = arg
+    node.leaves = (node,)
+    sig = _SCALAR_SIGS.get(dtype)
+    if sig is None:
+        sig = _SCALAR_SIGS[dtype] = _intern(("scalar", dtype))
+    node.sig = sig
+    return node
+
+
+#: signature of a scalar leaf, by dtype (its signature holds nothing else)
+_SCALAR_SIGS: dict[np.dtype, int] = {}
+#: the attributes of a leaf without any (never mutated)
+_NO_ATTRS: dict[str, Any] = {}
 
 
 def structural_key(outputs: list[Node]) -> tuple[tuple, tuple[Node, ...]]:
@@ -255,7 +381,7 @@ def structural_key(outputs: list[Node]) -> tuple[tuple, tuple[Node, ...]]:
 
 def topological_order(outputs: list[Node]) -> list[Node]:
     """Every node under ``outputs``, each after its sources (iterative post-order: no
-    recursion limit). Inputs appear in the order of ``structural_key``'s leaves."""
+    recursion limit)."""
     order: list[Node] = []
     done: set[int] = set()
     for root in outputs:
@@ -277,35 +403,55 @@ def topological_order(outputs: list[Node]) -> list[Node]:
     return order
 
 
-def build_program(order: list[Node], outputs: list[Node], name: str = "main") -> Program:
-    """The Program for a topological order: inputs keep their names, values are numbered."""
+def build_program(order: list[Node], outputs: list[Node], name: str = "main",
+                  leaves: tuple[Node, ...] | None = None) -> Program:
+    """The Program for a topological order: inputs keep their names, values are numbered.
+
+    The inputs are ``leaves`` in order (default: ``structural_key(outputs)``'s), so that
+    a realize binds its buffers and scalars by position: buffers are named after their
+    tensors (else ``in0``, ``in1``...), scalar params ``s0``, ``s1``... Nodes recorded for
+    a specific value (``make``'s ``note``) put their note on the Program's ``notes``.
+    """
+    if leaves is None:
+        leaves = structural_key(outputs)[1]
     names: dict[int, str] = {}
     inputs: list[Param] = []
-    body: list[Instr] = []
     used: set[str] = set()
+    scalars = 0
+    for leaf in leaves:
+        if leaf.op == "scalar":
+            base = f"s{scalars}"
+            scalars += 1
+        else:
+            base = leaf.name or f"in{len(inputs) - scalars}"
+        vname = base
+        for suffix in itertools.count(1):
+            if vname not in used:
+                break
+            vname = f"{base}_{suffix}"
+        used.add(vname)
+        names[id(leaf)] = vname
+        inputs.append(Param(vname, leaf.type, leaf.op == "scalar"))
+    body: list[Instr] = []
+    notes: dict[str, str] = {}
     for node in order:
-        if node.op == "input":
-            base = node.name or f"in{len(inputs)}"
-            vname = base
-            for suffix in itertools.count(1):
-                if vname not in used:
-                    break
-                vname = f"{base}_{suffix}"
-            used.add(vname)
-            names[id(node)] = vname
-            inputs.append(Param(vname, node.type))
+        if node.op == "input" or node.op == "scalar":
             continue
         vname = str(len(body))
         names[id(node)] = vname
         args = tuple(names[id(s)] for s in node.srcs)
         body.append(Instr(vname, node.op, args, dict(node.attrs), node.type))
-    return Program(name, tuple(inputs), body, tuple(names[id(n)] for n in outputs))
+        note = NOTES.get(node.sig)
+        if note is not None:
+            notes[vname] = note
+    return Program(name, tuple(inputs), body, tuple(names[id(n)] for n in outputs), notes)
 
 
 def lower(outputs: list[Node], name: str = "main") -> tuple[Program, list[Any], tuple]:
-    """The Program computing ``outputs``, the buffers for its inputs, and its plan-cache key."""
+    """The Program computing ``outputs``, the buffers (and scalar values) for its inputs, and
+    its plan-cache key."""
     key, leaves = structural_key(outputs)
-    program = build_program(topological_order(outputs), outputs, name)
+    program = build_program(topological_order(outputs), outputs, name, leaves)
     return program, [leaf.buffer for leaf in leaves], key
 
 

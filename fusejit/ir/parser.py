@@ -241,6 +241,10 @@ class _Builder(Transformer):
     def param(self, c: list) -> Param:
         return Param(str(c[0])[1:], c[1][0])
 
+    def scalar_param(self, c: list) -> Param:
+        type_, _ = self.type([c[1], ()])
+        return Param(str(c[0])[1:], type_, scalar=True)
+
     def types(self, c: list) -> list:
         return c
 

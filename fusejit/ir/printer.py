@@ -9,7 +9,9 @@ the second holds, everything with a choice of spelling has one canonical form:
 * floats as exact hex floats (``float.hex()``); ``inf``, ``-inf`` and ``nan``
   as keywords; a ``const`` float is followed by a ``# decimal`` comment for
   readers (the comment is ignored by the parser);
-* one statement per line, two spaces of indentation per level.
+* one statement per line, two spaces of indentation per level;
+* a scalar param (passed by value) as its dtype alone (``%s0: f32``), a 0-d
+  buffer with its empty shape (``%x: f32[]``).
 
 Names are checked against the grammar's name patterns before they are
 written, so the printer can never emit text that parses differently.
@@ -23,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import ir_name
 from ..errors import IRError
 from .ops import ATTRS
 from .program import Instr, Kernel, Param, Program, TensorType
@@ -172,6 +175,11 @@ def _types(types: Any) -> str:
 
 
 def _param(p: Param) -> str:
+    if p.scalar:  # passed by value: the dtype alone (``%s0: f32``), no shape
+        if p.type.shape:
+            raise IRError(f"scalar param %{p.name} has shape {list(p.type.shape)}; a scalar "
+                          f"param is 0-d")
+        return f"{_value(p.name)}: {ir_name(p.type.dtype)}"
     return f"{_value(p.name)}: {_type(p.type)}"
 
 

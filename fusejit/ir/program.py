@@ -48,10 +48,18 @@ class TensorType:
 
 @dataclass(frozen=True)
 class Param:
-    """A named, typed input of a Program or of a Kernel block."""
+    """A named, typed input of a Program or of a Kernel block.
+
+    A ``scalar`` param is a value passed by value (a kernel's scalar argument, not a
+    buffer): its type has shape ``()``, the text writes it without a shape (``%s0: f32``),
+    and elementwise ops may take it as an operand of any shape (it stands for its value
+    at every element). Python and NumPy scalars of a recorded program become scalar
+    params, so a new value reuses the plan and the compiled kernels.
+    """
 
     name: str
     type: TensorType
+    scalar: bool = False
 
 
 @dataclass
@@ -115,6 +123,9 @@ class Program:
     inputs: tuple[Param, ...]
     body: list[Statement]
     outputs: tuple[str, ...]
+    #: value name -> why the frontend recorded it for a specific value of a scalar (``x ** 2``
+    #: as ``square``, as NumPy computes it); not part of the text or of equality
+    notes: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     # -- queries -------------------------------------------------------------
     def types(self) -> dict[str, TensorType]:
@@ -126,6 +137,11 @@ class Program:
             else:
                 env[stmt.name] = stmt.type
         return env
+
+    @property
+    def scalar_inputs(self) -> frozenset[str]:
+        """Names of the inputs passed by value (``Param.scalar``)."""
+        return frozenset(p.name for p in self.inputs if p.scalar)
 
     @property
     def output_types(self) -> tuple[TensorType, ...]:
@@ -148,11 +164,15 @@ class Program:
         return print_program(self)
 
     def run(self, *arrays: Any, **named: Any) -> list[Any]:
-        """Run on the current backend; inputs by position or by name; returns one array per output."""
+        """Run on the current backend; inputs by position or by name; returns one array per output.
+
+        Scalar params take Python scalars (or NumPy scalars of their dtype).
+        """
         from ..runtime import run_program
         names = [p.name for p in self.inputs] + [f"#{i}" for i in range(len(self.inputs), len(arrays))]
-        arrays = tuple(_as_array(a, n) for a, n in zip(arrays, names))
-        named = {n: _as_array(a, n) for n, a in named.items()}
+        scalars = self.scalar_inputs
+        arrays = tuple(a if n in scalars else _as_array(a, n) for a, n in zip(arrays, names))
+        named = {n: a if n in scalars else _as_array(a, n) for n, a in named.items()}
         return run_program(self, arrays, named)
 
     def key(self) -> str:

@@ -6,6 +6,8 @@ any Program built in code. It checks, in one pass over the body:
 * SSA: each name defined once, and before its use;
 * each instruction against the op table (``OPS``, ``ATTRS``): operand count,
   operand and result dtypes, shapes, attribute names, presence and values;
+* scalar params (passed by value): 0-d, never returned or yielded, bound only
+  to scalar params; elementwise ops take them as operands of any shape;
 * kernel blocks: closed (the body reads only its params and its own values),
   params typed like the outer operands, yields defined and typed like the
   declared results, and (through the ``region_check`` hook, which the fusion
@@ -69,6 +71,8 @@ class _Verifier:
     def __init__(self, program: Program, source_lines: list[str] | None, filename: str | None,
                  region_check: RegionCheck | None) -> None:
         self.program = program
+        #: names of the scalar params in the current scope (the program's, or a kernel's)
+        self.scalars: frozenset[str] = frozenset()
         self.lines = source_lines
         self.filename = filename
         self.region_check = region_check
@@ -93,7 +97,11 @@ class _Verifier:
         for p in program.inputs:
             if p.name in env:
                 raise self.error(f"input '%{p.name}' is declared twice", line=sig_line, column=sig_col)
+            if p.scalar and p.type.shape:
+                raise self.error(f"scalar input '%{p.name}' has shape {list(p.type.shape)}; a "
+                                 f"scalar is 0-d", line=sig_line, column=sig_col)
             env[p.name] = p.type
+        self.scalars = program.scalar_inputs
         defined_at: dict[str, Any] = {}
         later = self._definitions(program.body)
         for stmt in program.body:
@@ -139,6 +147,9 @@ class _Verifier:
             if name not in env:
                 raise self.error(f"return of '%{name}', which is not defined", line=line,
                                  column=column)
+            if name in self.scalars:
+                raise self.error(f"return of '%{name}', a scalar param: a program returns "
+                                 f"buffers (compute something from it)", line=line, column=column)
             types.append(env[name])
         if signature is None:
             return
@@ -160,10 +171,17 @@ class _Verifier:
                              f"{len(k.args)} operands", k)
         inner: dict[str, TensorType] = {}
         inner_at: dict[str, Any] = {}
+        outer_scalars = self.scalars
         for a, p, t in zip(k.args, k.params, arg_types):
             if p.type != t:
                 raise self.error(f"kernel {label}: param '%{p.name}' is {p.type} but its operand "
                                  f"'%{a}' is {t}", k)
+            if p.scalar != (a in outer_scalars):
+                passed = "a scalar param" if a in outer_scalars else "a buffer"
+                declared = "a scalar" if p.scalar else "a buffer"
+                raise self.error(f"kernel {label}: param '%{p.name}' is declared {declared} but "
+                                 f"its operand '%{a}' is {passed} (scalar params are written "
+                                 f"'%name: dtype', buffers '%name: dtype[shape]')", k)
             if p.name in inner:
                 raise self.error(f"kernel {label}: param '%{p.name}' is declared twice", k)
             inner[p.name] = p.type
@@ -176,10 +194,18 @@ class _Verifier:
         if kind is not None and kind not in KERNEL_KINDS:
             raise self.error(f"kernel {label}: kind={kind} is not one of {', '.join(KERNEL_KINDS)}", k)
         inner_later = self._definitions(k.body)
-        for stmt in k.body:
-            if isinstance(stmt, Kernel):
-                raise self.error(f"kernel {label}: kernels do not nest", stmt)
-            self.instr(stmt, inner, inner_later, inner_at, scope=label)
+        self.scalars = frozenset(p.name for p in k.params if p.scalar)
+        try:
+            for stmt in k.body:
+                if isinstance(stmt, Kernel):
+                    raise self.error(f"kernel {label}: kernels do not nest", stmt)
+                self.instr(stmt, inner, inner_later, inner_at, scope=label)
+            for y in k.yields:
+                if y in self.scalars:
+                    raise self.error(f"kernel {label} yields '%{y}', a scalar param: a kernel "
+                                     f"writes buffers (compute something from it)", k)
+        finally:
+            self.scalars = outer_scalars
         if not (len(k.yields) == len(k.results) == len(k.result_types)):
             raise self.error(f"kernel {label} yields {len(k.yields)} values for {len(k.results)} "
                              f"results and {len(k.result_types)} declared types", k)
@@ -214,7 +240,10 @@ class _Verifier:
         for name, required in allowed.items():
             if required and name not in instr.attrs:
                 raise self.error(f"'{op}' needs the attribute '{name}'", instr)
-        problem = _CHECKS[info.category](instr, operands)
+        if info.category == "elementwise":
+            problem = _elementwise(instr, operands, self.scalars)
+        else:
+            problem = _CHECKS[info.category](instr, operands)
         if problem:
             raise self.error(problem, instr)
         self.define(instr.name, instr.type, instr, env, defined_at)
@@ -226,11 +255,14 @@ def _show(t: TensorType) -> str:
     return str(t)
 
 
-def _elementwise(instr: Instr, operands: list[TensorType]) -> str | None:
+def _elementwise(instr: Instr, operands: list[TensorType],
+                 scalars: frozenset[str] = frozenset()) -> str | None:
+    """Operands of the result's shape (scalar params, passed by value, stand for their value
+    at every element), one dtype (after the ``where`` condition), a dtype the op takes."""
     info = OPS[instr.op]
     result = instr.type
     for name, t in zip(instr.args, operands):
-        if t.shape != result.shape:
+        if t.shape != result.shape and name not in scalars:
             return (f"shape mismatch: operand '%{name}' is {_show(t)} but '{instr.op}' makes "
                     f"{_show(result)} (elementwise operands have the result's shape: expand first)")
     dtypes = [t.dtype for t in operands]

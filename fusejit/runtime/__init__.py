@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import BackendError, BackendUnavailableError, InputError
 from ..codegen import describe_tiling
+from ..frontend.scalars import check_value_access
 from ..fuse import plan_for
 from ..fuse.plan import TILING_DESCRIBERS
 from ..ir.graph import build_program, make_input, structural_key, topological_order
@@ -51,6 +52,7 @@ class Backend(Protocol):
     of a realize's leaves on the current device (host data copied there once), and
     ``current_stream()``: the stream it launches on now (realized tensors remember it, so
     ``__cuda_array_interface__`` and ``__dlpack__`` name the stream their data was made on).
+    ``execute_leaves(program, leaves, plan)``: ``execute`` with those buffers.
     """
 
     name: str
@@ -230,6 +232,16 @@ def _remember(key: tuple, plan: Any) -> None:
         _plans[key] = plan
 
 
+def plan_of(nodes: list[Any], key: tuple, leaves: tuple[Any, ...]) -> Any:
+    """The plan of graph outputs ``nodes`` (``key`` and ``leaves``: their ``structural_key``),
+    from the plan cache, else built, fused and remembered."""
+    plan = _plans.get(key)
+    if plan is None:
+        plan = plan_for(build_program(topological_order(nodes), nodes, leaves=leaves), key)
+        _remember(key, plan)
+    return plan
+
+
 def realize(*tensors: Any) -> tuple[Any, ...]:
     """Compute several tensors with one plan; shared subexpressions run once.
 
@@ -238,24 +250,31 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
     """
     pending, seen = [], set()
     for t in tensors:
-        if not t.is_realized and id(t._node) not in seen:
-            seen.add(id(t._node))
+        node = t._node
+        if node.op != "input" and id(node) not in seen:
+            check_value_access(node, "fj.realize()")
+            if node.op == "scalar":  # a NumPy scalar seen as a tensor: its value, as an array
+                t._node = make_input(np.asarray(node.buffer, node.dtype), node.dtype, (), None)
+                continue
+            seen.add(id(node))
             pending.append(t)
     if pending:
         nodes = [t._node for t in pending]
         key, leaves = structural_key(nodes)
         plan = _plans.get(key)
         if plan is None:  # first time this structure is seen: build, fuse, remember
-            plan = plan_for(build_program(topological_order(nodes), nodes), key)
-            _remember(key, plan)
+            plan = plan_of(nodes, key, leaves)
         backend = current()
         if backend.device_memory:
-            buffers = backend.leaf_buffers(leaves)
+            outs = backend.execute_leaves(plan.program, leaves, plan)
             stream = backend.current_stream()  # the stream the kernels are queued on
         else:
-            buffers = [leaf.buffer for leaf in leaves]
+            outs = backend.execute(plan.program, [leaf.buffer for leaf in leaves], plan)
             stream = None
-        outs = backend.execute(plan.program, buffers, plan)
+        if len(tensors) == 1:
+            node = tensors[0]._node
+            tensors[0]._node = make_input(outs[0], node.dtype, node.shape, None, stream=stream)
+            return tensors
         by_node = {id(n): out for n, out in zip(nodes, outs)}
         for t in tensors:
             if id(t._node) in by_node:
@@ -286,6 +305,9 @@ def check_inputs(program: Program, arrays: tuple[Any, ...], named: dict[str, Any
     out = []
     for p in params:
         value = bound[p.name]
+        if p.scalar:
+            out.append(scalar_input(p, value))
+            continue
         if not hasattr(value, "dtype") or not hasattr(value, "shape"):
             value = np.asarray(value)
         if tuple(value.shape) != p.type.shape:
@@ -295,6 +317,30 @@ def check_inputs(program: Program, arrays: tuple[Any, ...], named: dict[str, Any
             raise InputError(f"input {p.name!r}: expected dtype {p.type.dtype}, got {value.dtype}")
         out.append(value)
     return out
+
+
+def scalar_input(param: Any, value: Any) -> Any:
+    """The value for a scalar param (passed by value): a Python scalar (converted as NumPy
+    converts a weak scalar), or a NumPy scalar or host 0-d array of the param's dtype."""
+    from ..frontend.scalars import scalar_value
+    dtype = param.type.dtype
+    what = f"input {param.name!r} (a scalar {dtype} param, passed by value)"
+    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
+        if isinstance(value, bool) != (dtype.kind == "b") or (
+                isinstance(value, float) and dtype.kind != "f"):
+            raise InputError(f"{what}: cannot take the Python {type(value).__name__} {value!r}")
+        if isinstance(value, bool):
+            return value
+        if dtype.kind in "iu" and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+            raise InputError(f"{what}: {value} is out of bounds for {dtype}")
+        return scalar_value(value, dtype)
+    if isinstance(value, (np.generic, np.ndarray)) and np.shape(value) == ():
+        if np.dtype(value.dtype) != dtype:
+            raise InputError(f"{what}: expected dtype {dtype}, got {value.dtype}")
+        return np.asarray(value)[()]
+    raise InputError(f"{what}: expected a Python or NumPy scalar, got {type(value).__name__}"
+                     + (f" of shape {tuple(value.shape)}" if hasattr(value, "shape") else "")
+                     + " (device arrays are not read back: pass host values)")
 
 
 def run_program(program: Program, arrays: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:

@@ -26,10 +26,17 @@ device's own, so every cache below is keyed by the device id. CuPy inputs
 must live on the current device: inputs on another device, or on two, raise
 ``DeviceError`` naming the devices.
 
-Caching: per Kernel object (and backend instance), a dict from (device, buffer
-specialization: the strides and 16-byte alignment of each argument) to a
-pre-bound launcher, so a repeated ``realize`` does a few dict lookups,
-allocations and launches.
+Caching: per Program object (a plan's fused program, and backend instance), a
+dict from (device, input specialization: the element strides and 16-byte
+alignment of each buffer input, None for a scalar param) to a *plan runner*:
+every launch of every kernel bound to slots, so a repeated ``realize`` (or an
+``fj.jit`` call) converts its scalars, allocates the results and launches,
+with no per-kernel lookup. Per Kernel object, the emitted, compiled and loaded
+launches by argument specialization (shared by structurally equal kernels).
+
+Scalar params are passed by value as NumPy scalars of their carrier dtype
+(``codegen.lowering.SCALAR_ARG``): CuPy packs them like C scalars. Nothing here
+synchronizes with the device.
 
 Threads: the backend is shared by all threads. Cache hits take no lock;
 building a launcher (emit, compile, load) holds the backend's lock, so a
@@ -52,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codegen.lowering import SCALAR_ARG, scalar_arg
 from ..errors import BackendError, DeviceError, DeviceMemoryError
 from ..ir.program import Kernel, Program
 from . import kernel_cache as kc
@@ -126,7 +134,7 @@ class CudaBackend:
         self._devices: dict[int, _Device] = {}
         #: (device, kernel structure, specialization) -> launcher: structurally equal Kernel
         #: objects (a plan rebuilt by the fuser) share launchers
-        self._runners: dict[Any, Callable[[list[Any]], list[Any]]] = {}
+        self._runners: dict[Any, _KernelInfo] = {}
         self._oom: type[BaseException] = cp.cuda.memory.OutOfMemoryError
         #: the attribute of a Kernel holding this instance's launchers (per instance: a
         #: launcher holds functions loaded by this instance's CuPy)
@@ -195,28 +203,62 @@ class CudaBackend:
                                  f"copying a {host.dtype}{list(host.shape)} input there") from None
 
     def leaf_buffers(self, leaves: tuple[Any, ...]) -> list[Any]:
-        """The buffers of a realize's leaves on the current device.
+        """The buffers of a realize's leaves on the current device (scalar leaves: their
+        values).
 
         Host data is copied to each device once: the leaf keeps its copies (``leaf.copies``,
         by device id) for later realizes and keeps its host array as its buffer.
         """
-        cp = self.cp
-        out = []
-        dev: _Device | None = None
+        dev = self.device()
+        return [leaf.buffer if leaf.op == "scalar" else self._leaf_array(leaf, dev)[0]
+                for leaf in leaves]
+
+    def _leaf_array(self, leaf: Any, dev: _Device) -> tuple[Any, Any]:
+        """An input leaf's array on ``dev`` and its specialization (``array_spec``), kept on
+        the leaf (``leaf.copies``, by device id): host data is copied there once, CuPy
+        arrays are used in place (one on another device is returned as it is, for the
+        caller's device check; strides that are not whole elements get a contiguous copy)."""
+        copies = leaf.copies
+        if copies is not None:
+            found = copies.get(dev.id)
+            if found is not None:
+                return found
+        else:
+            copies = leaf.copies = {}
+        b = leaf.buffer
+        if not isinstance(b, self.cp.ndarray):
+            b = self._upload(np.asarray(b), dev)
+        elif b.data.device_id != dev.id:
+            return b, None  # not kept: an error for the caller
+        entry = array_spec(b)
+        if entry is None:
+            b = self.cp.ascontiguousarray(b)
+            entry = array_spec(b)
+        found = copies[dev.id] = (b, entry)
+        return found
+
+    def execute_leaves(self, program: Program, leaves: tuple[Any, ...],
+                       plan: Any = None) -> list[Any]:
+        """``execute`` for a realize: the program's inputs are graph leaves, whose arrays and
+        specializations are kept on the leaves (so a repeated realize computes neither)."""
+        dev = self.device()
+        arrays: list[Any] = []
+        spec: list[Any] = []
         for leaf in leaves:
-            b = leaf.buffer
-            if not isinstance(b, cp.ndarray):
-                if dev is None:
-                    dev = self.device()
-                copies = leaf.copies
-                if copies is None:
-                    copies = leaf.copies = {}
-                on_device = copies.get(dev.id)
-                if on_device is None:
-                    on_device = copies[dev.id] = self._upload(np.asarray(b), dev)
-                b = on_device
-            out.append(b)
-        return out
+            if leaf.op == "scalar":
+                arrays.append(leaf.buffer)
+                spec.append(None)
+                continue
+            array, entry = self._leaf_array(leaf, dev)
+            if entry is None:  # on another device: the general path says which
+                return self.execute(program, self.leaf_buffers(leaves), plan)
+            arrays.append(array)
+            spec.append(entry)
+        try:
+            return self.plan_runner(program, tuple(spec), dev)(arrays)
+        except self._oom as exc:
+            raise _out_of_memory(exc, dev.id, _asked(exc), f"while running @{program.name}") \
+                from None
 
     def to_numpy(self, buffer: Any) -> np.ndarray:
         """A host NumPy array of ``buffer``."""
@@ -230,35 +272,50 @@ class CudaBackend:
 
     # -- programs ----------------------------------------------------------------------
     def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[Any]:
-        """Run the fused program on the current device; returns one CuPy array per output."""
-        cp = self.cp
+        """Run the fused program on the current device; returns one CuPy array per output.
+
+        Scalar params take their values (``buffers`` holds the value at their position).
+        """
         dev = self.device()
         try:
-            arrays = [b if isinstance(b, cp.ndarray) else self._upload(np.asarray(b), dev)
-                      for b in buffers]
-            for a in arrays:
-                if a.data.device_id != dev.id:
-                    raise self._device_error(program, arrays, dev.id)
-            env = {p.name: a for p, a in zip(program.inputs, arrays)}
-            inputs = {id(a) for a in arrays}
-            for kernel in program.body:  # a plan's program holds kernel blocks only
-                results = self.run_kernel(kernel, [env[a] for a in kernel.args], dev)
-                env.update(zip(kernel.results, results))
-            outs = []
-            for name in program.outputs:
-                value = env[name]
-                if id(value) in inputs:
-                    value = value.copy()
-                outs.append(value)
-            return outs
+            arrays, spec = self.bind(program, buffers, dev)
+            return self.plan_runner(program, spec, dev)(arrays)
         except self._oom as exc:  # a copy or an allocation not named more precisely below
             raise _out_of_memory(exc, dev.id, _asked(exc), f"while running @{program.name}") \
                 from None
 
+    def bind(self, program: Program, buffers: list[Any], dev: _Device | None = None
+             ) -> tuple[list[Any], tuple[Any, ...]]:
+        """The arrays for a program's inputs on ``dev`` (host data uploaded, strides that are
+        not whole elements made contiguous) and their specialization: per input, its element
+        strides and 16-byte alignment, or None for a scalar param (``plan_runner``'s key)."""
+        cp = self.cp
+        if dev is None:
+            dev = self.device()
+        arrays: list[Any] = []
+        spec: list[Any] = []
+        for p, b in zip(program.inputs, buffers):
+            if p.scalar:
+                arrays.append(b)
+                spec.append(None)
+                continue
+            if not isinstance(b, cp.ndarray):
+                b = self._upload(np.asarray(b), dev)
+            elif b.data.device_id != dev.id:
+                raise self._device_error(program, buffers, dev.id)
+            entry = array_spec(b)
+            if entry is None:
+                b = cp.ascontiguousarray(b)
+                entry = array_spec(b)
+            arrays.append(b)
+            spec.append(entry)
+        return arrays, tuple(spec)
+
     def _device_error(self, program: Program, arrays: list[Any], current: int) -> DeviceError:
         where: dict[int, list[str]] = {}
         for p, a in zip(program.inputs, arrays):
-            where.setdefault(self.device_of(a), []).append(f"%{p.name}")
+            if isinstance(a, self.cp.ndarray):
+                where.setdefault(self.device_of(a), []).append(f"%{p.name}")
         devices = sorted(where)
         listing = "; ".join(f"device {d}: {', '.join(where[d])}" for d in devices)
         if len(devices) > 1:
@@ -272,43 +329,142 @@ class CudaBackend:
             f"current CuPy device is {current}: realize inside `with cupy.cuda.Device("
             f"{devices[0]}):`, or copy the inputs to device {current}")
 
+    # -- a whole plan as one replay --------------------------------------------------
+    def plan_runner(self, program: Program, spec: tuple[Any, ...], dev: _Device | None = None,
+                    prepared: bool = False) -> Callable[[list[Any]], list[Any]]:
+        """The replay of a fused program for inputs of specialization ``spec`` (``bind``).
+
+        Built once per (program, device, spec) and kept on the Program: it holds every
+        launch of every kernel, bound to slots (the inputs, then each kernel's results and
+        scratch), so a replay converts the scalar params (not when ``prepared``: the caller
+        passes them as ``codegen.lowering.scalar_arg`` makes them), allocates the results
+        and launches, with no per-kernel lookup.
+        """
+        if dev is None:
+            dev = self.device()
+        key = (dev.id, spec, prepared)
+        cache = program.__dict__.get(self._slot)
+        if cache is None:
+            cache = program.__dict__.setdefault(self._slot, {})
+        runner = cache.get(key)
+        if runner is None:
+            with self._lock:
+                runner = cache.get(key)
+                if runner is None:
+                    runner = cache[key] = self._build_plan(program, spec, dev, prepared)
+        return runner
+
+    def _build_plan(self, program: Program, spec: tuple[Any, ...], dev: _Device,
+                    prepared: bool = False) -> Callable[[list[Any]], list[Any]]:
+        n_in = len(program.inputs)
+        slot_of = {p.name: i for i, p in enumerate(program.inputs)}
+        slot_spec: list[Any] = list(spec)
+        scalars = [] if prepared else \
+            [(i, SCALAR_ARG[p.type.dtype][0].type, p.type.dtype)
+             for i, p in enumerate(program.inputs) if p.scalar and p.type.dtype != np.uint64]
+        if not prepared:  # uint64 travels as its bits: always converted
+            scalars += [(i, None, p.type.dtype) for i, p in enumerate(program.inputs)
+                        if p.scalar and p.type.dtype == np.uint64]
+        allocs: list[tuple[int, tuple[int, ...], np.dtype, str]] = []
+        launches: list[tuple[Any, ...]] = []
+        null_slot = n_in  # a slot that always holds None (Triton's trailing scratch pointers)
+        slot_spec.append(None)
+
+        def new_slot(shape: tuple[int, ...], dtype: np.dtype, what: str) -> int:
+            allocs.append((len(slot_spec), shape, dtype, what))
+            slot_spec.append((_contiguous_strides(shape), True))  # fresh: contiguous, aligned
+            return len(slot_spec) - 1
+
+        for kernel in program.body:  # a plan's program holds kernel blocks only
+            arg_slots = [slot_of[a] for a in kernel.args]
+            info = self._kernel_info(kernel, tuple(slot_spec[i] for i in arg_slots), dev)
+            what = f"allocating the outputs of kernel {kernel.name}"
+            res_slots = [new_slot(shape, dtype, what) for shape, dtype in info.out_types]
+            scratch_slots = [new_slot((n,), dtype, what) for dtype, n in info.scratch]
+            groups = (arg_slots, res_slots, scratch_slots)
+            for fn, grid, block, shared, selectors, n_nulls, global_scratch in info.launches:
+                nulls = [null_slot] * n_nulls
+                if global_scratch:  # TMA descriptors made by the kernel live there
+                    nulls[0] = new_slot((global_scratch,), np.dtype(np.uint8), what)
+                sel = tuple([groups[g][i] for g, i in selectors] + nulls)
+                launches.append((fn, grid, block, shared, sel))
+            slot_of.update(zip(kernel.results, res_slots))
+        outputs = [(slot_of[name], slot_of[name] < n_in) for name in program.outputs]
+        n_slots = len(slot_spec)
+        pad = [None] * (n_slots - n_in)
+        empty, oom, device_id = self.cp.empty, self._oom, dev.id
+
+        def run(arrays: list[Any]) -> list[Any]:
+            slots = arrays + pad
+            for i, carrier, dtype in scalars:
+                if type(slots[i]) is not carrier:
+                    slots[i] = scalar_arg(slots[i], dtype)
+            try:
+                for i, shape, dtype, _ in allocs:
+                    slots[i] = empty(shape, dtype)
+            except oom as exc:
+                raise _out_of_memory(exc, device_id, _asked(exc), _failed_alloc(allocs, slots)) \
+                    from None
+            for fn, grid, block, shared, sel in launches:
+                fn(grid, block, [slots[i] for i in sel], shared_mem=shared)
+            return [slots[i].copy() if is_input else slots[i] for i, is_input in outputs]
+
+        return run
+
     # -- one region ----------------------------------------------------------------
     def run_kernel(self, kernel: Kernel, args: list[Any], dev: _Device | None = None) -> list[Any]:
         """Launch one region on ``dev`` (default: the current device); returns its result arrays."""
         cp = self.cp
         if dev is None:
             dev = self.device()
-        spec = []
-        for i, a in enumerate(args):
-            itemsize = a.itemsize
-            st = a.strides
-            if any(s % itemsize for s in st):
-                a = cp.ascontiguousarray(a)
-                args[i] = a
-                st = a.strides
-            spec.append((tuple(s // itemsize for s in st), a.data.ptr % 16 == 0))
-        key = (dev.id, tuple(spec))
+        spec: list[Any] = []
+        for i, (a, p) in enumerate(zip(args, kernel.params)):
+            if p.scalar:
+                spec.append(None)
+                args[i] = scalar_arg(a, p.type.dtype)
+                continue
+            entry = array_spec(a)
+            if entry is None:
+                a = args[i] = cp.ascontiguousarray(a)
+                entry = array_spec(a)
+            spec.append(entry)
+        info = self._kernel_info(kernel, tuple(spec), dev)
+        try:
+            outs = [cp.empty(s, d) for s, d in info.out_types]
+            scratch = [cp.empty(n, d) for d, n in info.scratch]
+        except self._oom as exc:
+            raise _out_of_memory(exc, dev.id, info.asked,
+                                 f"allocating the outputs of kernel {kernel.name}") from None
+        groups = (args, outs, scratch)
+        for fn, grid, block, shared, selectors, n_nulls, global_scratch in info.launches:
+            nulls: list[Any] = [None] * n_nulls
+            if global_scratch:  # TMA descriptors made by the kernel live there
+                nulls[0] = cp.empty(global_scratch, np.uint8)
+            fn(grid, block, [groups[g][i] for g, i in selectors] + nulls, shared_mem=shared)
+        return outs
+
+    def _kernel_info(self, kernel: Kernel, spec: tuple[Any, ...], dev: _Device) -> _KernelInfo:
+        """The launches of one region for arguments of ``spec`` on ``dev`` (emitted, compiled
+        and loaded on first use; structurally equal Kernel objects share them)."""
+        key = (dev.id, spec)
         cache = kernel.__dict__.get(self._slot)
         if cache is None:
             cache = kernel.__dict__.setdefault(self._slot, {})
-        runner = cache.get(key)
-        if runner is None:
+        info = cache.get(key)
+        if info is None:
             with self._lock:  # one build at a time: a kernel several threads need is built once
-                # a structurally equal Kernel object (a plan rebuilt by the fuser) reuses the runner
                 skey = (kc.kernel_key(kernel), key)
-                runner = self._runners.get(skey)
-                if runner is None:
-                    runner = self._runners[skey] = self._build(kernel, key[1], dev)
-                cache[key] = runner
-        return runner(args)
+                info = self._runners.get(skey)
+                if info is None:
+                    info = self._runners[skey] = self._build(kernel, spec, dev)
+                cache[key] = info
+        return info
 
-    def _build(self, kernel: Kernel, spec: tuple[Any, ...],
-               dev: _Device) -> Callable[[list[Any]], list[Any]]:
-        cp = self.cp
-        out_types = [(t.shape, t.dtype) for t in kernel.result_types]
+    def _build(self, kernel: Kernel, spec: tuple[Any, ...], dev: _Device) -> _KernelInfo:
+        out_types = tuple((t.shape, t.dtype) for t in kernel.result_types)
         if all(int(np.prod(s)) == 0 for s, _ in out_types):
-            return lambda args: [cp.empty(s, d) for s, d in out_types]
-        strides = tuple(s for s, _ in spec)
+            return _KernelInfo(out_types, (), (), 0)
+        strides = tuple(() if s is None else s[0] for s in spec)
         emitted = kc.emitted_for(kernel, strides, "cuda")
         for i in emitted.aligned:
             if not spec[i][1]:
@@ -316,56 +472,37 @@ class CudaBackend:
                     f"kernel {kernel.name} reads %{kernel.params[i].name} through TMA (tma=1), "
                     f"which needs its buffer to start on a 16-byte boundary; this one does not "
                     f"(an offset view): remove tma=1 or pass an aligned copy")
-        scratch_specs = list(emitted.scratch)
-        launches = []
-        for launch in emitted.launches:
-            launches.append(self._prepare(emitted, launch, spec, dev))
-        empty = cp.empty
-        oom = self._oom
+        launches = tuple(self._prepare(emitted, launch, spec, dev) for launch in emitted.launches)
+        scratch = tuple(emitted.scratch)
         asked = (sum(_nbytes(s, d) for s, d in out_types)
-                 + sum(_nbytes((n,), d) for d, n in scratch_specs))
-        what = f"allocating the outputs of kernel {kernel.name}"
-        device_id = dev.id
-
-        def run(args: list[Any]) -> list[Any]:
-            try:
-                outs = [empty(s, d) for s, d in out_types]
-                scratch = [empty(n, d) for d, n in scratch_specs]
-            except oom as exc:
-                raise _out_of_memory(exc, device_id, asked, what) from None
-            groups = (args, outs, scratch)
-            for fn, grid, block, shared, selectors, nulls, global_scratch in launches:
-                bound = [groups[g][i] for g, i in selectors]
-                if global_scratch:  # TMA descriptors made by the kernel live there
-                    nulls = [empty(global_scratch, np.uint8)] + nulls[1:]
-                fn(grid, block, bound + nulls, shared_mem=shared)
-            return outs
-
-        return run
+                 + sum(_nbytes((n,), d) for d, n in scratch))
+        return _KernelInfo(out_types, scratch, launches, asked)
 
     def _prepare(self, emitted: Any, launch: Any, spec: tuple[Any, ...],
                  dev: _Device) -> tuple[Any, ...]:
-        # outputs and scratch are fresh CuPy allocations: always 256-byte aligned
+        # outputs and scratch are fresh CuPy allocations: always 256-byte aligned; scalar
+        # params are values (never marked divisible)
         divisible = []
         selectors = []
         for kind, i in launch.args:
             g = {"in": 0, "out": 1, "scratch": 2}[kind]
             selectors.append((g, i))
-            divisible.append(spec[i][1] if kind == "in" else True)
+            divisible.append((spec[i] is not None and spec[i][1]) if kind == "in" else True)
         compiled = compile_launch(emitted, launch, tuple(divisible), dev.cc)
         mkey = (compiled.cubin, compiled.name)
         loaded = dev.modules.get(mkey)
         if loaded is None:
             loaded = dev.modules[mkey] = self._load(compiled, dev)
-        nulls = [None] * (compiled.n_params - compiled.n_args)
         block = (32 * compiled.num_warps, 1, 1)
+        n_nulls = compiled.n_params - compiled.n_args
         # global scratch: one slice per program (CuPy's allocations are 256-byte aligned)
         programs = launch.grid[0] * launch.grid[1] * launch.grid[2]
-        global_scratch = compiled.scratch * programs if nulls else 0
+        global_scratch = compiled.scratch * programs if n_nulls else 0
         if compiled.scratch_align > 256:
             raise BackendError(f"kernel {compiled.name} asks for global scratch aligned to "
                                f"{compiled.scratch_align} bytes (CuPy gives 256)")
-        return (loaded[1], launch.grid, block, compiled.shared, selectors, nulls, global_scratch)
+        return (loaded[1], launch.grid, block, compiled.shared, tuple(selectors), n_nulls,
+                global_scratch)
 
     def _load(self, compiled: Any, dev: _Device) -> tuple[Any, Any]:
         """Load a cubin into the current device's context (which is ``dev``'s)."""
@@ -382,6 +519,43 @@ class CudaBackend:
             raise BackendError(f"CUDA device {dev.id} (compute capability {dev.cc // 10}."
                                f"{dev.cc % 10}) cannot load kernel {compiled.name}: {exc}") from None
         return module, fn
+
+
+class _KernelInfo:
+    """One region's launches for one argument specialization: result and scratch types, and
+    per launch (function, grid, block, shared memory, argument selectors, trailing NULLs)."""
+
+    __slots__ = ("out_types", "scratch", "launches", "asked")
+
+    def __init__(self, out_types: tuple, scratch: tuple, launches: tuple, asked: int) -> None:
+        self.out_types, self.scratch, self.launches, self.asked = out_types, scratch, launches, asked
+
+
+def array_spec(array: Any) -> tuple[tuple[int, ...], bool] | None:
+    """A device array's specialization: element strides and whether its data pointer is
+    16-byte aligned (None when a stride is not a whole number of elements)."""
+    itemsize = array.itemsize
+    strides = array.strides
+    for st in strides:
+        if st % itemsize:
+            return None
+    return tuple([st // itemsize for st in strides]), array.data.ptr % 16 == 0
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+def _failed_alloc(allocs: list[tuple[int, tuple[int, ...], np.dtype, str]], slots: list[Any]) -> str:
+    """What was being allocated when CuPy ran out of memory (the first slot still empty)."""
+    for i, _, _, what in allocs:
+        if slots[i] is None:
+            return what
+    return "allocating kernel outputs"
 
 
 def _asked(exc: BaseException) -> int | None:

@@ -4,8 +4,10 @@ This is how CI, which has no GPU, executes every emitted kernel. The kernels
 are the ones the ``cuda`` backend compiles, emitted for the ``interpret``
 target (formulas instead of libdevice math, larger blocks), imported from
 the cache directory with Triton's interpreter mode on, and called on NumPy
-arrays through ``HostBuffer``. Inputs are used in place (views keep their
-strides: the strides are specialized into the source).
+arrays through ``HostBuffer``; scalar params are passed as the interpreter's own
+0-d tensors of their carrier dtype (it would make a Python float a float32).
+Inputs are used in place (views keep their strides: the strides are specialized
+into the source).
 
 Threads: Triton's interpreter patches ``triton.language`` and keeps the
 current program id in one global builder while a kernel runs, so two threads
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codegen.lowering import scalar_arg
 from ..ir.program import Kernel, Program
 from . import kernel_cache as kc
 
@@ -65,6 +68,27 @@ def _host(a: np.ndarray) -> HostBuffer:
     return HostBuffer(a)
 
 
+def _scalar(value: Any, dtype: np.dtype) -> Any:
+    """A scalar param's value as the interpreter's own 0-d tensor of the carrier dtype.
+
+    The interpreter would turn a Python float into float32 and a Python int into int32 or
+    int64 by its value; a ``tl.tensor`` passes through exactly as built.
+    """
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+    arg = scalar_arg(value, dtype)
+    ty = _TL_SCALAR[arg.dtype.name]
+    return tl.tensor(TensorHandle(np.array([arg], arg.dtype), ty), ty)
+
+
+_TL_SCALAR: dict[str, Any] = {}
+
+
+def _init_scalar_types() -> None:
+    import triton.language as tl
+    _TL_SCALAR.update(int32=tl.int32, int64=tl.int64, float32=tl.float32, float64=tl.float64)
+
+
 class InterpretBackend:
     """Runs every Kernel block of a fused Program through Triton's interpreter."""
 
@@ -76,6 +100,7 @@ class InterpretBackend:
         from . import require_triton
         require_triton("interpret", "pip install 'fusejit[triton]'")  # a missing Triton is named at once
         self._fns: dict[Any, Any] = {}
+        _init_scalar_types()
 
     def to_device(self, array: Any) -> np.ndarray:
         """``array`` as a buffer this backend computes on (copied only when needed)."""
@@ -90,8 +115,8 @@ class InterpretBackend:
 
     def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[np.ndarray]:
         """Run the fused program; returns one new array per program output."""
-        env: dict[str, np.ndarray] = {p.name: self.to_device(b)
-                                      for p, b in zip(program.inputs, buffers)}
+        env: dict[str, Any] = {p.name: b if p.scalar else self.to_device(b)
+                               for p, b in zip(program.inputs, buffers)}
         inputs = {id(v) for v in env.values()}
         with np.errstate(all="ignore"):
             for kernel in program.body:  # a plan's program holds kernel blocks only
@@ -106,9 +131,12 @@ class InterpretBackend:
         return outs
 
     def run_kernel(self, kernel: Kernel, args: list[np.ndarray]) -> list[np.ndarray]:
-        """Launch one region on host arrays; returns its results."""
-        arrays = []
-        for a, _p in zip(args, kernel.params):
+        """Launch one region on host arrays (scalar params: their values); returns its results."""
+        arrays: list[Any] = []
+        for a, p in zip(args, kernel.params):
+            if p.scalar:
+                arrays.append(_scalar(a, p.type.dtype))
+                continue
             a = np.asarray(a)
             if kc.element_strides(a) is None:
                 a = np.ascontiguousarray(a)
@@ -116,7 +144,8 @@ class InterpretBackend:
         outs = [np.empty(t.shape, t.dtype) for t in kernel.result_types]
         if all(o.size == 0 for o in outs):
             return outs
-        strides = tuple(kc.element_strides(a) for a in arrays)
+        strides = tuple(() if p.scalar else kc.element_strides(a)
+                        for a, p in zip(arrays, kernel.params))
         emitted = kc.emitted_for(kernel, strides, "interpret")
         module = self._module(emitted)
         scratch = [np.empty(n, dt) for dt, n in emitted.scratch]
@@ -125,6 +154,9 @@ class InterpretBackend:
                 fn = getattr(module, launch.fn_name)
                 bound = []
                 for kind, i in launch.args:
+                    if kind == "in" and kernel.params[i].scalar:
+                        bound.append(arrays[i])
+                        continue
                     src = arrays if kind == "in" else outs if kind == "out" else scratch
                     bound.append(_host(src[i]))
                 fn[launch.grid](*bound)

@@ -3,7 +3,8 @@
 It is the oracle of the tests, so it calls NumPy for each op and adds nothing
 clever. Fused programs run region by region: each ``Kernel`` block is
 evaluated on its parameters alone and only its results are kept, so region
-semantics are checked without a GPU.
+semantics are checked without a GPU. Scalar params (values passed by value) are
+0-d arrays of their dtype, which NumPy broadcasts against the other operands.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ir.graph import num_elements
 from ..ir.ops import OPS
 from ..ir.program import Instr, Kernel, Program
 
@@ -86,8 +88,11 @@ def evaluate_instr(instr: Instr, args: list[np.ndarray]) -> np.ndarray:
             out = getattr(np, info.numpy)(args[0], axis=axes, keepdims=keep)
         return np.asarray(out, dtype=dtype).reshape(shape)
     fn = _EXTRA.get(op) or getattr(np, info.numpy)
-    out = fn(*args)
-    return np.asarray(out).astype(dtype, copy=False).reshape(shape)
+    out = np.asarray(fn(*args)).astype(dtype, copy=False)
+    if out.shape != shape and out.size != num_elements(shape):
+        # every operand a scalar parameter (they stand for their value at every element)
+        return np.broadcast_to(out, shape).copy()
+    return out.reshape(shape)
 
 
 def evaluate_body(body: list[Instr | Kernel], env: dict[str, np.ndarray]) -> None:
@@ -123,7 +128,8 @@ class NumpyBackend:
 
     def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[np.ndarray]:
         """Run the program op by op; returns one new array per program output."""
-        env = {p.name: self.to_device(b) for p, b in zip(program.inputs, buffers)}
+        env = {p.name: np.asarray(b, p.type.dtype) if p.scalar else self.to_device(b)
+               for p, b in zip(program.inputs, buffers)}
         inputs = {id(v) for v in env.values()}
         evaluate_body(program.body, env)
         outs = []
