@@ -167,3 +167,18 @@ def test_sin_of_a_large_exp_float32(backend):
     Triton's fast exp was 4e-7 off there on cuda, and sin(exp(7)) 1e-3 off."""
     v = np.array([7, 9, -3, 11], np.int16)
     assert_matches_numpy(fj.sin(fj.exp(fj.asarray(v))), np.sin(np.exp(v)), rtol=1e-4, atol=1e-4)
+
+
+# -- found by `fusejit fuzz --backend interpret` (20,000 programs, seed 2026: 2 failures) --------
+
+@pytest.mark.parametrize("base,view,axis", [
+    (np.zeros((2, 2, 1, 1), bool), lambda b: np.broadcast_to(b, (2, 2, 1, 2)), -1),
+    ((np.arange(66) % 3 == 0).reshape(33, 2), lambda b: np.broadcast_to(b[:, 0], (2, 33)), 0),
+])
+def test_softmax_over_a_stride0_axis_of_a_numpy_view(backend, base, view, axis):
+    """A stride-0 NumPy input reduced along its broadcast axis inside softmax gave 1.0, not 0.5:
+    the load's offset was emitted at the tile's level although it used no tile coordinate, so
+    the value was not widened over the reduced axis (same root as the empty-view crash)."""
+    x = view(base)
+    from fusejit.testing import numpy_reference
+    assert_matches_numpy(fj.softmax(fj.asarray(x), axis=axis), numpy_reference("softmax")(x, axis))
