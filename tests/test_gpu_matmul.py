@@ -200,10 +200,14 @@ def test_tma_gemm_cuda(case):
     }
     fn, specs = fns[case]
     arrays = [_device(s, d, seed, scale=0.05) for seed, (s, d) in enumerate(specs)]
-    text = fj.dump(fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)]),
-                   fused=True)
+    recorded = fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)])
+    text = fj.dump(recorded, fused=True)
     prog = fj.parse(text.replace("kind=gemm", "kind=gemm tma=1"))
-    (out,) = prog.run(*arrays)
+    # the program's inputs in order: the arrays and the scalar params' values (0.5)
+    from fusejit.ir.graph import structural_key
+    inputs = [leaf.buffer if leaf.op != "scalar" else np.asarray(leaf.buffer, leaf.dtype)
+              for leaf in structural_key([recorded._node])[1]]
+    (out,) = prog.run(*inputs)
     ref = fn(cp, *[a.astype(cp.float64) if a.dtype != F32 or case != "prologue" else a
                    for a in arrays])
     assert _rel_error(out, ref.astype(cp.float64)) < (3e-3 if case == "tf32" else 2e-3)

@@ -280,16 +280,19 @@ class Lowering:
         if d[0] == BOOL:
             return f"{a[0]} | {a[1]}"
         if d[0].kind == "f":
-            return self.down(f"tl.maximum({self.up(a[0], d[0])}, {self.up(a[1], d[0])}, "
-                             f"propagate_nan=tl.PropagateNan.ALL)", d[0])
+            # NumPy's loops on equal operands (signed zeros): float16 keeps the first,
+            # float32/64 (SIMD) the second; NaN from either side. A select, so nothing rounds
+            cmp = ">=" if d[0].itemsize == 2 else ">"
+            return f"tl.where(({a[0]} {cmp} {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})"
         return f"tl.maximum({a[0]}, {a[1]})"
 
     def op_minimum(self, a, d, o):
         if d[0] == BOOL:
             return f"{a[0]} & {a[1]}"
         if d[0].kind == "f":
-            return self.down(f"tl.minimum({self.up(a[0], d[0])}, {self.up(a[1], d[0])}, "
-                             f"propagate_nan=tl.PropagateNan.ALL)", d[0])
+            # as maximum: on equal operands float16 keeps the first, float32/64 the second
+            cmp = "<=" if d[0].itemsize == 2 else "<"
+            return f"tl.where(({a[0]} {cmp} {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})"
         return f"tl.minimum({a[0]}, {a[1]})"
 
     def _int_divmod(self, a: str, b: str, dt: np.dtype) -> tuple[str, str, str]:
