@@ -56,7 +56,11 @@ Property-test random programs on a backend (Hypothesis required)::
         check_program(recipe, backend="interpret")
 
 Restrict what is drawn with the arguments of ``programs`` (``dtypes``,
-``ops``, ``max_steps``, ``allow_nan``, ``max_side``...). ``numpy_reference``
+``ops``, ``max_steps``, ``allow_nan``, ``max_side``...), or widen it:
+``sizes="mixed"`` (sides up to a few hundred and at block boundaries),
+``input_views=True`` (broadcast, transposed, sliced and reversed NumPy views
+as inputs, recorded in ``Recipe.views``), ``cupy_inputs=True``. ``fusejit
+fuzz`` (``fusejit/fuzz.py``) draws with these and shrinks what fails. ``numpy_reference``
 returns a NumPy implementation for fusejit functions NumPy lacks (sigmoid,
 rsqrt, erf, softmax, log_softmax, layer_norm, rms_norm, logsumexp), so a
 recipe runs unchanged on both modules.
