@@ -317,3 +317,20 @@ def test_sum_over_no_axes_turns_negative_zero_positive(backend_name: str) -> Non
         for got, want in cases:
             got = got.numpy()
             assert got.dtype == want.dtype and np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_stable_programs_know_what_a_cancelling_sum_came_from() -> None:
+    """sum(layer_norm(x)) cancels to about 1e-16, off by ulps of the terms (about 2), so dividing
+    by it is left out; found by ``fusejit fuzz`` on interpret (a 42% difference at 1e-12)."""
+    from fusejit.testing import _rounding_sensitive, _scale, numpy_reference
+
+    x = np.array([0, 1, 1, 1, 1], np.int8)
+    norm = numpy_reference("layer_norm")(x, axis=0)
+    total = np.asarray(norm.sum())
+    steps = [Step("function", "layer_norm", (Ref(0),), (("axis", 0),)), Step("function", "sum", (Ref(1),))]
+    scales = [1.0]
+    for step, value in zip(steps, [norm, total]):
+        scales.append(_scale(step, scales, value))
+    assert abs(float(total)) < 1e-14 and scales[2] > 1
+    divide = Step("function", "divide", (Ref(0), Ref(2)))
+    assert _rounding_sensitive(divide, [x, norm, total], [True, False, False], x / total, scales)
