@@ -538,7 +538,11 @@ class Recipe:
         return lines
 
     def __repr__(self) -> str:
-        return "\n".join([self.source(), "# inputs:", *self.input_source()])
+        lines = self.input_source()
+        header = "# inputs:"
+        if any("random_array(" in line for line in lines):
+            header = "# inputs (from fusejit.testing import random_array):"
+        return "\n".join([self.source(), header, *lines])
 
 
 def run_numpy(recipe: Recipe) -> list[np.ndarray]:
