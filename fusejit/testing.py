@@ -979,8 +979,10 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
             # over values near 50, or 1e-16 from a sum of layer norm outputs, are that far off
             size = min(8 * float(np.finfo(v.dtype).eps), tolerance(v.dtype)[0] / 8)
             scale = 0.0 if exact[i] else size * (scales[i] if scales is not None else _magnitude(v))
-            signs = rng.choice([-1.0, 1.0], (2, *v.shape))
-            nudged[i] = (v.astype(np.float64) * (1 + size * signs[0]) + scale * signs[1]).astype(v.dtype)
+            # random signs and sizes: a fixed size can happen to be a whole period of the step
+            # (13 ulps of 2e27 is a multiple of 52, so remainder(x, 52) did not move)
+            steps = rng.choice([-1.0, 1.0], (2, *v.shape)) * rng.uniform(0.5, 1.0, (2, *v.shape))
+            nudged[i] = (v.astype(np.float64) * (1 + size * steps[0]) + scale * steps[1]).astype(v.dtype)
         if not _close(_apply_step(np, step, nudged), result, rtol, atol):
             return True
     if name in _EXACT_OPS or all(_dtype(values[i]) == np.float64 for i in floats):

@@ -334,3 +334,14 @@ def test_stable_programs_know_what_a_cancelling_sum_came_from() -> None:
     assert abs(float(total)) < 1e-14 and scales[2] > 1
     divide = Step("function", "divide", (Ref(0), Ref(2)))
     assert _rounding_sensitive(divide, [x, norm, total], [True, False, False], x / total, scales)
+
+
+def test_stable_programs_nudge_by_random_amounts() -> None:
+    """3.35 ** 52 is 2e27 in float64: its remainder by 52 is rounding noise, but a nudge of exactly
+    13 ulps moves it by a multiple of 52 (found by ``fusejit fuzz`` on interpret)."""
+    from fusejit.testing import _rounding_sensitive
+
+    v0, v1 = np.array(52, np.int32), np.array(3.3515625, np.float16)
+    v2 = np.power(v1, v0)
+    remainder = Step("function", "remainder", (Ref(2), Ref(0)))
+    assert _rounding_sensitive(remainder, [v0, v1, v2], [True, True, False], np.remainder(v2, v0))
