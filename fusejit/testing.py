@@ -56,7 +56,11 @@ Property-test random programs on a backend (Hypothesis required)::
         check_program(recipe, backend="interpret")
 
 Restrict what is drawn with the arguments of ``programs`` (``dtypes``,
-``ops``, ``max_steps``, ``allow_nan``, ``max_side``...). Matrix products are
+``ops``, ``max_steps``, ``allow_nan``, ``max_side``...), or widen it:
+``sizes="mixed"`` (sides up to a few hundred and at block boundaries),
+``input_views=True`` (broadcast, transposed, sliced and reversed NumPy views
+as inputs, recorded in ``Recipe.views``), ``cupy_inputs=True``. ``fusejit
+fuzz`` (``fusejit/fuzz.py``) draws with these and shrinks what fails. Matrix products are
 drawn only when asked for: ``programs(ops=ALL_OPS + MATMUL_OPS)`` adds
 ``xp.matmul(a, b)``, ``a @ b`` and ``xp.matmul(a, xp.swapaxes(b, -1, -2))`` over
 values whose shapes multiply (1-D, batched and broadcast ones included). ``numpy_reference``
@@ -573,7 +577,11 @@ class Recipe:
         return lines
 
     def __repr__(self) -> str:
-        return "\n".join([self.source(), "# inputs:", *self.input_source()])
+        lines = self.input_source()
+        header = "# inputs:"
+        if any("random_array(" in line for line in lines):
+            header = "# inputs (from fusejit.testing import random_array):"
+        return "\n".join([self.source(), header, *lines])
 
 
 def run_numpy(recipe: Recipe) -> list[np.ndarray]:
@@ -913,6 +921,7 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
             views.append(view)
         values: list[Any] = list(inputs)
         exact = [True] * len(inputs)  # which values fusejit must compute bit for bit as NumPy
+        scales = [_magnitude(v) for v in inputs]  # the size of what each value was added up from
         steps: list[Step] = []
         n_steps = draw(st.integers(1, max_steps))
         attempts = 0
@@ -925,13 +934,14 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
                 with np.errstate(all="ignore"), warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     result = _apply_step(np, step, values)
-                    if stable_steps and _rounding_sensitive(step, values, exact, result):
+                    if stable_steps and _rounding_sensitive(step, values, exact, result, scales):
                         continue
             except Exception:  # noqa: BLE001  (NumPy refuses: draw another step)
                 continue
             steps.append(step)
             values.append(result)
             exact.append(_exact_result(step, values, exact, result))
+            scales.append(_scale(step, scales, result))
         first = len(inputs)
         produced = list(range(first, len(values))) or [0]
         outputs = [produced[-1]]
@@ -988,8 +998,37 @@ def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
                             equal_nan=True))
 
 
-def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result: Any) -> bool:
-    """Whether ``step``'s result could differ past the tolerance by rounding alone (see ``stable``)."""
+#: Ops whose rounding error is a few ulps of what they add up (or pass on), not of their result:
+#: a sum that cancels to 1e-16 is off by ulps of its terms.
+_ADDITIVE = frozenset(VIEWS + COMPOSITES + (
+    "getitem", "add", "subtract", "sum", "mean", "var", "std", "logsumexp", "where", "clip", "maximum",
+    "minimum", "abs", "negative", "positive", "astype"))
+
+
+def _magnitude(value: Any) -> float:
+    """The largest finite magnitude in ``value`` (0 when there is none)."""
+    a = np.asarray(value)
+    if a.dtype.kind not in "iuf" or a.size == 0:
+        return 0.0
+    finite = np.abs(a[np.isfinite(a)]) if a.dtype.kind == "f" else np.abs(a)
+    return float(finite.max()) if finite.size else 0.0
+
+
+def _scale(step: Step, scales: list[float], result: Any) -> float:
+    """The magnitude that ``result``'s rounding error is relative to (see ``_ADDITIVE``)."""
+    own = _magnitude(result)
+    if _op_name(step) not in _ADDITIVE:
+        return own
+    return max([own] + [scales[a.index] for a in step.args if isinstance(a, Ref)])
+
+
+def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result: Any,
+                        scales: list[float] | None = None) -> bool:
+    """Whether ``step``'s result could differ past the tolerance by rounding alone (see ``stable``).
+
+    ``scales`` (by value; default each value's own largest magnitude) is what
+    the rounding error of an inexact value is relative to.
+    """
     name = _op_name(step)
     floats = [a.index for a in step.args if isinstance(a, Ref) and _dtype(values[a.index]).kind == "f"]
     if not floats:
@@ -1002,16 +1041,15 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
         nudged = list(values)
         for i in nudge:
             v = np.asarray(values[i])
-            # a few ulps, as far as an honest difference in rounding goes (float16: about one);
-            # a computed value may also be off by a few ulps of the values it came from (the
-            # array's scale), as -3e-7 from log_softmax over values near 50 is
+            # a few ulps, as far as an honest difference in rounding goes (float16: about one),
+            # and for a computed value a few ulps of what it came from: -3e-7 from log_softmax
+            # over values near 50, or 1e-16 from a sum of layer norm outputs, are that far off
             size = min(8 * float(np.finfo(v.dtype).eps), tolerance(v.dtype)[0] / 8)
-            wide = v.astype(np.float64)
-            finite = np.abs(wide[np.isfinite(wide)])
-            scale = size * float(finite.max()) if finite.size and not exact[i] else 0.0
-            signs = rng.choice([-1.0, 1.0], (2, *v.shape))
-            wide = wide * (1 + size * signs[0]) + scale * signs[1]
-            nudged[i] = wide.astype(v.dtype)
+            scale = 0.0 if exact[i] else size * (scales[i] if scales is not None else _magnitude(v))
+            # random signs and sizes: a fixed size can happen to be a whole period of the step
+            # (13 ulps of 2e27 is a multiple of 52, so remainder(x, 52) did not move)
+            steps = rng.choice([-1.0, 1.0], (2, *v.shape)) * rng.uniform(0.5, 1.0, (2, *v.shape))
+            nudged[i] = (v.astype(np.float64) * (1 + size * steps[0]) + scale * steps[1]).astype(v.dtype)
         if not _close(_apply_step(np, step, nudged), result, rtol, atol):
             return True
     if name in _EXACT_OPS or all(_dtype(values[i]) == np.float64 for i in floats):

@@ -41,10 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Programs of the fixed sample (backend, seed 0, index) that fail for known emitter bugs being
 #: fixed elsewhere; any other failure fails the test. The indices follow the generator: a
 #: change to ``fusejit.testing.programs`` redraws the sample, and this list with it.
-KNOWN_FAILURES: dict[tuple[str, int], str] = {
-    ("interpret", 92): "crash: a slice of a broadcast input, all stride 0 (scalar pointer, block mask)",
-    ("interpret", 156): "mismatch: a reduction over a broadcast (stride-0) input axis sums one element",
-}
+#: (backend, program index) of known failures of the sample, with what goes wrong: none now
+#: (programs 92 and 156 of the interpret sample failed before the stride-0 load fixes)
+KNOWN_FAILURES: dict[tuple[str, int], str] = {}
 
 
 def _sample(backend: str, count: int) -> None:
@@ -317,3 +316,31 @@ def test_sum_over_no_axes_turns_negative_zero_positive(backend_name: str) -> Non
         for got, want in cases:
             got = got.numpy()
             assert got.dtype == want.dtype and np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_stable_programs_know_what_a_cancelling_sum_came_from() -> None:
+    """sum(layer_norm(x)) cancels to about 1e-16, off by ulps of the terms (about 2), so dividing
+    by it is left out; found by ``fusejit fuzz`` on interpret (a 42% difference at 1e-12)."""
+    from fusejit.testing import _rounding_sensitive, _scale, numpy_reference
+
+    x = np.array([0, 1, 1, 1, 1], np.int8)
+    norm = numpy_reference("layer_norm")(x, axis=0)
+    total = np.asarray(norm.sum())
+    steps = [Step("function", "layer_norm", (Ref(0),), (("axis", 0),)), Step("function", "sum", (Ref(1),))]
+    scales = [1.0]
+    for step, value in zip(steps, [norm, total]):
+        scales.append(_scale(step, scales, value))
+    assert abs(float(total)) < 1e-14 and scales[2] > 1
+    divide = Step("function", "divide", (Ref(0), Ref(2)))
+    assert _rounding_sensitive(divide, [x, norm, total], [True, False, False], x / total, scales)
+
+
+def test_stable_programs_nudge_by_random_amounts() -> None:
+    """3.35 ** 52 is 2e27 in float64: its remainder by 52 is rounding noise, but a nudge of exactly
+    13 ulps moves it by a multiple of 52 (found by ``fusejit fuzz`` on interpret)."""
+    from fusejit.testing import _rounding_sensitive
+
+    v0, v1 = np.array(52, np.int32), np.array(3.3515625, np.float16)
+    v2 = np.power(v1, v0)
+    remainder = Step("function", "remainder", (Ref(2), Ref(0)))
+    assert _rounding_sensitive(remainder, [v0, v1, v2], [True, True, False], np.remainder(v2, v0))
