@@ -203,3 +203,14 @@ def test_maximum_minimum_signed_zeros_and_nan_as_numpy(backend, dtype, op):
         got, want = getattr(fj, op)(fj.asarray(a), fj.asarray(b)).numpy(), getattr(np, op)(a, b)
     np.testing.assert_array_equal(got, want)
     assert np.signbit(got).tolist() == np.signbit(want).tolist()
+
+
+@pytest.mark.parametrize("first", ["scalar", "zero_d", "array"])
+def test_maximum_with_a_scalar_first_operand(backend, first):
+    """maximum(0.5, x) put a scalar comparison beside a block one in `|`, which Triton's
+    interpreter refuses (found by `fusejit fuzz --backend interpret --seed 4242`)."""
+    x = np.array([[0.0, 1.0], [np.nan, -0.0]], np.float16)
+    a = {"scalar": 0.5, "zero_d": np.array(0.5, np.float16), "array": x[::-1]}[first]
+    fa = fj.asarray(a) if first != "scalar" else a
+    assert_matches_numpy(fj.maximum(fa, fj.asarray(x)), np.maximum(a, x))
+    assert_matches_numpy(fj.minimum(fa, fj.asarray(x)), np.minimum(a, x))

@@ -282,8 +282,10 @@ class Lowering:
         if d[0].kind == "f":
             # NumPy's loops on equal operands (signed zeros): float16 keeps the first,
             # float32/64 (SIMD) the second; NaN from either side. A select, so nothing rounds
+            # (nested selects, no `|`: Triton's interpreter cannot or a scalar bool with a block)
             cmp = ">=" if d[0].itemsize == 2 else ">"
-            return f"tl.where(({a[0]} {cmp} {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})"
+            return (f"tl.where({a[0]} != {a[0]}, {a[0]}, "
+                    f"tl.where({a[0]} {cmp} {a[1]}, {a[0]}, {a[1]}))")
         return f"tl.maximum({a[0]}, {a[1]})"
 
     def op_minimum(self, a, d, o):
@@ -292,7 +294,8 @@ class Lowering:
         if d[0].kind == "f":
             # as maximum: on equal operands float16 keeps the first, float32/64 the second
             cmp = "<=" if d[0].itemsize == 2 else "<"
-            return f"tl.where(({a[0]} {cmp} {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})"
+            return (f"tl.where({a[0]} != {a[0]}, {a[0]}, "
+                    f"tl.where({a[0]} {cmp} {a[1]}, {a[0]}, {a[1]}))")
         return f"tl.minimum({a[0]}, {a[1]})"
 
     def _int_divmod(self, a: str, b: str, dt: np.dtype) -> tuple[str, str, str]:
