@@ -274,9 +274,15 @@ def _merge_shared(groups: list[Any]) -> tuple[LeafView, tuple[Any, ...]]:
         for leaf in first:
             if leaf.op == "scalar":
                 leaf.copies = True
-    items, index = shared.items, shared.index
+    positions = _append_groups(shared.items, shared.index, groups[1:])
+    return LeafView(shared, len(shared.items)), positions
+
+
+def _append_groups(items: list[Node], index: dict[int, int], groups: list[Any]) -> tuple[Any, ...]:
+    """Append each group's leaves not yet in ``items`` (marking scalar leaves as read, see
+    ``make``); the positions of the first group (None: a prefix) and of each of ``groups``."""
     positions: list[Any] = [None]
-    for group in groups[1:]:
+    for group in groups:
         where = []
         for leaf in group:
             i = index.get(id(leaf))
@@ -284,32 +290,23 @@ def _merge_shared(groups: list[Any]) -> tuple[LeafView, tuple[Any, ...]]:
                 i = index[id(leaf)] = len(items)
                 items.append(leaf)
                 if leaf.op == "scalar":
-                    leaf.copies = True  # read (see ``make``)
+                    leaf.copies = True
             where.append(i)
         positions.append(None if where == list(range(len(where))) else tuple(where))
-    return LeafView(shared, len(items)), tuple(positions)
+    return tuple(positions)
 
 
-def merge_leaves(groups: list[tuple[Node, ...]]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
+def merge_leaves(groups: list[Any]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
     """The leaves of several subgraphs in first-occurrence order (each group's leaves in
     order, those already met skipped), and each group's positions in it (None: a prefix).
     Scalar leaves met for the first time are marked as read (see ``make``)."""
     merged = list(groups[0])
-    index = {id(leaf): i for i, leaf in enumerate(merged)}
-    positions: list[Any] = [None]
-    for group in groups[1:]:
-        where = []
-        for leaf in group:
-            i = index.get(id(leaf))
-            if i is None:
-                i = index[id(leaf)] = len(merged)
-                merged.append(leaf)
-            where.append(i)
-        positions.append(None if where == list(range(len(where))) else tuple(where))
     for leaf in merged:
         if leaf.op == "scalar":
             leaf.copies = True
-    return tuple(merged), tuple(positions)
+    index = {id(leaf): i for i, leaf in enumerate(merged)}
+    positions = _append_groups(merged, index, groups[1:])
+    return tuple(merged), positions
 
 
 def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str | None,
