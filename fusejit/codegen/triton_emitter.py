@@ -1128,7 +1128,10 @@ class _Emitter:
         fn.memo_tile = {}
 
     # accumulators ------------------------------------------------------------------
-    def _acc_dtype(self, r: Instr, looped: bool = False) -> np.dtype:
+    def _acc_dtype(self, r: Instr) -> np.dtype:
+        """The accumulator dtype of reduction ``r``, in loops, tiles and split partials alike:
+        float32 for float16/float32 (blocked sums beat NumPy's row-by-row float32 adds over
+        a leading axis: ``tests/test_moments.py``), the operand's for float64 and integers."""
         src = self.types[r.args[0]].dtype
         if r.op in ("any", "all") or src == BOOL:
             return np.dtype(np.int8) if r.op in ("any", "all", "max", "min") else r.dtype
@@ -1151,7 +1154,7 @@ class _Emitter:
         return "0"
 
     def _acc_init(self, fn: _Fn, r: Instr, bm: int, bn: int) -> tuple[str, ...]:
-        dt = self._acc_dtype(r, looped=True)
+        dt = self._acc_dtype(r)
         if r.op == "sumexp":  # per lane: running max, sum of exp(x - running max)
             m, s = (fn.fresh(f"acc_{self.var_name(r.name)}_{part}") for part in ("max", "sum"))
             fn.out.append(f"{m} = tl.full([{bm}, 1], -INF, {TL[dt]})")  # one per row
@@ -1190,7 +1193,7 @@ class _Emitter:
         return fn.emit(2, xa, f"x_{self.var_name(r.name)}")
 
     def _acc_update(self, fn: _Fn, r: Instr, x: str, acc: tuple[str, ...]) -> None:
-        dt = self._acc_dtype(r, looped=True)
+        dt = self._acc_dtype(r)
         if r.op == "m2":
             self._welford_update(fn, r, x, dt, acc)
             return
@@ -1381,7 +1384,7 @@ class _Emitter:
         reduction's partial); ``src``: dtype of ``x`` when it is not the
         reduction's operand (partials loaded by the final launch).
         """
-        dt = self._acc_dtype(r, looped=acc is not None)
+        dt = self._acc_dtype(r)
         if r.op == "m2":
             if acc is not None:
                 return self._chan_reduce(fn, r, acc, partial)
