@@ -97,7 +97,8 @@ import numpy as np
 
 __all__ = ["Recipe", "Step", "Ref", "InputView", "programs", "check_program", "assert_matches_numpy",
            "random_array", "array_source", "numpy_reference", "TOLERANCES", "tolerance",
-           "program_tolerance", "run_numpy", "run_fusejit", "MATMUL_OPS", "matmul_error_bound",
+           "program_tolerance", "run_numpy", "run_fusejit", "recorded_inputs", "MATMUL_OPS",
+           "matmul_error_bound",
            "MATMUL_UNIT_ROUNDOFF"]
 
 #: (rtol, atol) by float dtype; see the module docstring for why.
@@ -615,6 +616,19 @@ def program_tolerance(recipe: Recipe) -> tuple[float, float]:
                   (np.asarray(v) for v in values) if a.dtype.kind == "f"]
         atol *= max([1.0, *finite])
     return rtol, atol
+
+
+def recorded_inputs(*tensors: Any) -> list[Any]:
+    """The values a recorded program's inputs are bound to, in the Program's input order.
+
+    ``fj.dump(*tensors)`` text, parsed and run (``prog.run(*recorded_inputs(*tensors))``),
+    takes its arrays and the values of its scalar params this way: arrays as they are
+    (NumPy or device), scalars as 0-d NumPy arrays of their dtype.
+    """
+    from .ir.graph import structural_key
+    leaves = structural_key([t._node for t in tensors])[1]
+    return [np.asarray(leaf.buffer, leaf.dtype) if leaf.op == "scalar" else leaf.buffer
+            for leaf in leaves]
 
 
 def run_fusejit(recipe: Recipe, backend: str | None = None, *, jit: bool = False

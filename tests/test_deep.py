@@ -24,7 +24,7 @@ import fusejit as fj
 from fusejit.codegen import emit_kernel
 from fusejit.fuse import cost
 from fusejit.ir.graph import structural_key, topological_order
-from fusejit.testing import assert_matches_numpy, programs
+from fusejit.testing import assert_matches_numpy, programs, recorded_inputs
 
 pytestmark = pytest.mark.usefixtures("numpy_backend")
 
@@ -62,7 +62,7 @@ def test_pointwise_chain_of_20000_steps() -> None:
     x = np.linspace(-1, 1, 8, dtype=np.float32)
     steps = 20_000
     y = pointwise_chain(fj, fj.asarray(x, name="x"), steps)
-    recorded_leaves = structural_key([y._node])[1]
+    inputs = recorded_inputs(y)
     text = fj.dump(y)
     program = fj.parse(text)
     assert str(program) == text  # the round trip holds at any length
@@ -81,8 +81,7 @@ def test_pointwise_chain_of_20000_steps() -> None:
     want = pointwise_chain(np, x, steps)
     assert_matches_numpy(y.realize(), want)
     # the parsed program takes the scalar params' values as inputs, in the leaves' order
-    values = [x] + [leaf.buffer for leaf in recorded_leaves if leaf.op == "scalar"]
-    (again,) = program.run(*values)
+    (again,) = program.run(*inputs)
     np.testing.assert_array_equal(again, y.numpy())
     del y, program, plan  # freeing a 30,000-node chain at once must not overflow the C stack
     gc.collect()
@@ -92,7 +91,7 @@ def test_mixed_chain_of_reductions_and_views() -> None:
     x = np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32)
     steps = 2_000
     y = mixed_chain(fj, fj.asarray(x, name="x"), steps)
-    recorded_leaves = structural_key([y._node])[1]
+    inputs = recorded_inputs(y)
     program = fj.parse(fj.dump(y))
     plan = fj.plan(y)
     names = [k.name for k in plan.regions]
@@ -100,8 +99,7 @@ def test_mixed_chain_of_reductions_and_views() -> None:
     want = mixed_chain(np, x, steps)
     assert_matches_numpy(y.realize(), want)
     # the parsed program takes the scalar params' values as inputs, in the leaves' order
-    values = [x] + [leaf.buffer for leaf in recorded_leaves if leaf.op == "scalar"]
-    (again,) = program.run(*values)
+    (again,) = program.run(*inputs)
     assert_matches_numpy(again, want)
 
 

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")]
 
 import fusejit as fj  # noqa: E402
-from fusejit.testing import MATMUL_UNIT_ROUNDOFF, assert_matches_numpy  # noqa: E402
+from fusejit.testing import MATMUL_UNIT_ROUNDOFF, assert_matches_numpy, recorded_inputs  # noqa: E402
 
 F16, F32 = np.float16, np.float32
 
@@ -204,10 +204,7 @@ def test_tma_gemm_cuda(case):
     text = fj.dump(recorded, fused=True)
     prog = fj.parse(text.replace("kind=gemm", "kind=gemm tma=1"))
     # the program's inputs in order: the arrays and the scalar params' values (0.5)
-    from fusejit.ir.graph import structural_key
-    inputs = [leaf.buffer if leaf.op != "scalar" else np.asarray(leaf.buffer, leaf.dtype)
-              for leaf in structural_key([recorded._node])[1]]
-    (out,) = prog.run(*inputs)
+    (out,) = prog.run(*recorded_inputs(recorded))
     ref = fn(cp, *[a.astype(cp.float64) if a.dtype != F32 or case != "prologue" else a
                    for a in arrays])
     assert _rel_error(out, ref.astype(cp.float64)) < (3e-3 if case == "tf32" else 2e-3)

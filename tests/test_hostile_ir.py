@@ -28,7 +28,7 @@ import fusejit as fj
 from fusejit.codegen import emit_kernel
 from fusejit.errors import FusejitError, IRError, IRSyntaxError, IRVerifyError
 from fusejit.fuse import plan_for
-from fusejit.testing import assert_matches_numpy
+from fusejit.testing import assert_matches_numpy, recorded_inputs
 
 pytestmark = pytest.mark.usefixtures("numpy_backend")
 
@@ -98,8 +98,7 @@ def _fused_text(name: str) -> tuple[str, list[np.ndarray], list[np.ndarray]]:
     outs = outs if isinstance(outs, tuple) else (outs,)
     text = fj.dump(*outs, fused=True)
     # the program's inputs in order: the arrays and the values of its scalar params
-    from fusejit.ir.graph import structural_key
-    inputs = [np.asarray(leaf.buffer, leaf.dtype) for leaf in structural_key([t._node for t in outs])[1]]
+    inputs = recorded_inputs(*outs)
     with fj.using_backend("numpy"):
         return text, inputs, [t.numpy() for t in outs]
 

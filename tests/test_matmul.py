@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import fusejit as fj
-from fusejit.testing import assert_matches_numpy, matmul_error_bound
+from fusejit.testing import assert_matches_numpy, matmul_error_bound, recorded_inputs
 
 rng = np.random.default_rng(11)
 F16, F32, F64 = np.float16, np.float32, np.float64
@@ -310,11 +310,9 @@ TILES = {"block_m": 16, "block_n": 32, "block_k": 16}
 
 
 def _run(fn, arrays, backend, **tiles):
-    from fusejit.ir.graph import structural_key
     out = fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)])
     text = fj.dump(out, fused=True)
-    # the program's inputs: the arrays and the values of its scalar params, in order
-    inputs = [np.asarray(leaf.buffer, leaf.dtype) for leaf in structural_key([out._node])[1]]
+    inputs = recorded_inputs(out)  # the arrays and the values of its scalar params
     if tiles:
         text = _retile(text, **tiles)
     with fj.using_backend(backend):
@@ -484,9 +482,7 @@ def test_tma_loads(interpret_backend, case):
     source = emit_kernel(prog.kernels[0], None, "interpret").source
     assert "tl.make_tensor_descriptor(" in source and "(TMA)" in source
     # scalar params (0.5, 1) are inputs of the parsed program too, in the recorded order
-    from fusejit.ir.graph import structural_key
-    recorded = fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)])
-    inputs = [np.asarray(leaf.buffer, leaf.dtype) for leaf in structural_key([recorded._node])[1]]
+    inputs = recorded_inputs(fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)]))
     (out,) = prog.run(*inputs)
     expected = fn(np, *arrays)
     tol = {"float16": 1e-2, "float32": 2e-3 if case == "tf32" else 1e-5}.get(str(out.dtype))

@@ -99,8 +99,7 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
                               f"row of {cols} > {limit}: looped in steps of {tile}")
     # outer: kept points across the tile (coalesced), as few per program as keeps the GPU busy
     bm = next_pow2(-(-rows // TARGET_PROGRAMS))
-    bm = max(OUTER_MIN_KEPT, min(OUTER_MAX_KEPT, bm, next_pow2(rows)))
-    bm = min(bm, next_pow2(rows))
+    bm = min(max(OUTER_MIN_KEPT, min(OUTER_MAX_KEPT, bm)), next_pow2(rows))
     bn = max(1, min(next_pow2(cols), tile // bm))
     persistent = next_pow2(cols) <= bn
     return ReductionTiles(bm, bn, warps_for(bm * bn), persistent,
