@@ -1248,13 +1248,10 @@ class _Emitter:
         ``mean += d / n``, ``m2 += d * (x - new mean)``; lanes outside the mask keep their state."""
         n, mean, m2 = acc
         hint = self.var_name(r.name)
-        xa = x if self.types[r.args[0]].dtype == dt else f"{x}.to({TL[dt]})"
+        xv = self._masked(fn, r, x, dt)  # in dt, over the whole tile (masked lanes: unused)
         shift = self.shift.get(r.name)
         if shift is not None:
-            xa = f"{xa} - {shift}"
-        if fn.lvl(x) < 2:
-            xa = f"tl.broadcast_to({xa}, [{self._bm}, {self._bn}])"
-        xv = fn.emit(2, xa, f"x_{hint}") if xa != x or x not in fn.level else x
+            xv = fn.emit(2, f"{xv} - {shift}", f"y_{hint}")
         mask = fn.masks[2]
         body = fn.body
         delta = fn.emit(2, f"{xv} - {mean}", f"delta_{hint}")
@@ -1355,8 +1352,7 @@ class _Emitter:
                        shared_max: bool) -> Any:
         """Combine (max, sum) pairs along the tile: ``M = max(m)``, ``S = sum(s * exp(m - M))``
         (``shared_max``: a loop's accumulators, whose ``m`` is already the row's max). A row
-        whose max is infinite
-        has exp(inf - inf) = NaN in NumPy's composite: NaN too."""
+        whose max is infinite has exp(inf - inf) = NaN in NumPy's composite: NaN too."""
         m, s = parts
         dt = self._acc_dtype(r)
         hint = ("part_" if partial else "") + self.var_name(r.name)
