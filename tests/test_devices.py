@@ -417,3 +417,15 @@ def test_tma_gemm_gets_global_scratch_and_aligned_inputs(monkeypatch: pytest.Mon
         offset = cp.ndarray(np.ones(256 * 128 + 1, np.float16)[1:].reshape(256, 128), 0)
         with pytest.raises(fj.BackendError, match="16-byte boundary"):
             prog.run(offset, cp.asarray(b))  # starts 2 bytes into its allocation
+
+
+def test_outputs_die_with_their_tensors(fake: FakeCupy) -> None:
+    """The cuda backend's realize and jit paths keep no cycle through an output (a cycle kept
+    every 256 MB output of a layer-norm loop alive until the garbage collector ran: a fresh
+    device allocation per call, 27 GB held on the H200)."""
+    from .test_regressions import check_buffers_die_with_their_tensors
+    with fj.using_backend("cuda"):
+        def forget() -> None:  # the fake logs every launch's arguments
+            fake.arguments.clear()
+            fake.launch_args.clear()
+        check_buffers_die_with_their_tensors(forget)
