@@ -344,3 +344,43 @@ def test_stable_programs_nudge_by_random_amounts() -> None:
     v2 = np.power(v1, v0)
     remainder = Step("function", "remainder", (Ref(2), Ref(0)))
     assert _rounding_sensitive(remainder, [v0, v1, v2], [True, True, False], np.remainder(v2, v0))
+
+
+def test_a_sine_of_a_large_computed_argument_is_excused_not_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sin(exp(11))`` in float32 (found by the cuda fuzz, seed 1003): libdevice's ``expf`` is
+    one ulp above NumPy's correctly rounded 59874.14, and one ulp there moves ``sin`` by 4e-4.
+    The whole-recipe re-check finds the step; a mismatch of such a program is excused (counted,
+    not a failure), while the same program with a really wrong op still fails."""
+    from fusejit.testing import sensitive_step
+
+    recipe = Recipe((np.array(11, np.int16),), (Step("function", "exp", (Ref(0),)),
+                                                Step("function", "sin", (Ref(1),))), outputs=(2,))
+    assert sensitive_step(recipe) == 1
+    one_ulp_up = {"exp": lambda a: np.nextafter(np.exp(a), np.float32(np.inf))}
+    monkeypatch.setattr(numpy_backend, "_EXTRA", {**numpy_backend._EXTRA, **one_ulp_up})
+    excused: list[int] = []
+    assert fuzz.classify(recipe, "numpy", excused.append) is None
+    assert excused == [1]
+    stable = Recipe((np.array(1.5, np.float32),), (Step("function", "exp", (Ref(0),)),
+                                                   Step("function", "sin", (Ref(1),))), outputs=(2,))
+    assert sensitive_step(stable) is None
+    wrong = {"sin": lambda a: np.sin(a) + np.float32(1e-3)}
+    monkeypatch.setattr(numpy_backend, "_EXTRA", {**numpy_backend._EXTRA, **wrong})
+    outcome = fuzz.classify(stable, "numpy", excused.append)
+    assert outcome is not None and outcome.kind == "mismatch" and excused == [1]
+
+
+def test_a_variance_that_overflows_inside_is_not_drawn() -> None:
+    """Equal float64 values near 4e244 (interpret fuzz, seed 777): NumPy's two passes square a
+    one-ulp residue of the mean and return inf, the one-pass form returns 0. A finite input
+    with a non-finite sum of squares is ill-conditioned for any accumulating step; a variance
+    that overflows because the values really are that far apart is too (inf either way)."""
+    from fusejit.testing import _rounding_sensitive
+
+    near = np.float64(4e244) * (1 + np.arange(58) % 2 * np.finfo(np.float64).eps)
+    var = Step("function", "var", (Ref(0),))
+    with np.errstate(all="ignore"):
+        result = np.var(near)
+    assert _rounding_sensitive(var, [near], [True], result)
+    calm = np.arange(58, dtype=np.float64)
+    assert not _rounding_sensitive(var, [calm], [True], np.var(calm))
