@@ -1,0 +1,152 @@
+"""GEMM experiments behind issue 11's misses (one process, fusejit and cuBLAS only).
+
+Run on the GPU machine: ``python3 bench/exp_matmul.py OUT_DIR [--budget SECONDS]``.
+
+Three questions, each timed with CUDA events on the plan's launches alone:
+
+- **epilogue cost**: float16 8192^3 bare, ``+ bias``, ``relu``, ``relu(+ bias)`` at the default
+  tiles and a few others (is the 20% in the epilogue's arithmetic, its registers, or the tile?);
+- **TF32**: float32 4096^3 with B row-major (N contiguous) and with B a transposed view of a
+  contiguous [N, K] array (K contiguous): Hopper's TF32 wgmma has no transpose, so only a
+  K-major B can use it;
+- **small M**: float16 128x4096x4096, a sweep of tiles and split-K.
+
+Writes ``OUT_DIR/exp_matmul.json`` and prints one line per variant.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_matmul import _retile, _tiles_of, _time_events  # noqa: E402
+
+
+def main() -> int:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "exp-matmul-out")
+    budget = float(sys.argv[sys.argv.index("--budget") + 1]) if "--budget" in sys.argv else 240.0
+    out.mkdir(parents=True, exist_ok=True)
+    deadline = time.time() + budget
+    import cupy as cp
+
+    import fusejit as fj
+    from fusejit.fuse import plan_for
+    from fusejit.runtime import current
+    fj.set_backend("cuda")
+    backend = current()
+    rows: list[dict[str, Any]] = []
+
+    def timed(label: str, y: Any, ref: Any, flops: float, tiles: tuple[int, ...] = (),
+              tma: bool = False) -> None:
+        if time.time() > deadline:
+            rows.append({"label": label, "skipped": "budget"})
+            return
+        try:
+            text = fj.dump(y, fused=True)
+            prog = fj.parse(_retile(text, tiles, tma))
+            plan = plan_for(prog)
+            buffers = [named[p.name] for p in prog.inputs]
+
+            def run() -> Any:
+                return backend.execute(plan.program, buffers, plan)
+            got = run()[0]
+            err = float(cp.linalg.norm(got.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+            ms = _time_events(cp, run, 0.6)
+            row = {"label": label, "ms": ms, "tflops": flops / ms / 1e9, "error": err,
+                   "tiles": _tiles_of(plan.program.kernels[0]), "kernels": len(plan.kernels),
+                   "tma": tma}
+        except Exception as exc:  # noqa: BLE001
+            row = {"label": label, "tiles": str(tiles), "failed": f"{type(exc).__name__}: {exc}"[:300]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    rng = cp.random.default_rng(1)
+    named: dict[str, Any] = {}
+
+    # -- epilogue cost ------------------------------------------------------------------
+    m = n = k = 8192
+    a = (rng.standard_normal((m, k), dtype=cp.float32) / k ** 0.5).astype(cp.float16)
+    b = rng.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)
+    bias = rng.standard_normal(n, dtype=cp.float32).astype(cp.float16)
+    named.update(a=a, b=b, bias=bias)
+    fa, fb, fbias = fj.asarray(a, name="a"), fj.asarray(b, name="b"), fj.asarray(bias, name="bias")
+    prod = a.astype(cp.float64) @ b.astype(cp.float64)
+    flops = 2.0 * m * n * k
+    t0 = time.perf_counter()
+    variants = {
+        "bare": (fa @ fb, prod),
+        "bias": (fa @ fb + fbias, prod + bias.astype(cp.float64)),
+        "relu": (fj.maximum(fa @ fb, 0), cp.maximum(prod, 0)),
+        "bias_relu": (fj.maximum(fa @ fb + fbias, 0), cp.maximum(prod + bias.astype(cp.float64), 0)),
+        "bias_relu_f32": (fj.maximum((fa @ fb).astype(fj.float32) + fbias, 0),
+                          cp.maximum(prod + bias.astype(cp.float64), 0)),
+    }
+    for tiles in [(), (128, 128, 64, 8, 4, 1), (256, 128, 64, 8, 3, 1), (128, 256, 64, 8, 4, 1)]:
+        for name, (y, ref) in variants.items():
+            timed(f"f16 8192^3 {name} {tiles or 'default'}", y, ref, flops, tiles)
+    for name in ("bare", "bias_relu"):
+        y, ref = variants[name]
+        timed(f"f16 8192^3 {name} default tma", y, ref, flops, (), tma=True)
+    print(f"epilogue part: {time.perf_counter() - t0:.0f} s", flush=True)
+    ref_cublas = cp.matmul(a, b)
+    cp.cuda.get_current_stream().synchronize()
+    ms = _time_events(cp, lambda: cp.matmul(a, b), 0.6)
+    rows.append({"label": "cuBLAS f16 8192^3", "ms": ms, "tflops": flops / ms / 1e9})
+    print(json.dumps(rows[-1]), flush=True)
+    del a, b, prod, ref_cublas, variants
+    named.clear()
+
+    # -- TF32 -----------------------------------------------------------------------------
+    m = n = k = 4096
+    a = rng.standard_normal((m, k), dtype=cp.float32)
+    b = rng.standard_normal((k, n), dtype=cp.float32)
+    bt = cp.ascontiguousarray(b.T)  # [N, K], K contiguous
+    named.update(a=a, b=b, bt=bt)
+    prod = a.astype(cp.float64) @ b.astype(cp.float64)
+    flops = 2.0 * m * n * k
+    fa, fb, fbt = fj.asarray(a, name="a"), fj.asarray(b, name="b"), fj.asarray(bt, name="bt")
+    for tiles in [(), (128, 128, 32, 4, 3, 1), (128, 256, 32, 8, 3, 1), (128, 128, 64, 8, 3, 1),
+                  (128, 128, 32, 8, 4, 1), (256, 128, 32, 8, 3, 1)]:
+        timed(f"tf32 4096^3 B row-major {tiles or 'default'}",
+              fj.matmul(fa, fb, precision="tf32"), prod, flops, tiles)
+        timed(f"tf32 4096^3 B K-major (bt.T) {tiles or 'default'}",
+              fj.matmul(fa, fbt.T, precision="tf32"), prod, flops, tiles)
+    timed("tf32 4096^3 B K-major tma", fj.matmul(fa, fbt.T, precision="tf32"), prod, flops, (), tma=True)
+    timed("ieee 4096^3 B K-major", fj.matmul(fa, fbt.T), prod, flops)
+    import os
+    os.environ["CUPY_TF32"] = "1"
+    ms = _time_events(cp, lambda: cp.matmul(a, b), 0.6)
+    rows.append({"label": "cuBLAS f32 4096^3 (CUPY_TF32=1 set late: may be ieee)", "ms": ms,
+                 "tflops": flops / ms / 1e9})
+    print(json.dumps(rows[-1]), flush=True)
+    del a, b, bt, prod
+    named.clear()
+
+    # -- small M ----------------------------------------------------------------------------
+    m, n, k = 128, 4096, 4096
+    a = (rng.standard_normal((m, k), dtype=cp.float32) / k ** 0.5).astype(cp.float16)
+    b = rng.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)
+    named.update(a=a, b=b)
+    prod = a.astype(cp.float64) @ b.astype(cp.float64)
+    flops = 2.0 * m * n * k
+    fa, fb = fj.asarray(a, name="a"), fj.asarray(b, name="b")
+    for tiles in [(), (128, 64, 64, 4, 4, 1), (128, 64, 64, 4, 4, 2), (128, 32, 128, 4, 4, 1),
+                  (128, 32, 64, 4, 6, 1), (128, 64, 128, 4, 3, 2), (128, 64, 128, 8, 3, 1),
+                  (64, 64, 128, 4, 4, 1), (64, 64, 64, 4, 6, 2), (128, 128, 64, 8, 4, 2),
+                  (128, 128, 64, 8, 4, 4), (128, 64, 64, 4, 5, 4), (128, 32, 128, 4, 3, 2),
+                  (64, 32, 128, 4, 4, 1), (128, 16, 128, 4, 4, 1)]:
+        timed(f"f16 128x4096x4096 {tiles or 'default'}", fa @ fb, prod, flops, tiles)
+    ms = _time_events(cp, lambda: cp.matmul(a, b), 0.6)
+    rows.append({"label": "cuBLAS f16 128x4096x4096", "ms": ms, "tflops": flops / ms / 1e9})
+    print(json.dumps(rows[-1]), flush=True)
+    (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
