@@ -101,7 +101,8 @@ class Arg:
     """One input: its shape, and how its values are drawn.
 
     ``normal`` is N(0, 1); ``offset`` is N(1, 1), used for sums so that the result is not a
-    cancellation of large terms (the relative error of a float32 sum stays meaningful).
+    cancellation of large terms (the relative error of a float32 sum stays meaningful);
+    ``square`` is the square of N(0, 1) (a second moment, as Adam's ``v``).
     """
 
     shape: tuple[int, ...]
@@ -244,6 +245,15 @@ def _t_layer_norm(t: Any, x: Any, w: Any, b: Any) -> Any:
     return t.nn.functional.layer_norm(x, x.shape[-1:], w, b, EPS)
 
 
+def _adam(xp: Any, p: Any, g: Any, m: Any, v: Any) -> tuple[Any, Any, Any]:
+    """One Adam step at step 10 (bias corrections as Python floats): new p, m and v."""
+    b1, b2, lr, eps = 0.9, 0.999, 1e-3, 1e-8
+    m2 = b1 * m + (1 - b1) * g
+    v2 = b2 * v + (1 - b2) * (g * g)
+    p2 = p - lr * (m2 / (1 - b1 ** 10)) / (xp.sqrt(v2 / (1 - b2 ** 10)) + eps)
+    return p2, m2, v2
+
+
 def _t_silu(t: Any, x: Any) -> Any:
     return _silu_pair(t.sigmoid(x), x)
 
@@ -349,6 +359,10 @@ def _build_registry() -> list[Workload]:
                       jax=lambda jax, x: _silu_pair(jax.nn.sigmoid(x), x), torch=_t_silu,
                       fuse=lambda cp, x: _silu_pair(_np_sigmoid(cp, x), x),
                       note="x*sigmoid(x) and its derivative: 1 input, 2 outputs"))
+    w.append(Workload("adam_step", "multi-output", "float32", {"S": (1 << 20,), "L": (1 << 24,)}, (500,),
+                      lambda n: [Arg((n,)), Arg((n,)), Arg((n,)), Arg((n,), "square")],
+                      torch=_adam, fuse=_adam, note="4 inputs, 3 outputs (p, m, v), scalars as Python floats",
+                      **_generic(_adam)))
     w.append(Workload("sin_heavy", "compute-heavy", "float32", {"S": (1 << 22,), "L": (1 << 26,)}, (500,),
                       _rows(), torch=_sin_heavy, fuse=_sin_heavy, note="6 rounds of sin and cos per element",
                       **_generic(_sin_heavy)))
@@ -431,6 +445,8 @@ def make_inputs(xp: Any, w: Workload, size: str, k: int = 0) -> list[Any]:
         x = draw(a.shape)
         if a.kind == "offset":
             x += 1.0
+        elif a.kind == "square":
+            x *= x
         out.append(x.astype(w.dtype, copy=False))
     return out
 
