@@ -1,0 +1,122 @@
+"""Why is the sin-heavy workload (six rounds of ``sin(y) * 1.5 + cos(y) * 0.5``, 2**26
+float32) slower than torch.compile's kernel? (issue 9's compute-heavy row.)
+
+Run on the GPU machine: ``python3 bench/exp_sin.py``. Times, with CUDA events, fusejit's
+plan and hand-written Triton kernels of the same math that differ in one thing each:
+``tl.sin`` against libdevice ``sin``, FMA contraction on or off (fusejit compiles with it off,
+so that ``a * b + c`` rounds as NumPy's), constants against scalar arguments, and the block
+size per program. The hand-written kernels go through Triton's own launcher, which needs
+torch (this script only: the package never imports it).
+"""
+
+from __future__ import annotations
+
+import time
+
+import triton
+import triton.language as tl
+
+try:
+    from triton.language.extra.cuda import libdevice
+except ImportError:  # older layouts
+    from triton.language.extra import libdevice
+
+
+@triton.jit
+def sin_heavy_tl(x_ptr, y_ptr, n, block: tl.constexpr):
+    offs = tl.program_id(0) * block + tl.arange(0, block)
+    mask = offs < n
+    y = tl.load(x_ptr + offs, mask=mask)
+    for _ in tl.static_range(6):
+        y = tl.sin(y) * 1.5 + tl.cos(y) * 0.5
+    tl.store(y_ptr + offs, y, mask=mask)
+
+
+@triton.jit
+def sin_heavy_libdevice(x_ptr, y_ptr, n, block: tl.constexpr):
+    offs = tl.program_id(0) * block + tl.arange(0, block)
+    mask = offs < n
+    y = tl.load(x_ptr + offs, mask=mask)
+    for _ in tl.static_range(6):
+        y = libdevice.sin(y) * 1.5 + libdevice.cos(y) * 0.5
+    tl.store(y_ptr + offs, y, mask=mask)
+
+
+@triton.jit
+def sin_heavy_args(x_ptr, y_ptr, n, a, b, block: tl.constexpr):
+    offs = tl.program_id(0) * block + tl.arange(0, block)
+    mask = offs < n
+    y = tl.load(x_ptr + offs, mask=mask)
+    for _ in tl.static_range(6):
+        y = libdevice.sin(y) * a + libdevice.cos(y) * b
+    tl.store(y_ptr + offs, y, mask=mask)
+
+
+def main() -> None:
+    """Print one line per variant."""
+    import cupy as cp
+
+    import fusejit as fj
+    fj.set_backend("cuda")
+    n = 1 << 26
+    x = cp.random.standard_normal(n, dtype=cp.float32)
+    y = cp.empty_like(x)
+
+    def events(fn, reps: int = 20) -> float:
+        fn()
+        cp.cuda.get_current_stream().synchronize()
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        best = float("inf")
+        for _ in range(5):
+            s.record()
+            for _ in range(reps):
+                fn()
+            e.record()
+            e.synchronize()
+            best = min(best, cp.cuda.get_elapsed_time(s, e) / reps * 1e3)
+        return best
+
+    tx = fj.asarray(x)
+    t = tx
+    for _ in range(6):
+        t = fj.sin(t) * 1.5 + fj.cos(t) * 0.5
+    plan = fj.plan(t)
+    from fusejit.ir.graph import structural_key
+    from fusejit.runtime import current
+    _, leaves = structural_key([t._node])
+    bufs = [leaf.buffer for leaf in leaves]
+    backend = current()
+    ref = backend.execute(plan.program, bufs, plan)[0]
+    print(f"fusejit plan: {events(lambda: backend.execute(plan.program, bufs, plan)):8.1f} us",
+          flush=True)
+
+    # Triton's own launcher (used for the hand-written kernels only) takes torch tensors and
+    # torch's current stream: both views of the same CuPy buffers, on the default stream
+    import torch
+    x, y = torch.from_dlpack(x), torch.from_dlpack(y)
+    ref = torch.from_dlpack(ref)
+
+    for name, kernel in (("tl.sin", sin_heavy_tl), ("libdevice", sin_heavy_libdevice),
+                         ("libdevice, scalar args", sin_heavy_args)):
+        for block, warps in ((1024, 4), (512, 4), (256, 2), (2048, 8)):
+            for fuse in (False, True):
+                grid = (triton.cdiv(n, block),)
+                extra = (1.5, 0.5) if kernel is sin_heavy_args else ()
+                t0 = time.perf_counter()
+
+                def run(kernel=kernel, block=block, warps=warps, fuse=fuse, grid=grid,
+                        extra=extra) -> None:
+                    kernel[grid](x, y, n, *extra, block=block, num_warps=warps,
+                                 enable_fp_fusion=fuse)
+                try:
+                    us = events(run)
+                    err = float((y - ref).abs().max())
+                    print(f"{name:24s} block {block:5d} warps {warps} fp_fusion {fuse!s:5s}: "
+                          f"{us:8.1f} us  max diff {err:.1e}  (compile {time.perf_counter() - t0:.1f} s)",
+                          flush=True)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"{name} {block} {warps} {fuse}: failed {type(exc).__name__}: {exc}"[:300])
+
+
+if __name__ == "__main__":
+    main()
