@@ -253,3 +253,12 @@ def test_cache_entries_without_scratch_fields_still_load():
     old = {k: v for k, v in json.loads(head).items() if not k.startswith("scratch")}
     again = decode_entry(json.dumps(old).encode() + b"\n" + cubin)
     assert (again.scratch, again.scratch_align) == (0, 1)
+
+
+def test_tf32_gemm_of_a_row_major_b_copies_whole_16_bytes():
+    """Hopper's TF32 wgmma reads B K-major: a row-major B (N contiguous) was copied to shared
+    memory 4 bytes at a time (cp.async.ca ..., 4: 81 TFLOP/s at 4096^3 on the H200). The
+    product is computed as (B^T A^T)^T there, and every copy moves 16 bytes."""
+    ptx = _ptx("f32_tf32")
+    assert "wgmma.mma_async" in ptx and ".tf32" in ptx
+    assert "cp.async.ca" not in ptx, "4-byte async copies: B is copied element by element"
