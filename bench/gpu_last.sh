@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The last GPU session of a change, packed into the least device time: the gpu-marked tests
+# beside the parallel cuda fuzz (they share the machine: 1 + PROCS processes on 16 cores),
+# then the benchmark suite alone (--quick), the GEMM benchmark (--quick), the host cost of
+# realize and fj.jit, and the CUDA-graph experiment. Logs are packed into $OUT/gpu-last.tgz;
+# the suite's table, plot and JSON are also copied to $OUT.
+#   bash bench/gpu_last.sh [FUZZ_SECONDS] [FUZZ_PROCS] [SUITE_BUDGET] [MATMUL_BUDGET]
+set -uo pipefail
+fuzz_s=${1:-120}; procs=${2:-13}; suite_s=${3:-160}; mm_s=${4:-70}
+out=${OUT:-gpu-out}; work=/tmp/gpu-last; mkdir -p "$out" "$work/fuzz"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
+export FUSEJIT_CACHE_DIR=/tmp/fusejit-cache
+nvidia-smi --query-gpu=name,driver_version --format=csv > "$work/gpu.txt" 2>&1
+timeout $((fuzz_s + 120)) python3 -m pytest -m gpu -q -p no:cacheprovider tests > "$work/gpu-tests.log" 2>&1 &
+tests_pid=$!
+for i in $(seq 1 "$procs"); do
+  timeout $((fuzz_s + 60)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" --seed $((2000 + i)) \
+    --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/fuzz-$i.log" 2>&1 &
+done
+wait
+grep -E "passed|failed" "$work/gpu-tests.log" | tail -2; grep -E "^FAILED|^ERROR" "$work/gpu-tests.log" | head -20
+grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log > "$work/fuzz/summary.txt"
+python3 - "$work/fuzz/summary.txt" <<'PY'
+import re, sys
+total = fails = excused = 0
+for line in open(sys.argv[1]):
+    m = re.search(r"(\d+) programs.*mismatch (\d+), error (\d+), crash (\d+)", line)
+    if m:
+        total += int(m[1]); fails += int(m[2]) + int(m[3]) + int(m[4])
+    e = re.search(r"(\d+) rounding-sensitive", line)
+    excused += int(e[1]) if e else 0
+print(f"cuda fuzz total: {total} programs, {fails} failures, {excused} rounding-sensitive excused")
+PY
+ls "$work/fuzz/failures" 2>/dev/null | head
+timeout $((suite_s + 90)) python3 bench/suite.py --out "$work/suite" --quick --budget "$suite_s" \
+  > "$work/suite.log" 2>&1; echo "suite exit $?"; grep -A8 "^## Summary" "$work/suite/results.md"
+timeout $((mm_s + 60)) python3 bench/bench_matmul.py --out "$work/matmul" --quick --budget "$mm_s" \
+  > "$work/matmul.log" 2>&1; echo "matmul exit $?"; head -14 "$work/matmul/results.md"
+timeout 60 python3 bench/host_cost.py --backend cuda > "$work/host_cost.log" 2>&1; tail -12 "$work/host_cost.log"
+timeout 60 python3 bench/exp_cuda_graph.py > "$work/cuda_graph.log" 2>&1; cat "$work/cuda_graph.log"
+cp "$work"/suite/results.md "$work"/suite/results.png "$work"/suite/results.json "$out"/ 2>/dev/null
+tar czf "$out/gpu-last.tgz" -C /tmp gpu-last
