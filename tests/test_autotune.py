@@ -439,3 +439,38 @@ def test_no_memory_for_scratch_arguments_keeps_the_heuristic(
                                                 "autotune kernel exp_mul_f32_1024x1024"):
         _pointwise(x).realize()
     assert fake.launches[-1][2] == (1024, 1, 1) and not _entries(_cache)
+
+
+# -- on a real GPU --------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_on_a_gpu_choices_are_correct_persisted_and_reused(monkeypatch: pytest.MonkeyPatch,
+                                                           _cache: Path) -> None:
+    """Real timing (CUDA events) and scratch arguments, among them a reversed view (negative
+    strides); results equal NumPy's; a new backend reads every choice from the disk cache."""
+    import cupy as cp
+    monkeypatch.setenv("FUSEJIT_AUTOTUNE", "1")
+    monkeypatch.setattr(runtime, "_backends", {})
+    host = _uniform(2048, 1024)
+    x = cp.asarray(host)[::-1]
+    expected = [_softmax(np, host[::-1].astype(np.float64)), host[::-1].sum(0, dtype=np.float64),
+                np.exp(host[::-1].astype(np.float64)) * 2]
+
+    def run() -> list[np.ndarray]:
+        with fj.using_backend("cuda"):
+            a = fj.asarray(x)
+            return [t.numpy() for t in fj.realize(fj.softmax(a), a.sum(axis=0), _pointwise(x))]
+
+    for got, want in zip(run(), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    tuned = autotune.stats["tuned"]
+    assert tuned >= 3 and len(_entries(_cache)) == tuned
+    for path in _entries(_cache):
+        entry = json.loads(path.read_text())
+        assert all(t is None or 0 < t < 1 for t in entry["times"]) and entry["times"][0]
+    monkeypatch.setattr(runtime, "_backends", {})
+    autotune.clear()
+    monkeypatch.setattr(autotune, "timer", _no_timing)
+    for got, want in zip(run(), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert autotune.stats["reused"] == tuned and autotune.stats["tuned"] == 0
