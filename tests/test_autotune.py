@@ -197,21 +197,23 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCupy]:
 
 
 class FakeTimer:
-    """``autotune.timer`` for tests: launches the candidate once and reports the next of
-    ``times`` (seconds per call); remembers how many launches each call made."""
+    """``autotune.timer`` for tests: launches each candidate it is given once and reports
+    ``times`` (seconds per call, one per candidate given); remembers each one's launches."""
 
     def __init__(self, fake: FakeCupy, times: list[float]) -> None:
         self.fake, self.times, self.launches = fake, list(times), []
 
-    def __call__(self, launch: Callable[[], None]) -> float:
-        before = len(self.fake.launches)
-        launch()
-        self.launches.append(self.fake.launch_args[before:])
-        return self.times[len(self.launches) - 1]
+    def __call__(self, launches: list[Callable[[], None]]) -> list[float]:
+        assert len(launches) == len(self.times)
+        for launch in launches:
+            before = len(self.fake.launches)
+            launch()
+            self.launches.append(self.fake.launch_args[before:])
+        return self.times
 
 
-def _no_timing(launch: Callable[[], None]) -> float:
-    raise AssertionError("a candidate was timed")
+def _no_timing(launches: list[Callable[[], None]]) -> list[float]:
+    raise AssertionError("candidates were timed")
 
 
 def _pointwise(x: Any) -> fj.Tensor:
@@ -424,6 +426,34 @@ def test_interpret_and_numpy_never_tune(monkeypatch: pytest.MonkeyPatch, _cache:
     (kernel,) = fj.plan(_pointwise(x)).program.kernels
     assert len(emit_kernel(kernel, None, "interpret").candidates) == 1
     assert not (_cache / "autotune").exists()
+
+
+def test_the_default_timer_warms_up_and_interleaves(fake: FakeCupy,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cuda_event_timer`` on a simulated device clock whose first 20 ms of work run at half
+    speed (clocks ramping up): every candidate still gets its own time, the first one too."""
+    clock = {"t": 0.0}
+
+    class Event:
+        def record(self, stream: Any = None) -> None:
+            self.t = clock["t"]
+
+        def synchronize(self) -> None:
+            pass
+
+    def elapsed(start: Event, end: Event) -> float:
+        return (end.t - start.t) * 1e3  # milliseconds, as CuPy's
+
+    def launcher(cost: float) -> Callable[[], None]:
+        def launch() -> None:
+            clock["t"] += cost * (2 if clock["t"] < 0.02 else 1)
+        return launch
+
+    monkeypatch.setattr(fake.cuda, "Event", Event, raising=False)
+    monkeypatch.setattr(fake.cuda, "get_elapsed_time", elapsed, raising=False)
+    costs = [100e-6, 120e-6, 90e-6]
+    times = autotune.cuda_event_timer(fake)([launcher(c) for c in costs])
+    assert times == pytest.approx(costs, rel=1e-9)
 
 
 def test_no_memory_for_scratch_arguments_keeps_the_heuristic(

@@ -58,15 +58,19 @@ VARIABLE = "FUSEJIT_AUTOTUNE"
 FORMAT = 1
 #: A candidate replaces the heuristic's tiles only when at least this much faster.
 MIN_GAIN = 0.03
-#: Timed rounds per candidate (the best counts), each of about ``ROUND_SECONDS`` of launches.
+#: Timed rounds (the best counts per candidate); in each round every candidate runs in turn
+#: for about ``ROUND_SECONDS`` of back-to-back launches.
 ROUNDS = 3
 ROUND_SECONDS = 0.004
-#: Most launches in one round (tiny kernels).
+#: Launches of the first candidate before any is timed, for about this long (GPU clocks
+#: ramp up: the candidate timed first must not pay for it).
+WARMUP_SECONDS = 0.02
+#: Most launches in one batch (tiny kernels).
 MAX_REPS = 500
 
-#: Times one candidate: given a function that queues the candidate's launches once, returns
-#: the seconds one call takes on the device.
-Timer = Callable[[Callable[[], None]], float]
+#: Times the candidates: given per candidate a function that queues its launches once,
+#: returns per candidate the seconds one call takes on the device.
+Timer = Callable[[list[Callable[[], None]]], list[float]]
 #: The timer in use; None: CUDA events on CuPy's current stream (``cuda_event_timer``).
 #: Tests put a fake here (the fake CuPy runs nothing).
 timer: Timer | None = None
@@ -189,23 +193,26 @@ def _measure(backend: Any, kernel: Kernel, spec: tuple[Any, ...], dev: Any,
         warnings.warn(f"fusejit: not enough GPU memory to autotune kernel {kernel.name}; "
                       f"it keeps the heuristic's tiles", stacklevel=2)
         return None
-    times: list[float | None] = []
+    built: list[tuple[int, Callable[[], None]]] = []  # (candidate, its launches)
     for i, tiles in enumerate(candidates):
         try:
             em = emitted if i == 0 else emit_kernel(
                 kernel, list(strides), "cuda", tiles,
                 f"autotune candidate #{i + 1} of {n} ({tiles.why}), being timed")
             info = backend.kernel_info(kernel, em, spec, dev)
-            _, launch = backend.bind_launches(info, args)
-            times.append(float(measure(launch)))
-        except oom:
-            times.append(None)
-        except Exception as exc:  # a candidate that does not compile, load or run is skipped
+            built.append((i, backend.bind_launches(info, args)[1]))
+        except oom:  # no memory for this candidate's results
+            continue
+        except Exception as exc:  # a candidate that does not compile or load is skipped
             if i == 0:
                 raise  # the heuristic's own tiles: the error the plain path would raise
             warnings.warn(f"fusejit: autotune skips candidate #{i + 1} of kernel {kernel.name} "
                           f"({tiles!r}): {type(exc).__name__}: {exc}", stacklevel=2)
-            times.append(None)
+    times: list[float | None] = [None] * n
+    if built:
+        measured = measure([launch for _, launch in built])
+        for (i, _), t in zip(built, measured):
+            times[i] = float(t)
     timed = [(t, i) for i, t in enumerate(times) if t is not None]
     if not timed:
         warnings.warn(f"fusejit: no candidate of kernel {kernel.name} could be timed "
@@ -219,16 +226,19 @@ def _measure(backend: Any, kernel: Kernel, spec: tuple[Any, ...], dev: Any,
 
 
 def cuda_event_timer(cp: Any) -> Timer:
-    """A timer of CUDA events on CuPy's current stream: one untimed launch, one to size the
-    rounds, then the best of ``ROUNDS`` rounds of back-to-back launches."""
+    """A timer of CUDA events on CuPy's current stream: each candidate launched once untimed
+    (a module's first launch costs extra), the first one for ``WARMUP_SECONDS``, then
+    ``ROUNDS`` rounds in which every candidate runs a batch of back-to-back launches (sized
+    from the first candidate's time); per candidate its best batch."""
 
-    def measure(launch: Callable[[], None]) -> float:
+    def measure(launches: list[Callable[[], None]]) -> list[float]:
         stream = cp.cuda.get_current_stream()
-        launch()  # the first launch of a module costs extra: not timed
+        for launch in launches:
+            launch()
         stream.synchronize()
         start, end = cp.cuda.Event(), cp.cuda.Event()
 
-        def batch(reps: int) -> float:
+        def batch(launch: Callable[[], None], reps: int) -> float:
             start.record(stream)
             for _ in range(reps):
                 launch()
@@ -236,9 +246,14 @@ def cuda_event_timer(cp: Any) -> Timer:
             end.synchronize()
             return cp.cuda.get_elapsed_time(start, end) * 1e-3 / reps
 
-        once = batch(1)
-        reps = max(1, min(MAX_REPS, int(ROUND_SECONDS / max(once, 1e-7))))
-        return min(batch(reps) for _ in range(ROUNDS))
+        once = max(batch(launches[0], 1), 1e-7)
+        batch(launches[0], max(1, min(MAX_REPS, int(WARMUP_SECONDS / once))))
+        reps = max(1, min(MAX_REPS, int(ROUND_SECONDS / once)))
+        best = [float("inf")] * len(launches)
+        for _ in range(ROUNDS):  # interleaved: a drift of the clocks hits every candidate
+            for j, launch in enumerate(launches):
+                best[j] = min(best[j], batch(launch, reps))
+        return best
 
     return measure
 
