@@ -9,6 +9,9 @@ of another device (as CUDA does). Kernels do not compute anything: launches
 are recorded in ``launches`` (tests check where they ran, not their values),
 and the stream of each in ``launch_streams``.
 
+Autotuning: ``ones``, basic slicing and ``lib.stride_tricks.as_strided`` (for the
+scratch arguments candidates are timed on; the timing itself is injected by the tests).
+
 Interop: streams (``cp.cuda.Stream``, a per-thread current stream, ``Stream.null``
 with pointer 0), arrays exporting ``__cuda_array_interface__`` (naming the current
 stream, as CuPy does) and DLPack (each export recorded in ``dlpack_exports`` as
@@ -107,6 +110,10 @@ class FakeCupy(types.ModuleType):
 
             def get(self) -> np.ndarray:
                 return self._host.copy()
+
+            def __getitem__(self, index: Any) -> ndarray:
+                """A basic-slicing view (same memory, same device), as CuPy's."""
+                return ndarray(self._host[index], self.data.device_id)
 
             @property
             def __cuda_array_interface__(self) -> dict[str, Any]:
@@ -222,6 +229,12 @@ class FakeCupy(types.ModuleType):
                                         CUDARuntimeError=CUDARuntimeError)
         driver = types.SimpleNamespace(CUDADriverError=CUDADriverError,
                                        funcSetAttribute=lambda *a: None)
+        def as_strided(a: Any, shape: Any = None, strides: Any = None) -> Any:
+            """``cupy.lib.stride_tricks.as_strided``: a view of ``a``'s memory (no checks)."""
+            host = np.lib.stride_tricks.as_strided(a._host, shape, strides)
+            return ndarray(host, a.data.device_id)
+
+        self.lib = types.SimpleNamespace(stride_tricks=types.SimpleNamespace(as_strided=as_strided))
         self.cuda = types.SimpleNamespace(
             Device=Device, Stream=Stream, get_current_stream=get_current_stream,
             runtime=runtime, driver=driver,
@@ -242,6 +255,9 @@ class FakeCupy(types.ModuleType):
 
     def empty(self, shape: Any, dtype: Any) -> Any:
         return self._new(np.empty(shape, dtype))
+
+    def ones(self, shape: Any, dtype: Any) -> Any:
+        return self._new(np.ones(shape, dtype))
 
     def asarray(self, a: Any) -> Any:
         if isinstance(a, self.ndarray):

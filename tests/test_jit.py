@@ -191,9 +191,9 @@ def test_a_changing_scalar_compiles_once(monkeypatch: pytest.MonkeyPatch) -> Non
     emitted: list[str] = []
     original = kc.emit_kernel
 
-    def counting(kernel: Any, strides: Any, target: str) -> Any:
+    def counting(kernel: Any, strides: Any, target: str, *tiles: Any) -> Any:
         emitted.append(kernel.name)
-        return original(kernel, strides, target)
+        return original(kernel, strides, target, *tiles)
 
     monkeypatch.setattr(kc, "emit_kernel", counting)
     monkeypatch.setattr(kc, "_emit_cache", {})

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..ir.domain import operand_itemsizes
 from ..ir.program import Kernel
-from .heuristics import GEMM_ATTRS, GemmConfig, gemm_config, gemm_uses_dot
+from .heuristics import GEMM_ATTRS, GemmConfig, gemm_candidates, gemm_uses_dot
 from .lowering import PTR, TL
 from .triton_emitter import INT32_MAX, Coords, Launch, _Emitter, _Fn, _instr_text
 
@@ -100,8 +100,11 @@ class _GemmFn(_Fn):
 class GemmEmitter(_Emitter):
     """Emits the source of one gemm region (see the module docstring)."""
 
-    def __init__(self, kernel: Kernel, strides: list[tuple[int, ...]], target: str) -> None:
-        super().__init__(kernel, strides, target)
+    def __init__(self, kernel: Kernel, strides: list[tuple[int, ...]], target: str,
+                 tiles: Any = None, origin: str | None = None) -> None:
+        super().__init__(kernel, strides, target, tiles, origin)
+        if tiles is not None:  # a GemmConfig arrives as the kernel's attributes (emit_kernel)
+            raise ValueError(f"gemm kernel {kernel.name} takes GemmConfig tiles, not {tiles!r}")
         d = self.domain
         self.mm = self.defs[d.matmul]
         self.a_name, self.b_name = self.mm.args
@@ -134,11 +137,21 @@ class GemmEmitter(_Emitter):
 
     # -- choices ------------------------------------------------------------------------
     def _config(self) -> GemmConfig:
+        """The kernel's tile attributes (the fuser writes the heuristic's), missing ones from
+        the heuristic. Only the heuristic's own tiles have candidates to tune: a kernel whose
+        attributes were edited keeps them."""
         attrs = self.kernel.attrs
-        default = gemm_config(self.m, self.n, self.k, self.batch, self.dtype.name, self.precision,
-                              bool(self.domain.reduced), operand_itemsizes(self.kernel, self.mm.name))
-        return GemmConfig(**{name: int(attrs.get(name, getattr(default, name)))
-                             for name in GEMM_ATTRS})
+        candidates = gemm_candidates(self.m, self.n, self.k, self.batch, self.dtype.name,
+                                     self.precision, bool(self.domain.reduced),
+                                     operand_itemsizes(self.kernel, self.mm.name))
+        default = candidates[0]
+        cfg = GemmConfig(**{name: int(attrs.get(name, getattr(default, name)))
+                            for name in GEMM_ATTRS})
+        if cfg != default:
+            candidates = [cfg]
+            self.origin = self.origin or "from the kernel's tile attributes (edited: not tuned)"
+        self.candidates = tuple(candidates)
+        return cfg
 
     def _how(self) -> str:
         acc = TL[self.acc_dtype]

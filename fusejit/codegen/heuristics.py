@@ -17,11 +17,19 @@ header print. The GPU numbers are for an H100/H200 (132 SMs, 4.3-4.8 TB/s):
 
 The ``interpret`` target runs on the CPU, where each program instance costs
 Python time: it gets the largest blocks that stay within a memory budget.
+
+Candidates (``FUSEJIT_AUTOTUNE=1``, ``fusejit/runtime/autotune.py``): each kernel kind has a
+``*_candidates`` function returning a short list of configs, the heuristic's choice first,
+then a few neighbours (half or double the block, other warp counts, other stage counts or
+split factors). The emitter takes any of them in place of the heuristic's (``emit_kernel``'s
+``tiles``), so a candidate changes numbers, never code paths. The ``interpret`` target
+has one candidate: the heuristic's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +57,11 @@ SPLIT_MIN_CHUNK = 4096
 #: Most partials per output: the final launch combines them in one tile.
 SPLIT_MAX = 1024
 
+#: Most candidates a kernel's tiling is chosen from (the heuristic's and its neighbours).
+MAX_CANDIDATES = 6
+#: Largest tile (elements) a reduction candidate may hold in registers.
+CANDIDATE_MAX_TILE = 16384
+
 
 def next_pow2(n: int) -> int:
     """The smallest power of two >= ``n`` (1 for n <= 1)."""
@@ -69,7 +82,7 @@ class ReductionTiles:
     block_n: int
     num_warps: int
     persistent: bool
-    why: str
+    why: str = field(default="", compare=False)
 
 
 def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int) -> ReductionTiles:
@@ -136,6 +149,176 @@ def choose_split(rows: int, reduce_size: int, row_blocks: int | None = None,
     return max(1, min(by_programs, by_size, SPLIT_MAX))
 
 
+
+# -- pointwise tiles and candidates ------------------------------------------------------
+
+#: Kernels over fewer elements (read or written) than this are not tuned: their time is the
+#: launch, whatever the tiles.
+TUNE_MIN_ELEMENTS = 1 << 16
+
+
+@dataclass(frozen=True)
+class PointwiseTiles:
+    """A 1-D pointwise kernel: ``block`` elements of the flat output per program."""
+
+    block: int
+    num_warps: int
+    why: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class Tiles2D:
+    """A 2-D pointwise kernel (an input read transposed): ``tile_m x tile_n`` output tiles."""
+
+    tile_m: int
+    tile_n: int
+    num_warps: int
+    why: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class SplitTiles:
+    """A split reduction's partials launch: ``block_m x block_n`` tiles, ``num_warps``, and
+    ``split`` partials per output (the final launch combines them)."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    split: int
+    why: str = field(default="", compare=False)
+
+
+def _pointwise_warps(block: int) -> int:
+    return 4 if block >= 512 else max(1, block // 128)
+
+
+def pointwise_tiles(target: str, n: int) -> PointwiseTiles:
+    """The heuristic's tiles of a 1-D pointwise kernel over ``n`` elements."""
+    block = min(POINTWISE_BLOCK[target], next_pow2(n))
+    return PointwiseTiles(block, _pointwise_warps(block), "heuristic")
+
+
+def tiles_2d(target: str, m: int, n: int) -> Tiles2D:
+    """The heuristic's tiles of a 2-D pointwise kernel over output axes of ``m`` and ``n``."""
+    tm = min(TILE_2D[target], next_pow2(m))
+    tn = min(TILE_2D[target], next_pow2(n))
+    return Tiles2D(tm, tn, 4 if tm * tn >= 1024 else 1, "heuristic")
+
+
+def _unique(candidates: list[Any]) -> list[Any]:
+    """The candidates without repeats (nor Nones), at most ``MAX_CANDIDATES``, in order."""
+    out: list[Any] = []
+    for c in candidates:
+        if c is not None and c not in out:
+            out.append(c)
+    return out[:MAX_CANDIDATES]
+
+
+def _warps_ok(warps: int, tile: int) -> bool:
+    return warps in (1, 2, 4, 8, 16) and warps * 32 <= max(tile, 32)
+
+
+def pointwise_candidates(target: str, n: int) -> list[PointwiseTiles]:
+    """Tiles to time for a 1-D pointwise kernel: the heuristic's, then 2x and 4x the block,
+    half the block, and twice the warps."""
+    h = pointwise_tiles(target, n)
+    if target != "cuda" or n < TUNE_MIN_ELEMENTS:
+        return [h]
+
+    def cand(block: int, warps: int, why: str) -> PointwiseTiles | None:
+        ok = 32 <= block <= next_pow2(n) and _warps_ok(warps, block)
+        return PointwiseTiles(block, warps, why) if ok else None
+
+    b, w = h.block, h.num_warps
+    return _unique([h, cand(2 * b, 4, "2x the block"), cand(4 * b, 8, "4x the block, 8 warps"),
+                    cand(b // 2, _pointwise_warps(b // 2), "half the block"),
+                    cand(b, 2 * w, f"{2 * w} warps")])
+
+
+def tiles_2d_candidates(target: str, m: int, n: int) -> list[Tiles2D]:
+    """Tiles to time for a 2-D pointwise kernel: the heuristic's, twice the warps, 2x either
+    edge, half of both edges."""
+    h = tiles_2d(target, m, n)
+    if target != "cuda" or m * n < TUNE_MIN_ELEMENTS:
+        return [h]
+
+    def cand(tm: int, tn: int, warps: int, why: str) -> Tiles2D | None:
+        ok = (8 <= tm <= next_pow2(m) and 8 <= tn <= next_pow2(n) and tm * tn <= 16384
+              and _warps_ok(warps, tm * tn))
+        return Tiles2D(tm, tn, warps, why) if ok else None
+
+    tm, tn, w = h.tile_m, h.tile_n, h.num_warps
+    return _unique([h, cand(tm, tn, 2 * w, f"{2 * w} warps"),
+                    cand(tm, 2 * tn, 8, "2x the tile along the last axis, 8 warps"),
+                    cand(2 * tm, tn, 8, "2x the tile along the transposed axis, 8 warps"),
+                    cand(tm // 2, tn // 2, 4 if tm * tn // 4 >= 1024 else 1, "half the tile")])
+
+
+def reduction_candidates(target: str, rows: int, cols: int, outer: bool,
+                         itemsize: int) -> list[ReductionTiles]:
+    """Tiles to time for a (non-split) reduction (``reduction_tiles``'s arguments).
+
+    Rows in registers: 2x and half the rows per program, other warps. Looped rows: 2x and
+    half the step. Outer reductions: 2x and half the kept points across the tile (same tile
+    size), 2x and half the reduced step, other warps.
+    """
+    h = reduction_tiles(target, rows, cols, outer, itemsize)
+    if target != "cuda" or rows * cols < TUNE_MIN_ELEMENTS:
+        return [h]
+    full = next_pow2(cols)
+    biggest = max(CANDIDATE_MAX_TILE, h.block_m * h.block_n)
+    low_m = min(OUTER_MIN_KEPT // 2, next_pow2(rows)) if outer else 1
+
+    def cand(bm: int, bn: int, warps: int, why: str) -> ReductionTiles | None:
+        ok = (low_m <= bm <= next_pow2(rows) and 1 <= bn <= full and bm * bn <= biggest
+              and _warps_ok(warps, bm * bn))
+        return ReductionTiles(bm, bn, warps, full <= bn, why) if ok else None
+
+    bm, bn, w = h.block_m, h.block_n, h.num_warps
+    warps = [cand(bm, bn, 2 * w, f"{2 * w} warps"), cand(bm, bn, w // 2, f"{w // 2} warps")]
+    if outer:
+        shapes = [cand(2 * bm, max(1, bn // 2), warps_for(bm * bn), "2x the kept points"),
+                  cand(bm // 2, 2 * bn, warps_for(bm * bn), "half the kept points"),
+                  cand(bm, 2 * bn, warps_for(2 * bm * bn), "2x the reduced step"),
+                  cand(bm, bn // 2, warps_for(bm * bn // 2), "half the reduced step")]
+    elif h.persistent:
+        shapes = [cand(2 * bm, bn, warps_for(2 * bm * bn), "2x the rows per program"),
+                  cand(bm // 2, bn, warps_for(bm * bn // 2), "half the rows per program")]
+    else:
+        shapes = [cand(bm, 2 * bn, warps_for(2 * bm * bn), "2x the step"),
+                  cand(bm, bn // 2, warps_for(bm * bn // 2), "half the step")]
+    return _unique([h, *shapes, *warps])
+
+
+def split_candidates(target: str, rows: int, cols: int, outer: bool, itemsize: int,
+                     split: int | None = None) -> list[SplitTiles]:
+    """Tiles to time for a split reduction's partials launch: the heuristic's (``split_tiles``
+    and ``choose_split``), then 2x and half the partials, other warps, 2x and half the step.
+
+    ``split``: the partials a user wrote (``split=N``): kept, and then nothing is tuned.
+    """
+    bm, bn, w = split_tiles(target, rows, cols, outer, itemsize)
+    row_blocks = -(-rows // bm)
+    s = choose_split(rows, cols, row_blocks, bm) if split is None else min(split, SPLIT_MAX)
+
+    def step(bn: int, s: int) -> int:
+        return max(1, min(bn, next_pow2(-(-cols // max(1, s)))))  # as the emitter clamps it
+
+    def cand(bm: int, bn: int, warps: int, s: int, why: str) -> SplitTiles | None:
+        bn = step(bn, s)
+        ok = 1 <= s <= SPLIT_MAX and bm * bn <= CANDIDATE_MAX_TILE and _warps_ok(warps, bm * bn)
+        return SplitTiles(bm, bn, warps, s, why) if ok else None
+
+    h = SplitTiles(bm, step(bn, s), w, s, "heuristic")
+    if target != "cuda" or split is not None or rows * cols < TUNE_MIN_ELEMENTS:
+        return [h]
+    bn = h.block_n
+    return _unique([h, cand(bm, bn, w, 2 * s, "2x the partials"),
+                    cand(bm, bn, w, s // 2, "half the partials") if s >= 4 else None,
+                    cand(bm, bn, 4 if w >= 8 else 8, s, f"{4 if w >= 8 else 8} warps"),
+                    cand(bm, 2 * bn, warps_for(2 * bm * bn), s, "2x the step"),
+                    cand(bm, bn // 2, warps_for(bm * bn // 2), s, "half the step")])
+
 # -- GEMM tiles ------------------------------------------------------------------------
 #
 # A GEMM kernel computes one block_m x block_n tile of the product per program, stepping K
@@ -176,6 +359,7 @@ class GemmConfig:
     num_stages: int
     group_m: int
     split_k: int
+    why: str = field(default="", compare=False)
 
     def attrs(self) -> dict[str, int]:
         """The kernel attributes that spell this choice in the IR text."""
@@ -209,7 +393,7 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     if not gemm_uses_dot(dtype):
         # integers other than int8: a [block_m, block_k, block_n] multiply-and-sum per step
         return GemmConfig(_clamp(32, m), _clamp(32, n) if not span_row else next_pow2(max(n, 16)),
-                          8, 4, 1, 8, 1)
+                          8, 4, 1, 8, 1, "heuristic")
     if dtype == "float64":
         bm, bn, bk, warps, stages = 64, 64, 16, 4, 3
     elif dtype == "float32" and precision == "ieee":
@@ -243,7 +427,7 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     split = 1
     if tiles < SMS // 2 and steps >= 16:
         split = max(1, min(GEMM_MAX_SPLIT_K, -(-SMS // tiles), steps // 8))
-    return GemmConfig(bm, bn, bk, warps, stages, 8, split)
+    return GemmConfig(bm, bn, bk, warps, stages, 8, split, "heuristic")
 
 
 def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,
@@ -287,3 +471,45 @@ def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,
         return (f"{attrs['num_stages']} stages of {bm} x {bk} and {bk} x {bn} tiles need {shared} "
                 f"bytes of shared memory (at most {GEMM_SHARED_LIMIT} on an H100/H200)")
     return None
+
+
+#: GEMMs of fewer multiply-adds (batch x M x N x K) than this are not tuned.
+GEMM_TUNE_MIN = 1 << 21
+
+
+def gemm_candidates(m: int, n: int, k: int, batch: int, dtype: str, precision: str = "ieee",
+                    span_row: bool = False, loads: tuple[int, int] | None = None
+                    ) -> list[GemmConfig]:
+    """Tiles to time for a GEMM (``gemm_config``'s arguments): the heuristic's, then the other
+    warp count (4/8), one stage more and one less (2 to 4), 2x and half of ``split_k`` when
+    it splits, half of ``block_n`` and of ``block_m``, 2x ``block_k``; each one that
+    ``gemm_config_problem`` accepts (at most ``MAX_CANDIDATES``, in that order)."""
+    h = gemm_config(m, n, k, batch, dtype, precision, span_row, loads)
+    if batch * m * n * k < GEMM_TUNE_MIN:
+        return [h]
+    size = np.dtype(dtype).itemsize
+    loads = loads or (size, size)
+
+    def cand(why: str, **change: int) -> GemmConfig | None:
+        c = GemmConfig(**{**h.attrs(), **change}, why=why)
+        fits = c.block_m <= max(16, next_pow2(m)) and c.block_k <= max(16, next_pow2(k))
+        ok = fits and gemm_config_problem(c.attrs(), m, n, k, dtype, loads, span_row) is None
+        return c if ok else None
+
+    warps = 8 if h.num_warps == 4 else 4
+    stages = [cand(f"{s} stages", num_stages=s) for s in (h.num_stages + 1, h.num_stages - 1)
+              if 2 <= s <= 4]
+    splits = [cand(f"split_k={s}", split_k=s) for s in (h.split_k * 2, h.split_k // 2)] \
+        if h.split_k > 1 else []
+    return _unique([h, cand(f"{warps} warps", num_warps=warps), *stages, *splits,
+                    None if span_row else cand("half of block_n", block_n=h.block_n // 2),
+                    cand("half of block_m", block_m=h.block_m // 2),
+                    cand("2x block_k", block_k=h.block_k * 2)])
+
+
+def config_fields(config: Any) -> dict[str, Any]:
+    """A candidate config as plain data (its type and numbers, not its ``why``): how the
+    autotune cache records a choice."""
+    out: dict[str, Any] = {"type": type(config).__name__}
+    out.update({f.name: getattr(config, f.name) for f in fields(config) if f.name != "why"})
+    return out

@@ -27,7 +27,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import BackendError, BackendUnavailableError, InputError
-from ..codegen import describe_tiling
 from ..frontend.scalars import check_value_access
 from ..fuse import plan_for
 from ..fuse.plan import TILING_DESCRIBERS
@@ -38,8 +37,10 @@ BACKEND_NAMES = ("cuda", "interpret", "numpy")
 
 
 def _gpu_tiling(kernel: Any) -> list[str]:
-    """The tiles the ``cuda`` target launches ``kernel`` with (contiguous buffers), for explain()."""
-    return [f"(on cuda) {line}" for line in describe_tiling(kernel, "cuda")]
+    """The tiles the ``cuda`` target launches ``kernel`` with (contiguous buffers), for explain()
+    (those autotune chose, when this process tuned the kernel)."""
+    from . import autotune
+    return [f"(on cuda) {line}" for line in autotune.describe(kernel)]
 
 
 TILING_DESCRIBERS.append(_gpu_tiling)

@@ -36,7 +36,9 @@ launches by argument specialization (shared by structurally equal kernels).
 
 Scalar params are passed by value as NumPy scalars of their carrier dtype
 (``codegen.lowering.SCALAR_ARG``): CuPy packs them like C scalars. Nothing here
-synchronizes with the device.
+synchronizes with the device, except autotuning: with ``FUSEJIT_AUTOTUNE=1`` the first
+build of a kernel for a specialization times its candidate tiles (``runtime/autotune.py``,
+once per kernel, specialization and GPU model: the choice is kept in the disk cache).
 
 Threads: the backend is shared by all threads. Cache hits take no lock;
 building a launcher (emit, compile, load) holds the backend's lock, so a
@@ -62,6 +64,7 @@ import numpy as np
 from ..codegen.lowering import SCALAR_ARG, scalar_arg
 from ..errors import BackendError, DeviceError, DeviceMemoryError
 from ..ir.program import Kernel, Program
+from . import autotune
 from . import kernel_cache as kc
 from .compile import compile_launch
 
@@ -430,18 +433,32 @@ class CudaBackend:
             spec.append(entry)
         info = self._kernel_info(kernel, tuple(spec), dev)
         try:
-            outs = [cp.empty(s, d) for s, d in info.out_types]
-            scratch = [cp.empty(n, d) for d, n in info.scratch]
+            outs, launch = self.bind_launches(info, args)
         except self._oom as exc:
             raise _out_of_memory(exc, dev.id, info.asked,
                                  f"allocating the outputs of kernel {kernel.name}") from None
+        launch()
+        return outs
+
+    def bind_launches(self, info: _KernelInfo, args: list[Any]
+                      ) -> tuple[list[Any], Callable[[], None]]:
+        """New result arrays for one region's launches on ``args``, and a function that
+        launches them all (again at each call, into the same results: autotune times it)."""
+        cp = self.cp
+        outs = [cp.empty(s, d) for s, d in info.out_types]
+        scratch = [cp.empty(n, d) for d, n in info.scratch]
         groups = (args, outs, scratch)
+        calls = []
         for fn, grid, block, shared, selectors, n_nulls, global_scratch in info.launches:
             nulls: list[Any] = [None] * n_nulls
             if global_scratch:  # TMA descriptors made by the kernel live there
                 nulls[0] = cp.empty(global_scratch, np.uint8)
-            fn(grid, block, [groups[g][i] for g, i in selectors] + nulls, shared_mem=shared)
-        return outs
+            calls.append((fn, grid, block, [groups[g][i] for g, i in selectors] + nulls, shared))
+
+        def launch() -> None:
+            for fn, grid, block, bound, shared in calls:
+                fn(grid, block, bound, shared_mem=shared)
+        return outs, launch
 
     def _kernel_info(self, kernel: Kernel, spec: tuple[Any, ...], dev: _Device) -> _KernelInfo:
         """The launches of one region for arguments of ``spec`` on ``dev`` (emitted, compiled
@@ -466,6 +483,15 @@ class CudaBackend:
             return _KernelInfo(out_types, (), (), 0)
         strides = tuple(() if s is None else s[0] for s in spec)
         emitted = kc.emitted_for(kernel, strides, "cuda")
+        if len(emitted.candidates) > 1 and autotune.enabled():
+            emitted = autotune.tuned(self, kernel, spec, dev, emitted)
+        return self.kernel_info(kernel, emitted, spec, dev)
+
+    def kernel_info(self, kernel: Kernel, emitted: Any, spec: tuple[Any, ...],
+                    dev: _Device) -> _KernelInfo:
+        """The launches of ``emitted`` (one emission of ``kernel``) for arguments of ``spec``
+        on ``dev``: compiled (cached on disk) and loaded."""
+        out_types = tuple((t.shape, t.dtype) for t in kernel.result_types)
         for i in emitted.aligned:
             if not spec[i][1]:
                 raise BackendError(

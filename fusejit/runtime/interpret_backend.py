@@ -130,8 +130,12 @@ class InterpretBackend:
             outs.append(value)
         return outs
 
-    def run_kernel(self, kernel: Kernel, args: list[np.ndarray]) -> list[np.ndarray]:
-        """Launch one region on host arrays (scalar params: their values); returns its results."""
+    def run_kernel(self, kernel: Kernel, args: list[np.ndarray],
+                   tiles: Any = None) -> list[np.ndarray]:
+        """Launch one region on host arrays (scalar params: their values); returns its results.
+
+        ``tiles``: one of the kernel's candidate configs (``EmittedKernel.candidates``) in
+        place of the heuristic's, so that tests run every candidate autotune may pick."""
         arrays: list[Any] = []
         for a, p in zip(args, kernel.params):
             if p.scalar:
@@ -146,7 +150,7 @@ class InterpretBackend:
             return outs
         strides = tuple(() if p.scalar else kc.element_strides(a)
                         for a, p in zip(arrays, kernel.params))
-        emitted = kc.emitted_for(kernel, strides, "interpret")
+        emitted = kc.emitted_for(kernel, strides, "interpret", tiles)
         module = self._module(emitted)
         scratch = [np.empty(n, dt) for dt, n in emitted.scratch]
         with kc.TRITON_LOCK:

@@ -155,11 +155,13 @@ def element_strides(array: Any) -> tuple[int, ...] | None:
 _emit_cache: dict[Any, EmittedKernel] = {}
 
 
-def emitted_for(kernel: Kernel, strides: tuple[tuple[int, ...], ...], target: str) -> EmittedKernel:
-    """Emit (cached in memory by structure, strides and target)."""
-    key = (kernel_key(kernel), strides, target)
+def emitted_for(kernel: Kernel, strides: tuple[tuple[int, ...], ...], target: str,
+                tiles: Any = None) -> EmittedKernel:
+    """Emit (cached in memory by structure, strides, target and ``tiles``: a candidate config
+    in place of the heuristic's, see ``emit_kernel``)."""
+    key = (kernel_key(kernel), strides, target, tiles)
     em = _emit_cache.get(key)
     if em is None:
-        em = emit_kernel(kernel, list(strides), target)
+        em = emit_kernel(kernel, list(strides), target, tiles)
         _emit_cache[key] = em
     return em
