@@ -13,7 +13,8 @@ header print. The GPU numbers are for an H100/H200 (132 SMs, 4.3-4.8 TB/s):
   axis across it, 32 or more kept points wide so a warp's row is at least 128
   bytes.
 * When the kept extent alone cannot give enough programs, the reduced axis is
-  split across programs (a split reduction: partials, then a final launch).
+  split across programs (a split reduction: partials, which the last program
+  of each row block combines, in the same launch).
 
 The ``interpret`` target runs on the CPU, where each program instance costs
 Python time: it gets the largest blocks that stay within a memory budget.
@@ -46,7 +47,7 @@ OUTER_MAX_KEPT = 256
 
 #: Fewest elements one partial program of a split reduction combines (when choosing).
 SPLIT_MIN_CHUNK = 4096
-#: Most partials per output: the final launch combines them in one tile.
+#: Most partials per output: the last program of a row block combines them in one tile.
 SPLIT_MAX = 1024
 
 
@@ -107,7 +108,7 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
 
 
 def split_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int) -> tuple[int, int, int]:
-    """(block_m, block_n, num_warps) of a split reduction's partials launch."""
+    """(block_m, block_n, num_warps) of a split reduction's launch (its partials' tiles)."""
     if target == "interpret":
         bm = min(next_pow2(rows), 64)
         return bm, max(1, min(next_pow2(cols), (1 << 16) // bm)), 4
