@@ -1,6 +1,6 @@
 """Split reductions on the GPU: launches, the same bits on every run, counters left zero, time.
 
-Usage (GPU machine): python3 bench/split_check.py [--runs N] [--time-only]
+Usage (GPU machine): python3 bench/split_check.py [--runs N] [--time-only] [--only A,B]
 
 Per workload: the plan's kernels and launches; ``N`` runs alternating two inputs (``x``
 and ``x + 1``: a run that finished early, on another run's partials, would show), each
@@ -25,6 +25,7 @@ WORKLOADS: dict[str, tuple[tuple[int, ...], str, str]] = {
     "batchnorm_16384x4096": ((16384, 4096), "float32", "bn"),
     "sum_axis0_65536x1024": ((65536, 1024), "float32", "sum0"),
     "sum_axis0_16384x4096": ((16384, 4096), "float32", "sum0"),
+    "sum_axis0_1048576x32": ((1 << 20, 32), "float32", "sum0"),
     "sum_all_2e26": ((1 << 26,), "float32", "sum"),
     "sum_all_int32_2e26": ((1 << 26,), "int32", "sum"),
     "max_all_nan_2e26": ((1 << 26,), "float32", "max"),
@@ -143,8 +144,11 @@ def main() -> None:
     fj.set_backend("cuda")
     runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 100
     time_only = "--time-only" in sys.argv
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     bad = 0
     for name, (shape, dtype, what) in WORKLOADS.items():
+        if only is not None and name not in only:
+            continue
         try:
             r = check(name, shape, dtype, what, runs, time_only)
         except Exception as exc:  # noqa: BLE001

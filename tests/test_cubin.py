@@ -84,14 +84,27 @@ def _batch_norm(xp, x):
 
 
 def test_batch_norm_compiles_as_two_launches():
-    """Batch norm's statistics (sum and m2 over axis 0, 4 row blocks of 64 finished 32 rows
-    at a time) and the normalization: two kernels, one launch each."""
+    """Batch norm's statistics (sum and m2 over axis 0, 8 row blocks of 32) and the
+    normalization: two kernels, one launch each."""
     x = np.zeros((262144, 256), np.float32)
     kernels = _kernels(_batch_norm, [x])
     emitted = [emit_kernel(k, None, "cuda") for k in kernels]
-    assert [len(e.launches) for e in emitted] == [1, 1]
-    assert emitted[0].counters == 4 and "for sub in range(0, 64, 32):" in emitted[0].source
+    assert [len(e.launches) for e in emitted] == [1, 1] and emitted[0].counters == 8
     _compile(_batch_norm, [x])
+
+
+def _column_sums(xp, x):
+    return x.sum(axis=0)
+
+
+def test_split_finishing_in_steps_compiles():
+    """One row block of 32 columns split 512 ways: its last program combines the partials
+    8 rows at a time (a [8, 512] tile per step)."""
+    x = np.zeros((1 << 20, 32), np.float32)
+    (kernel,) = _kernels(_column_sums, [x])
+    emitted = emit_kernel(kernel, None, "cuda")
+    assert emitted.counters == 1 and "for sub in range(0, 32, 8):" in emitted.source
+    _compile(_column_sums, [x])
 
 
 def _split_ptx(fn, arrays):
@@ -110,7 +123,7 @@ def _split_ptx(fn, arrays):
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
 
 
-@pytest.mark.parametrize("case", ["full_sum", "batch_norm"])
+@pytest.mark.parametrize("case", ["full_sum", "batch_norm", "column_sums"])
 def test_split_kernel_orders_partials_count_and_reads(case):
     """The memory ordering the one-launch split relies on, as compiled: every partial store,
     then a CTA barrier, then one thread's acq_rel count at GPU scope; the last program's
@@ -118,8 +131,10 @@ def test_split_kernel_orders_partials_count_and_reads(case):
     import re
     if case == "full_sum":
         ptx = _split_ptx(lambda xp, x: x.sum(), [np.zeros(1 << 22, np.float32)])
-    else:
+    elif case == "batch_norm":
         ptx = _split_ptx(_batch_norm, [np.zeros((262144, 256), np.float32)])
+    else:  # the last program combines in 4 steps
+        ptx = _split_ptx(_column_sums, [np.zeros((1 << 20, 32), np.float32)])
     atoms = [m.start() for m in re.finditer(r"atom\.global\.(gpu\.acq_rel|acq_rel\.gpu)\.add", ptx)]
     assert len(atoms) == 1, ptx
     before = ptx[:atoms[0]]
