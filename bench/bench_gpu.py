@@ -3,7 +3,7 @@
 Usage: python bench/bench_gpu.py OUT.json
 Measures achieved GB/s (bytes read + written once / time) for a 2**26-element
 float32 pointwise chain, 16384x4096 float32 softmax and layernorm, a full
-``sum`` of 2**26 float32 (a split reduction: partials + final launch), an
+``sum`` of 2**26 float32 (a split reduction: one launch, partials combined by the last program), an
 8192x8192 float32 ``x.T + y`` (2-D tiles), and the microseconds per cached
 ``realize`` of a small program. Columns: ``fusejit`` is the whole user path per
 call (build the lazy graph, look up the cached plan, launch); ``fusejit kernels``

@@ -81,6 +81,8 @@ class FakeCupy(types.ModuleType):
         self.launch_args: list[tuple[Any, ...]] = []  # each launch's arguments
         self.loads: list[tuple[int, str]] = []
         self.uploads: list[tuple[int, tuple[int, ...]]] = []
+        #: (device, stream handle, shape) of each ``zeros`` (a split reduction's counters)
+        self.zeroed: list[tuple[int, int, tuple[int, ...]]] = []
         self.launch_streams: list[int] = []
         self.dlpack_exports: list[tuple[Any, int]] = []
         self.cai_imports: list[Any] = []  # the "stream" of each interface asarray took
@@ -258,6 +260,11 @@ class FakeCupy(types.ModuleType):
 
     def ones(self, shape: Any, dtype: Any) -> Any:
         return self._new(np.ones(shape, dtype))
+
+    def zeros(self, shape: Any, dtype: Any) -> Any:
+        self.zeroed.append((self.current(), self.cuda.get_current_stream().ptr, tuple(
+            np.atleast_1d(shape))))
+        return self._new(np.zeros(shape, dtype))
 
     def asarray(self, a: Any) -> Any:
         if isinstance(a, self.ndarray):

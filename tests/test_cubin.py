@@ -69,12 +69,81 @@ def test_looped_and_large_rows_compile():
 
 @pytest.mark.parametrize("name", sorted(SPLIT))
 def test_split_reductions_compile(name):
-    """Both launches (partials and final) of every split reduction compile for sm_90."""
+    """The one launch of every split reduction (partials, the count, the last program's
+    combine and epilogue) compiles for sm_90."""
     fn, make = SPLIT[name]
     kernels = _kernels(fn, make(1 << 20))
-    if name != "var":
-        assert any(len(emit_kernel(k, None, "cuda").launches) == 2 for k in kernels)
+    split = [emit_kernel(k, None, "cuda") for k in kernels if k.kind == "split_reduction"]
+    assert split and all(len(e.launches) == 1 and e.counters >= 1 for e in split)
     _compile(fn, make(1 << 20))
+
+
+def _batch_norm(xp, x):
+    mean, var = x.mean(axis=0), x.var(axis=0)
+    return (x - mean) / xp.sqrt(var + np.float32(1e-5))
+
+
+def test_batch_norm_compiles_as_two_launches():
+    """Batch norm's statistics (sum and m2 over axis 0, 8 row blocks of 32) and the
+    normalization: two kernels, one launch each."""
+    x = np.zeros((262144, 256), np.float32)
+    kernels = _kernels(_batch_norm, [x])
+    emitted = [emit_kernel(k, None, "cuda") for k in kernels]
+    assert [len(e.launches) for e in emitted] == [1, 1] and emitted[0].counters == 8
+    _compile(_batch_norm, [x])
+
+
+def _column_sums(xp, x):
+    return x.sum(axis=0)
+
+
+def test_split_finishing_in_steps_compiles():
+    """One row block of 32 columns split 512 ways: its last program combines the partials
+    8 rows at a time (a [8, 512] tile per step)."""
+    x = np.zeros((1 << 20, 32), np.float32)
+    (kernel,) = _kernels(_column_sums, [x])
+    emitted = emit_kernel(kernel, None, "cuda")
+    assert emitted.counters == 1 and "for sub in range(0, 32, 8):" in emitted.source
+    _compile(_column_sums, [x])
+
+
+def _split_ptx(fn, arrays):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from fusejit.runtime import kernel_cache as kc
+    (kernel,) = [k for k in _kernels(fn, arrays) if k.kind == "split_reduction"]
+    emitted = emit_kernel(kernel, None, "cuda")
+    (launch,) = emitted.launches
+    module = kc.import_source(kc.write_source(emitted), interpret=False)
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(launch.signature))}
+    src = ASTSource(getattr(module, launch.fn_name), launch.signature, {}, attrs)
+    options = {"num_warps": launch.num_warps, "enable_fp_fusion": False}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+
+
+@pytest.mark.parametrize("case", ["full_sum", "batch_norm", "column_sums"])
+def test_split_kernel_orders_partials_count_and_reads(case):
+    """The memory ordering the one-launch split relies on, as compiled: every partial store,
+    then a CTA barrier, then one thread's acq_rel count at GPU scope; the last program's
+    partial loads come after it and read L2 (``ld.global.cg``, never a stale L1 line)."""
+    import re
+    if case == "full_sum":
+        ptx = _split_ptx(lambda xp, x: x.sum(), [np.zeros(1 << 22, np.float32)])
+    elif case == "batch_norm":
+        ptx = _split_ptx(_batch_norm, [np.zeros((262144, 256), np.float32)])
+    else:  # the last program combines in 4 steps
+        ptx = _split_ptx(_column_sums, [np.zeros((1 << 20, 32), np.float32)])
+    atoms = [m.start() for m in re.finditer(r"atom\.global\.(gpu\.acq_rel|acq_rel\.gpu)\.add", ptx)]
+    assert len(atoms) == 1, ptx
+    before = ptx[:atoms[0]]
+    last_store = before.rindex("st.global")
+    assert "bar.sync" in before[last_store:]
+    cg = [m.start() for m in re.finditer(r"ld\.global\.cg", ptx)]
+    assert cg and min(cg) > atoms[0]
+    # the loads before the count are the input's, after it only the partials' (all .cg)
+    assert not re.search(r"ld\.global(?!\.cg)", ptx[atoms[0]:])
 
 
 def test_tiled_transposes_compile():

@@ -429,3 +429,30 @@ def test_outputs_die_with_their_tensors(fake: FakeCupy) -> None:
             fake.arguments.clear()
             fake.launch_args.clear()
         check_buffers_die_with_their_tensors(forget)
+
+
+def test_split_reduction_counters_zeroed_once_per_stream(fake: FakeCupy) -> None:
+    """A split reduction is one launch that counts its finished programs on int32 counters,
+    zero when a launch starts and left zero by it: they are zeroed once per (device, stream)
+    and then reused (no memset per launch); launches on another stream get their own set,
+    so two streams running the same plan at once never share a count."""
+    x = np.ones(1 << 20, np.float32)
+
+    def counters() -> Any:
+        (found,) = [a for a in fake.arguments[-1] if isinstance(a, fake.ndarray)
+                    and a.dtype == np.int32]
+        return found
+
+    with fj.using_backend("cuda"):
+        fj.asarray(x).sum().realize()
+        first = counters()
+        fj.asarray(x).sum().realize()
+        assert counters() is first
+        with fake.cuda.Stream() as s:
+            fj.asarray(x).sum().realize()
+            other = counters()
+        fj.asarray(x).sum().realize()
+        assert counters() is first
+    assert other is not first and len(fake.launches) == 4  # one launch per realize
+    assert fake.zeroed == [(0, 0, (1,)), (0, s.ptr, (1,))]  # one row block: one counter
+    assert not first.get().any() and not other.get().any()

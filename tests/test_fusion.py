@@ -103,15 +103,15 @@ def test_reduction_over_leading_axis_broadcast_back_is_two_kernels():
     assert boundary[3] == "broadcast_back_inner_only"
 
 
-def test_full_sum_splits_into_two_launches():
+def test_full_sum_splits_in_one_launch():
     x = fj.zeros((2 ** 24,), np.float32) + 1
     plan = fj.plan(fj.sum(x))
     assert len(plan.regions) == 1
-    assert plan.num_launches == 2 and len(plan.kernels) == 2
-    assert [k.stage for k in plan.kernels] == ["partial", "final"]
+    assert plan.num_launches == 1 and [k.stage for k in plan.kernels] == [""]
     k = plan.regions[0]
     assert k.kind == "split_reduction" and "split" not in k.attrs  # the emitter's choice
-    assert "kind=split_reduction" in str(plan) and "partial + final launch" in plan.explain()
+    assert "kind=split_reduction" in str(plan)
+    assert "one launch: partials, then the last program of each row block" in plan.explain()
 
 
 def test_column_sums_of_tall_matrix_split_but_rows_do_not():

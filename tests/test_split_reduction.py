@@ -1,7 +1,9 @@
-"""Split reductions (``kind=split_reduction``): a partials launch and a final launch.
+"""Split reductions (``kind=split_reduction``): one launch, whose last program per row block
+combines the partials that every program wrote.
 
 Differential tests on the ``interpret`` backend against NumPy, plus the shape
-of the generated source. Regions the fuser splits use the real pipeline;
+of the generated source, the launch counts, repeated runs (the same bits) and the
+counters (left zero). Regions the fuser splits use the real pipeline;
 small and empty ones are marked ``kind=split_reduction`` by hand (a user may
 mark any splittable region so) and run through the backend directly.
 """
@@ -71,26 +73,109 @@ def test_split_matches_numpy(name):
     _check(fn, arrays, atol={"column_sums": 1e-3}.get(name))
 
 
-def test_split_is_a_declared_pair_of_launches():
+def test_split_is_one_launch_whose_last_program_finishes():
     x = fj.asarray(np.ones(N, np.float32))
     y = fj.sqrt((x * x).sum()) + np.float32(1)
     plan = fj.plan(y)
-    assert [launch.stage for launch in plan.kernels] == ["partial", "final"]
+    assert plan.num_launches == 1 and [launch.stage for launch in plan.kernels] == [""]
     (k,) = plan.program.kernels
     em = emit_kernel(k, None, "cuda")
-    names = [launch.fn_name for launch in em.launches]
-    assert names == [f"{em.name}_partials", f"{em.name}_final"]
-    partials, final = em.launches
+    (launch,) = em.launches
     split = choose_split(1, N)  # no split= attribute: the emitter chooses
-    assert partials.grid[1] == split and final.grid == (1, 1, 1)
-    assert [a[0] for a in partials.args] == ["in", "scratch"]
+    assert launch.fn_name == em.name and launch.grid == (1, split, 1)
+    assert [a[0] for a in launch.args] == ["in", "in", "scratch", "counters", "out"]
+    assert launch.signature["counters"] == "*i32" and em.counters == 1  # one per row block
     assert em.scratch == ((np.dtype(np.float32), split),)
     src = em.source
-    body_p = src[src.index(f"def {em.name}_partials"):src.index(f"def {em.name}_final")]
-    body_f = src[src.index(f"def {em.name}_final"):]
-    assert "mul %in0, %in0" in body_p and "tl.sqrt" not in body_p  # prologue in the partials
-    assert "tl.sqrt" in body_f and "tl.load(p_in0" not in body_f   # epilogue in the final
+    body = src[src.index(f"def {em.name}("):src.index(f"def {em.name}_final")]
+    final = src[src.index(f"def {em.name}_final"):]
+    assert "mul %in0, %in0" in body and "tl.sqrt" not in body     # prologue in every program
+    assert "tl.sqrt" in final and "tl.load(p_in0" not in final      # epilogue after the combine
     assert "tl.float64" not in src                                  # float32 partials
+    # every thread's partials are stored, then one acq_rel count per program; the last one
+    # reads the partials from L2 (.cg), finishes and zeroes its counter for the next launch
+    order = ["tl.store(part_", "tl.debug_barrier()",
+             'done = tl.atomic_add(counters + pid, 1, sem="acq_rel")',
+             f"if done == {split - 1}:", f"{em.name}_final(pid, ", "tl.store(counters + pid, 0)"]
+    at = [body.index(s) for s in order]
+    assert at == sorted(at), body
+    assert 'cache_modifier=".cg"' in final and "# tiling: split in one launch" in src
+
+
+def _bn(xp, x):
+    """Batch norm's statistics over axis 0, then the normalization."""
+    mean, var = x.mean(axis=0), x.var(axis=0)
+    return (x - mean) / xp.sqrt(var + np.float32(1e-5))
+
+
+def _softmax(xp, x):
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_launch_counts():
+    """Split reductions are one launch each: batch norm is 2 kernels (statistics, normalize)."""
+    def plan(fn, shape):
+        return fj.plan(fn(fj, fj.asarray(np.zeros(shape, np.float32))))
+    bn = plan(_bn, (262144, 256))
+    assert [k.kind for k in bn.regions] == ["split_reduction", "pointwise"], bn.explain()
+    assert bn.num_launches == 2, bn.explain()
+    assert "one launch: partials, then the last program" in bn.explain()
+    for fn, shape in ((lambda xp, x: x.sum(axis=0), (65536, 1024)),
+                      (lambda xp, x: x.sum(), (1 << 26,)),
+                      (lambda xp, x: x.std(axis=0), (262144, 256)),
+                      (lambda xp, x: xp.log(xp.exp(x).sum(axis=-1)), (4, 1 << 20)),
+                      (_softmax, (4, 1 << 20))):  # reduce-then-broadcast: looped, never split
+        p = plan(fn, shape)
+        assert p.num_launches == 1, p.explain()
+
+
+def _split_outputs(xp, x):
+    """Split regions: over axis 0, a sum and m2 (Chan's combine of count, mean, m2) with a
+    sqrt after; over everything, sumexp (max, sum) with a log, and a NaN-propagating max."""
+    m = x.max(keepdims=True)
+    lse = xp.log(xp.exp(x - m).sum()) + m.reshape(())  # sum(exp(x - max)): one sumexp
+    return x.sum(axis=0), x.std(axis=0), lse, x.max() * 2
+
+
+def test_repeated_runs_are_bit_identical_and_leave_the_counters_zero():
+    from fusejit import runtime
+    x = np.random.default_rng(3).standard_normal((1 << 17, 16)).astype(np.float32)
+    x[5, 3] = np.nan
+    regions = fj.plan(*_outs(_split_outputs, [x[:, :15]])).regions
+    assert [k.kind for k in regions] == ["split_reduction"] * 2, regions
+    assert {"sum", "m2", "sumexp", "max"} <= {i.op for k in regions for i in k.body}
+    runs = []
+    for _ in range(3):
+        got = _outs(_split_outputs, [x[:, :15]])  # a strided view: masked row blocks
+        fj.realize(*got)
+        runs.append([g.numpy() for g in got])
+        backend = runtime._backends["interpret"]
+        mine = [backend.counters(emit_kernel(k, None, "interpret")) for k in regions]
+        assert [c.size for c in mine] == [1, 1]  # one row block each (15 columns < 64)
+        assert all(not c.any() for c in backend._counters.values())  # every kernel's, so far
+    for again in runs[1:]:
+        for a, b in zip(runs[0], again):
+            assert a.tobytes() == b.tobytes()
+    with np.errstate(all="ignore"):
+        expected = _split_outputs(np, x[:, :15].astype(np.float64))
+    for g, e in zip(runs[0], expected):
+        assert_matches_numpy(g, np.asarray(e).astype(g.dtype), atol=1e-3)
+
+
+def test_a_counter_not_left_zero_would_finish_early():
+    """Why the last program zeroes its counter: one that starts at 1 lets the next-to-last
+    program finish, before the last chunk's partial is written (a wrong sum)."""
+    from fusejit import runtime
+    x = np.ones(N, np.float32)
+    assert float(fj.asarray(x).sum().numpy()) == N
+    (k,) = fj.plan(fj.asarray(x).sum()).regions
+    counters = runtime._backends["interpret"].counters(emit_kernel(k, None, "interpret"))
+    assert counters.shape == (1,) and not counters.any()
+    counters[0] = 1
+    assert float(fj.asarray(x + 1).sum().numpy()) != 2 * N
+    counters[0] = 0
+    assert float(fj.asarray(x + 1).sum().numpy()) == 2 * N
 
 
 def test_int_sum_partials_exact_in_result_dtype():
@@ -113,7 +198,7 @@ def _force_split(fn, arrays, split):
     env = dict(zip([p.name for p in program.inputs], [leaf.buffer for leaf in leaves]))
     for k in program.kernels:
         k = dataclasses.replace(k, attrs={"kind": "split_reduction", "split": split})
-        assert len(emit_kernel(k, None, "interpret").launches) == 2
+        assert len(emit_kernel(k, None, "interpret").launches) == 1
         env.update(zip(k.results, backend.run_kernel(k, [env[a] for a in k.args])))
     return [env[name] for name in program.outputs]
 

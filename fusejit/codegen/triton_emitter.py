@@ -1,4 +1,4 @@
-"""The Triton emitter: one Kernel region -> one Triton function (two for a split reduction).
+"""The Triton emitter: one Kernel region -> one launched Triton function.
 
 One formulation covers every kind. A program instance owns a block of
 *rows* (flattened kept coordinates of the domain) and walks the *columns*
@@ -10,9 +10,11 @@ plus a final loop that stores the domain-shaped outputs. A pointwise region
 is the degenerate case: a 1-D block over the flattened output, or 2-D
 ``[TILE, TILE]`` tiles when an input is read transposed (contiguous along an
 output axis other than the last), so that both the read and the write
-coalesce. A ``kind=split_reduction`` region is two functions,
-``<name>_partials`` (prologue and one chunk of the reduced extent per
-program, into scratch) and ``<name>_final`` (combine the partials, epilogue).
+coalesce. A ``kind=split_reduction`` region is one launch over (row blocks x
+chunks of the reduced extent): each program runs the prologue over its chunk
+into scratch partials, and the last program of each row block to finish
+(counted atomically) calls ``<name>_final``, which combines the row block's
+partials in a fixed order and runs the epilogue.
 
 Values are evaluated *at coordinates*: a parameter is loaded at
 ``sum(coord_i * stride_i)``; a view maps the coordinates backward (permute
@@ -73,7 +75,8 @@ class Launch:
     ``args`` lists what each argument is bound to, in order: ``("in", i)`` the i-th
     kernel parameter (a buffer's pointer, or a scalar param's value as ``SCALAR_ARG``
     says), ``("out", j)`` the j-th result, ``("scratch", k)`` the k-th scratch buffer of
-    ``EmittedKernel.scratch``.
+    ``EmittedKernel.scratch``, ``("counters", 0)`` the buffer of ``EmittedKernel.counters``
+    (zero at the start of the launch, left zero).
     """
 
     fn_name: str
@@ -103,6 +106,10 @@ class EmittedKernel:
     #: the tile configs ``FUSEJIT_AUTOTUNE=1`` may choose from (``heuristics.*_candidates``):
     #: the heuristic's first; any of them can be given back as ``emit_kernel``'s ``tiles``
     candidates: tuple[Any, ...] = ()
+    #: int32 counters (a split reduction's, one per row block) that must be zero when a launch
+    #: starts; the launch leaves them zero, so a backend zeroes them once and keeps them (one
+    #: buffer per stream that may run the kernel: two launches at once must not share it)
+    counters: int = 0
 
 
 #: Longest identifier the emitter writes: a longer IR name is cut, and a hash of the whole
@@ -635,6 +642,8 @@ class _Emitter:
     summary: tuple[str, ...] = ()
     #: parameters read through TMA descriptors (``EmittedKernel.aligned``)
     aligned: frozenset[int] | set[int] = frozenset()
+    #: int32 counters the launch counts finished programs on (``EmittedKernel.counters``)
+    counters: int = 0
 
     def assemble(self, fns: list[_Fn], launches: list[Launch]) -> EmittedKernel:
         """The module source: header comment (the region's IR), imports, constants, functions."""
@@ -649,13 +658,13 @@ class _Emitter:
         if uses_lib:
             lines.append("from triton.language.extra import libdevice")
         lines += ["", "INF = tl.constexpr(float(\"inf\"))", "NAN = tl.constexpr(float(\"nan\"))", ""]
-        for f in fns:
-            lines += ["", *f.source]
+        for i, f in enumerate(fns):
+            lines += ["", "", *f.source] if i else ["", *f.source]
         source = "\n".join(lines) + "\n"
         return EmittedKernel(self.name, source, tuple(launches), tuple(self.scratch),
                              tuple(k.result_types), uses_lib,
                              (*self.tiling, *self.summary, origin),
-                             tuple(sorted(self.aligned)), self.candidates)
+                             tuple(sorted(self.aligned)), self.candidates, self.counters)
 
     def _header(self, fn_name: str, args: list[str]) -> list[str]:
         return ["@triton.jit", f"def {fn_name}({', '.join(args)}):"]
@@ -964,7 +973,7 @@ class _Emitter:
                         and y in d.row_dependent for y in self.kernel.yields))
 
     def _split_blocks(self) -> tuple[int, int, int]:
-        """(BLOCK_M rows, BLOCK_N columns, num_warps) of a split reduction's partials launch."""
+        """(BLOCK_M rows, BLOCK_N columns, num_warps) of a split reduction's partials."""
         d = self.domain
         split = self.kernel.attrs.get("split")
         t = self.choose(split_candidates(
@@ -973,14 +982,26 @@ class _Emitter:
         return t.block_m, t.block_n, t.num_warps
 
     def split_reduction(self) -> tuple[list[_Fn], list[Launch]]:
-        """Two launches: ``<name>_partials`` over (row blocks x chunks), then ``<name>_final``.
+        """One launch over (row blocks x chunks); the last program of each row block finishes it.
 
-        The partials launch runs the prologue and reduces one chunk of the
-        reduced extent per program into a scratch buffer per reduction
-        (``partials[chunk, row]``, in the accumulator dtype: float32 for
-        float16/float32 sums, the result dtype for integer sums, int8 for
-        any/all). The final launch combines each row's partials with the same
-        reduction (so max/min still propagate NaN) and runs the epilogue.
+        Every program runs the prologue and reduces one chunk of the reduced extent
+        into a scratch buffer per partial value (``partials[chunk, row]``, in the
+        accumulator dtype: float32 for float16/float32 sums, the result dtype for
+        integer sums, int8 for any/all; m2 keeps (count, mean, m2), sumexp (max,
+        sum)). Then it counts itself done on its row block's counter (``counters[pid]``,
+        int32). The program that counts last calls ``<name>_final`` on its rows: that
+        loads every partial of them in chunk order and combines them in one fixed tree
+        (so a result is the same bits on every run), with the same reduction (max/min
+        still propagate NaN), runs the epilogue and stores the outputs; then the counter
+        is set back to 0, so the buffer that the backend zeroed once stays zeroed
+        (``EmittedKernel.counters``).
+
+        Memory ordering: a CTA barrier puts every thread's partial stores before the
+        count, which one thread makes with an ``acq_rel`` atomic at GPU scope (release:
+        the stores are visible before the count is; acquire: the last program's loads
+        come after every other program's release); the partials load with ``.cg`` (from
+        L2, never a line another row block's finish left in this SM's L1). No program
+        waits for another, so any scheduling order completes.
         """
         self.split_mode = True
         d = self.domain
@@ -1003,11 +1024,12 @@ class _Emitter:
         part_names = [p for r in stage for p in slots[r.name]]
         part_dtypes = [self._acc_dtype(r) for r in stage for _ in slots[r.name]]
         self.scratch = [(dt, n_split * rows) for dt in part_dtypes]
+        self.counters = row_blocks
 
-        # -- partials: one program per (row block, chunk) --------------------------------
+        # -- every program: the partials of one chunk of one row block -------------------
         fn = _Fn(self)
         fn.used.update({"pid", "chunk", "rows", "row_mask", "cols", "col_mask", "mask", "k",
-                        *part_names})
+                        "done", "sub", "counters", *part_names})
         out = fn.out
         out.append(f"pid = {self._pid(0)}  # block of {bm} output rows")
         out.append(f"chunk = {self._pid(1)}  # chunk of {chunk} reduced elements, of {n_split}")
@@ -1026,29 +1048,59 @@ class _Emitter:
             vs = self._reduce_tile(fn, r, None, acc, partial=True)
             for part, v in zip(slots[r.name], vs if isinstance(vs, tuple) else (vs,)):
                 fn.out.append(f"tl.store({part} + {at}, {v}{m})  # partial of %{r.name}")
+
+        # -- the last program of the row block: combine, epilogue, outputs ----------------
+        final_name = f"{self.name}_final"
+        g, fbm, final_used = self._split_final(final_name, stage, slots, part_names, n_split)
+        call = ", ".join(part_names + [self.ptr_name[i] for i in final_used] + self.out_name)
+        out.append("tl.debug_barrier()  # every thread's partials are stored before the count")
+        out.append('done = tl.atomic_add(counters + pid, 1, sem="acq_rel")  '
+                   "# programs of this row block done before this one")
+        out.append(f"if done == {n_split - 1}:  # the last of {n_split}: every partial of its "
+                   f"rows is stored")
+        first = "pid" if bm == 1 else f"pid * {bm}"
+        if fbm < bm:
+            out.append(f"    for sub in range(0, {bm}, {fbm}):")
+            out.append(f"        {final_name}({first} + sub, {call})")
+        else:
+            out.append(f"    {final_name}({first}, {call})")
+        out.append("    tl.store(counters + pid, 0)  # zero again for the next launch")
         used = self._used_params(fn.out)
-        partials_name = f"{self.name}_partials"
-        fn.source = self._header(partials_name, [self.ptr_name[i] for i in used] + part_names)
+        fn.source = self._header(self.name, [self.ptr_name[i] for i in used] + part_names
+                                 + ["counters"] + self.out_name)
         fn.source += ["    " + line for line in fn.out]
         sig = {self.ptr_name[i]: self.arg_type(i) for i in used}
         sig.update({p: PTR[dt] for p, (dt, _) in zip(part_names, self.scratch)})
-        self.tiling = [f"partials: {bm}x{bn} tiles, {num_warps} warps, {row_blocks} row "
-                       f"block(s) x {n_split} chunks of {chunk} reduced elements "
-                       f"({row_blocks * n_split} programs, to fill the GPU)"]
-        partials = Launch(partials_name, (row_blocks, n_split, 1), num_warps,
-                          tuple([("in", i) for i in used]
-                                + [("scratch", j) for j in range(len(part_names))]), sig)
+        sig["counters"] = PTR[np.dtype(np.int32)]
+        sig.update({o: PTR[t.dtype] for o, t in zip(self.out_name, self.kernel.result_types)})
+        self.tiling = [f"split in one launch: {bm}x{bn} tiles, {num_warps} warps, {row_blocks} "
+                       f"row block(s) x {n_split} chunks of {chunk} reduced elements "
+                       f"({row_blocks * n_split} programs, to fill the GPU) write partials",
+                       f"the last program of each row block (an atomic count) combines its "
+                       f"{n_split} partials per row in chunk order, {fbm} row(s) at a time, "
+                       f"then the epilogue"]
+        launch = Launch(self.name, (row_blocks, n_split, 1), num_warps,
+                        tuple([("in", i) for i in used]
+                              + [("scratch", j) for j in range(len(part_names))]
+                              + [("counters", 0)]
+                              + [("out", j) for j in range(len(self.out_name))]), sig)
+        return [fn, g], [launch]
 
-        # -- final: combine each row's partials, then the epilogue ---------------------
+    def _split_final(self, name: str, stage: list[Instr], slots: dict[str, list[str]],
+                     part_names: list[str], n_split: int) -> tuple[_Fn, int, list[int]]:
+        """``name(first, partials..., params..., outputs...)``: rows ``first ...`` of a split
+        reduction from all their partials, then the epilogue; returns the function, its rows
+        per call and the params it reads."""
+        d = self.domain
+        rows = d.rows
         sb = next_pow2(n_split)
         limit = (1 << 16) if self.target == "interpret" else 4096
-        fbm = max(1, min(next_pow2(rows), limit // sb))
+        fbm = max(1, min(self._bm, limit // sb))
         self._bm, self._bn = fbm, sb
         g = _Fn(self)
-        g.used.update({"pid", "rows", "row_mask", "parts", "part_mask", "mask", *part_names})
+        g.used.update({"first", "rows", "row_mask", "parts", "part_mask", "mask", *part_names})
         out = g.out
-        out.append(f"pid = {self._pid(0)}")
-        out.append(f"rows = pid * {fbm} + tl.arange(0, {fbm})[:, None]  # flat kept index")
+        out.append(f"rows = first + tl.arange(0, {fbm})[:, None]  # flat kept index")
         g.level["rows"] = 1
         g.rows = "rows"
         masks = []
@@ -1068,18 +1120,21 @@ class _Emitter:
             tile_mask = "mask"
         g.masks = {0: None, 1: row_mask, 2: tile_mask}
         g.row_dims = g.unravel("rows", d.kept_shape) if d.kept_shape else ()
-        lm = f", mask={tile_mask}, other=0" if tile_mask else ""
         at = "parts" if rows == 1 else f"parts * {rows} + rows"
         for r in stage:
-            # masked partials load as neutral values: (0, 0, 0) for m2, (-inf, 0) for sumexp
-            xs = tuple(g.emit(2, f"tl.load({part} + {at}{lm})" if not (
-                tile_mask and r.op == "sumexp" and k == 0) else
-                f"tl.load({part} + {at}, mask={tile_mask}, other=-INF)", f"{part}_all",
-                f"partials of %{r.name}") for k, part in enumerate(slots[r.name]))
+            # masked partials load as neutral values: (0, 0, 0) for m2, (-inf, 0) for sumexp;
+            # .cg: from L2, where every program's release put them
+            xs = []
+            for k, part in enumerate(slots[r.name]):
+                other = "-INF" if r.op == "sumexp" and k == 0 else "0"
+                lm = f", mask={tile_mask}, other={other}" if tile_mask else ""
+                xs.append(g.emit(2, f'tl.load({part} + {at}{lm}, cache_modifier=".cg")',
+                                 f"{part}_all", f"partials of %{r.name}"))
             if r.op == "sumexp":
-                g.rowvals[r.name] = self._online_reduce(g, r, xs, partial=False, shared_max=False)
+                g.rowvals[r.name] = self._online_reduce(g, r, tuple(xs), partial=False,
+                                                        shared_max=False)
             elif r.op == "m2":
-                g.rowvals[r.name] = self._chan_reduce(g, r, xs, partial=False)
+                g.rowvals[r.name] = self._chan_reduce(g, r, tuple(xs), partial=False)
             else:
                 g.rowvals[r.name] = self._reduce_tile(g, r, xs[0], None, src=self._acc_dtype(r))
         m = f", mask={row_mask}" if row_mask else ""
@@ -1088,20 +1143,10 @@ class _Emitter:
             out.append(f"tl.store({self.out_name[j]} + rows, "
                        f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
         used = self._used_params(g.out)
-        final_name = f"{self.name}_final"
-        g.source = self._header(final_name, part_names + [self.ptr_name[i] for i in used]
+        g.source = self._header(name, ["first"] + part_names + [self.ptr_name[i] for i in used]
                                 + self.out_name)
         g.source += ["    " + line for line in g.out]
-        sig = {p: PTR[dt] for p, (dt, _) in zip(part_names, self.scratch)}
-        sig.update({self.ptr_name[i]: self.arg_type(i) for i in used})
-        sig.update({o: PTR[t.dtype] for o, t in zip(self.out_name, self.kernel.result_types)})
-        self.tiling.append(f"final: {fbm} row(s) per program combine {n_split} partials each, "
-                           f"then the epilogue")
-        final = Launch(final_name, (-(-rows // fbm), 1, 1), 4 if fbm * sb >= 512 else 1,
-                       tuple([("scratch", j) for j in range(len(part_names))]
-                             + [("in", i) for i in used]
-                             + [("out", j) for j in range(len(self.out_name))]), sig)
-        return [fn, g], [partials, final]
+        return g, fbm, used
 
     def _used_params(self, lines: list[str]) -> list[int]:
         """Indices of the parameters whose pointer a function body mentions."""
@@ -1416,7 +1461,7 @@ class _Emitter:
 
         ``partial``: the combined value stays in the accumulator dtype (a split
         reduction's partial); ``src``: dtype of ``x`` when it is not the
-        reduction's operand (partials loaded by the final launch).
+        reduction's operand (partials loaded by a split reduction's last program).
         """
         dt = self._acc_dtype(r)
         if r.op == "m2":

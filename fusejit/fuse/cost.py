@@ -15,7 +15,8 @@ one file. The model is deliberately small:
   so up to two loads and a few flops is never worse. Anything with a
   reduction in its cone, or expensive, is materialized.
 * A reduction whose output is small and whose reductions are large runs as
-  a *split reduction* (partials, then a final launch), so that the whole GPU
+  a *split reduction* (one launch: many programs write partials, the last
+  program of each row block combines them), so that the whole GPU
   works on it (``should_split``; how many partials is the emitter's choice, since
   it depends on its tiles).
 * A GEMM kernel loads each operand tile once per tile of the other output axis

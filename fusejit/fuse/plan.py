@@ -1,8 +1,9 @@
 """The Plan: the fused Program, one entry per launch, and why each boundary exists.
 
 ``Plan.program`` is what runs (every statement a ``Kernel`` block),
-``Plan.kernels`` has one ``Launch`` per kernel launch (a split reduction is a
-declared pair: a ``partial`` and a ``final`` launch of one block), and
+``Plan.kernels`` has one ``Launch`` per kernel launch (a split-K GEMM is a
+declared pair: a ``partial`` and a ``final`` launch of one block; a split
+reduction is one launch whose last program per row block finishes it), and
 ``Plan.explain()`` says what each kernel fused, why every value that crosses
 between kernels is written to memory, and which values were recorded for a
 specific scalar value (``x ** 2`` as ``square``, as NumPy computes it).
@@ -56,7 +57,7 @@ class Launch:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     domain: Domain
-    #: "" for a single launch; "partial" or "final" for the two launches of a split reduction
+    #: "" for a single launch; "partial" or "final" for the two launches of a split-K GEMM
     stage: str = ""
 
     @property
@@ -82,7 +83,7 @@ class Plan:
 
     @property
     def num_launches(self) -> int:
-        """Number of kernel launches (a split reduction counts two)."""
+        """Number of kernel launches (a split-K GEMM counts two)."""
         return len(self.kernels)
 
     @property
@@ -128,7 +129,8 @@ class Plan:
             split = ""
             if k.kind == SPLIT_REDUCTION:
                 count = f"split={k.attrs['split']}, " if "split" in k.attrs else ""
-                split = f", {count}partial + final launch"
+                split = (f", {count}one launch: partials, then the last program of each row "
+                         f"block combines them")
             if k.kind == GEMM and "block_m" in k.attrs:
                 a = k.attrs
                 split = (f", tiles {a['block_m']}x{a['block_n']}x{a['block_k']}, "
@@ -191,8 +193,9 @@ def _names(names: Any) -> str:
 
 
 def launches_of(kernel: Kernel, domain: Domain) -> list[Launch]:
-    """The launches of one Kernel block (two for a split reduction)."""
-    if kernel.kind == SPLIT_REDUCTION or (kernel.kind == GEMM and kernel.attrs.get("split_k", 1) > 1):
+    """The launches of one Kernel block (two for a split-K GEMM: partials, then a combine;
+    a split reduction is one launch, its last program per row block combines the partials)."""
+    if kernel.kind == GEMM and kernel.attrs.get("split_k", 1) > 1:
         return [Launch(kernel, kernel.kind, kernel.args, kernel.results, domain, stage)
                 for stage in ("partial", "final")]
     return [Launch(kernel, kernel.kind, kernel.args, kernel.results, domain)]

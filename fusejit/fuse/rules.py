@@ -515,10 +515,11 @@ def first_refusal(c: Candidate) -> tuple[str, str] | None:
 # -- split reductions (decided on finished regions) ------------------------------------
 
 def rule_split_reduction(kernel: Kernel, domain: Any, check_size: bool = True) -> str | None:
-    """A finished reduction region runs as a split reduction (partials, then a final launch).
+    """A finished reduction region runs as a split reduction (one launch: partials, then the
+    last program of each row block combines them).
 
     Splits: ``sum(x)`` of many elements, column sums of a tall matrix, and
-    their epilogues (``mean``: the division runs in the final launch). Only
+    their epilogues (``mean``: the division runs after the combine). Only
     when the output is small and the reduction large (``cost.should_split``).
     Refuses: argmax/argmin (partials would have to carry indices), chains of
     reductions and reduce-then-broadcast regions (the second pass needs the

@@ -13,6 +13,18 @@ argument launches on it. Nothing synchronizes: a realize returns once the
 kernels are queued. ``runtime.realize`` records the stream on the realized
 tensors (``current_stream``), so their buffer exports name it.
 
+Counters: a split reduction counts its finished programs on int32 counters
+(``EmittedKernel.counters``) that must be zero when a launch starts; the launch
+leaves them zero (its last program per row block resets its own). They are
+zeroed once (``cupy.zeros``, ordered on the stream like a launch) and kept: a
+memset before every launch would cost as much as the second launch it saves.
+Two launches that share counters must not overlap, so they are kept per stream:
+a plan runner (and a region's launcher) holds one set per (device, stream it
+ran on), keyed by the stream's handle; launches on one stream run in order.
+Assumed: a stream whose handle CUDA hands out again (after the old stream was
+destroyed) starts only after the old stream's work ended; and a launch that dies
+half-way (a device fault) leaves the context unusable anyway.
+
 Inputs: CuPy arrays are used in place (views keep their strides; the view's
 own data pointer is passed, so offsets cost nothing), NumPy arrays are copied
 to the device (a realized leaf keeps its copy, one per device, for later
@@ -369,6 +381,8 @@ class CudaBackend:
             scalars += [(i, None, p.type.dtype) for i, p in enumerate(program.inputs)
                         if p.scalar and p.type.dtype == np.uint64]
         allocs: list[tuple[int, tuple[int, ...], np.dtype, str]] = []
+        #: (slot, number of int32 counters) of each kernel that counts (``EmittedKernel.counters``)
+        counter_slots: list[tuple[int, int]] = []
         launches: list[tuple[Any, ...]] = []
         null_slot = n_in  # a slot that always holds None (Triton's trailing scratch pointers)
         slot_spec.append(None)
@@ -384,7 +398,12 @@ class CudaBackend:
             what = f"allocating the outputs of kernel {kernel.name}"
             res_slots = [new_slot(shape, dtype, what) for shape, dtype in info.out_types]
             scratch_slots = [new_slot((n,), dtype, what) for dtype, n in info.scratch]
-            groups = (arg_slots, res_slots, scratch_slots)
+            counters = []
+            if info.counters:  # bound per stream at each run, never allocated per run
+                counters.append(len(slot_spec))
+                counter_slots.append((len(slot_spec), info.counters))
+                slot_spec.append(((1,), True))
+            groups = (arg_slots, res_slots, scratch_slots, counters)
             for fn, grid, block, shared, selectors, n_nulls, global_scratch in info.launches:
                 nulls = [null_slot] * n_nulls
                 if global_scratch:  # TMA descriptors made by the kernel live there
@@ -396,6 +415,8 @@ class CudaBackend:
         n_slots = len(slot_spec)
         pad = [None] * (n_slots - n_in)
         empty, oom, device_id = self.cp.empty, self._oom, dev.id
+        stream_of, held = self.cp.cuda.get_current_stream, {}
+        sizes = [n for _, n in counter_slots]
 
         def run(arrays: list[Any]) -> list[Any]:
             slots = arrays + pad
@@ -403,6 +424,10 @@ class CudaBackend:
                 if type(slots[i]) is not carrier:
                     slots[i] = scalar_arg(slots[i], dtype)
             try:
+                if counter_slots:
+                    bufs = held.get(stream_of().ptr) or self._counters(held, sizes)
+                    for (i, _), buf in zip(counter_slots, bufs):
+                        slots[i] = buf
                 for i, shape, dtype, _ in allocs:
                     slots[i] = empty(shape, dtype)
             except oom as exc:
@@ -412,7 +437,15 @@ class CudaBackend:
                 fn(grid, block, [slots[i] for i in sel], shared_mem=shared)
             return [slots[i].copy() if is_input else slots[i] for i, is_input in outputs]
 
+        run.counters = held  # type: ignore[attr-defined]  (read by checks: left zero?)
         return run
+
+    def _counters(self, held: dict[int, list[Any]], sizes: list[int]) -> list[Any]:
+        """The counter buffers of ``sizes`` for the current stream, zeroed on first use on it
+        and kept in ``held`` (by stream handle): see Counters in the module docstring."""
+        cp = self.cp
+        bufs = [cp.zeros(n, np.int32) for n in sizes]
+        return held.setdefault(cp.cuda.get_current_stream().ptr, bufs)
 
     # -- one region ----------------------------------------------------------------
     def run_kernel(self, kernel: Kernel, args: list[Any], dev: _Device | None = None) -> list[Any]:
@@ -447,7 +480,11 @@ class CudaBackend:
         cp = self.cp
         outs = [cp.empty(s, d) for s, d in info.out_types]
         scratch = [cp.empty(n, d) for d, n in info.scratch]
-        groups = (args, outs, scratch)
+        counters = []
+        if info.counters:  # split kernels' counters: zeroed once per stream, then reused
+            counters = info.held.get(cp.cuda.get_current_stream().ptr) or \
+                self._counters(info.held, [info.counters])
+        groups = (args, outs, scratch, counters)
         calls = []
         for fn, grid, block, shared, selectors, n_nulls, global_scratch in info.launches:
             nulls: list[Any] = [None] * n_nulls
@@ -480,7 +517,7 @@ class CudaBackend:
     def _build(self, kernel: Kernel, spec: tuple[Any, ...], dev: _Device) -> _KernelInfo:
         out_types = tuple((t.shape, t.dtype) for t in kernel.result_types)
         if all(int(np.prod(s)) == 0 for s, _ in out_types):
-            return _KernelInfo(out_types, (), (), 0)
+            return _KernelInfo(out_types, (), (), 0, 0)
         strides = tuple(() if s is None else s[0] for s in spec)
         emitted = kc.emitted_for(kernel, strides, "cuda")
         if len(emitted.candidates) > 1 and autotune.enabled():
@@ -502,7 +539,7 @@ class CudaBackend:
         scratch = tuple(emitted.scratch)
         asked = (sum(_nbytes(s, d) for s, d in out_types)
                  + sum(_nbytes((n,), d) for d, n in scratch))
-        return _KernelInfo(out_types, scratch, launches, asked)
+        return _KernelInfo(out_types, scratch, launches, asked, emitted.counters)
 
     def _prepare(self, emitted: Any, launch: Any, spec: tuple[Any, ...],
                  dev: _Device) -> tuple[Any, ...]:
@@ -511,7 +548,7 @@ class CudaBackend:
         divisible = []
         selectors = []
         for kind, i in launch.args:
-            g = {"in": 0, "out": 1, "scratch": 2}[kind]
+            g = {"in": 0, "out": 1, "scratch": 2, "counters": 3}[kind]
             selectors.append((g, i))
             divisible.append((spec[i] is not None and spec[i][1]) if kind == "in" else True)
         compiled = compile_launch(emitted, launch, tuple(divisible), dev.cc)
@@ -549,12 +586,16 @@ class CudaBackend:
 
 class _KernelInfo:
     """One region's launches for one argument specialization: result and scratch types, and
-    per launch (function, grid, block, shared memory, argument selectors, trailing NULLs)."""
+    per launch (function, grid, block, shared memory, argument selectors, trailing NULLs);
+    its number of counters and, for ``run_kernel``, their buffers by stream handle."""
 
-    __slots__ = ("out_types", "scratch", "launches", "asked")
+    __slots__ = ("out_types", "scratch", "launches", "asked", "counters", "held")
 
-    def __init__(self, out_types: tuple, scratch: tuple, launches: tuple, asked: int) -> None:
+    def __init__(self, out_types: tuple, scratch: tuple, launches: tuple, asked: int,
+                 counters: int) -> None:
         self.out_types, self.scratch, self.launches, self.asked = out_types, scratch, launches, asked
+        self.counters = counters
+        self.held: dict[int, list[Any]] = {}
 
 
 def array_spec(array: Any) -> tuple[tuple[int, ...], bool] | None:

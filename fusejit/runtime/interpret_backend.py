@@ -100,6 +100,8 @@ class InterpretBackend:
         from . import require_triton
         require_triton("interpret", "pip install 'fusejit[triton]'")  # a missing Triton is named at once
         self._fns: dict[Any, Any] = {}
+        #: kernel source -> its counters (``counters``)
+        self._counters: dict[str, np.ndarray] = {}
         _init_scalar_types()
 
     def to_device(self, array: Any) -> np.ndarray:
@@ -154,6 +156,7 @@ class InterpretBackend:
         module = self._module(emitted)
         scratch = [np.empty(n, dt) for dt, n in emitted.scratch]
         with kc.TRITON_LOCK:
+            counters = [self.counters(emitted)] if emitted.counters else []
             for launch in emitted.launches:
                 fn = getattr(module, launch.fn_name)
                 bound = []
@@ -161,10 +164,19 @@ class InterpretBackend:
                     if kind == "in" and kernel.params[i].scalar:
                         bound.append(arrays[i])
                         continue
-                    src = arrays if kind == "in" else outs if kind == "out" else scratch
+                    src = {"in": arrays, "out": outs, "scratch": scratch,
+                           "counters": counters}[kind]
                     bound.append(_host(src[i]))
                 fn[launch.grid](*bound)
         return outs
+
+    def counters(self, emitted: Any) -> np.ndarray:
+        """The counters of a kernel (``EmittedKernel.counters``): zeroed once, kept, and left
+        zero by every launch. One buffer per kernel: interpreted launches run one at a time."""
+        found = self._counters.get(emitted.source)
+        if found is None:
+            found = self._counters[emitted.source] = np.zeros(emitted.counters, np.int32)
+        return found
 
     def _module(self, emitted: Any) -> Any:
         key = emitted.source
