@@ -192,6 +192,7 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool,
 
     import fusejit as fj
     from fusejit.fuse import plan_for
+    from fusejit.ir.graph import structural_key
     from fusejit.runtime import current
     fj.set_backend("cuda")
     backend = current()
@@ -203,7 +204,9 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool,
         text = fj.dump(y, fused=True)
         base = fj.parse(_retile(text, (), tma))
         label = "fusejit tma" if tma else "fusejit"
-        buffers = [x[p.name] for p in base.inputs]
+        # the recorded program's inputs in order: the arrays, and relu's 0 (a scalar param)
+        buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
+        assert len(buffers) == len(base.inputs)
 
         def launches(program: Any, buffers: list[Any] = buffers) -> Any:
             plan = plan_for(program)
