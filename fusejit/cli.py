@@ -221,6 +221,8 @@ def _fuzz_arguments(p: argparse.ArgumentParser) -> None:
                    help="only fresh contiguous inputs (no broadcast, transposed or sliced views)")
     p.add_argument("--cupy-inputs", action="store_true",
                    help="hand some inputs to fusejit as CuPy arrays (cuda backend; needs CuPy)")
+    p.add_argument("--jit", action="store_true",
+                   help="run each program through fj.jit (recorded once, then replayed)")
     p.add_argument("--max-failures", type=int, metavar="F", help="stop after F failures")
     p.add_argument("--no-shrink", action="store_true", help="write failures as drawn")
     p.add_argument("--shrink-seconds", type=float, default=60.0, metavar="S",
@@ -241,7 +243,7 @@ def _fuzz(args: argparse.Namespace) -> int:
         seconds=args.seconds if args.seconds is not None or args.count is not None else 60.0,
         seed=args.seed, out=Path(args.out), sizes=args.sizes, max_side=args.max_side,
         max_steps=args.max_steps, max_dims=args.max_dims, max_elements=args.max_elements,
-        input_views=not args.no_views, cupy_inputs=args.cupy_inputs, shrink=not args.no_shrink,
+        input_views=not args.no_views, cupy_inputs=args.cupy_inputs, jit=args.jit, shrink=not args.no_shrink,
         shrink_seconds=args.shrink_seconds, max_failures=args.max_failures)
     try:
         program_strategy(config)  # the options, checked before anything runs

@@ -102,6 +102,8 @@ class FuzzConfig:
     max_elements: int | None = None
     input_views: bool = True
     cupy_inputs: bool = False
+    #: run every program through ``fj.jit`` (recorded on the first call, replayed on the second)
+    jit: bool = False
     shrink: bool = True
     shrink_seconds: float = 60.0
     max_failures: int | None = None
@@ -171,9 +173,12 @@ class FuzzReport:
 
 # -- one program ------------------------------------------------------------------
 
-def classify(recipe: Recipe, backend: str,
-             excused: Callable[[int], None] | None = None) -> Outcome | None:
+def classify(recipe: Recipe, backend: str, excused: Callable[[int], None] | None = None,
+             jit: bool = False) -> Outcome | None:
     """Run ``recipe`` on NumPy and on ``backend``; None when they agree, else how they differ.
+
+    ``jit``: fusejit runs the recipe as an ``fj.jit`` function, called twice (the second call
+    replays the plan; ``testing.run_fusejit``).
 
     A mismatch of a program with a rounding-sensitive step (``testing.sensitive_step``:
     ``sin`` of an argument one ulp of which moves the result past the tolerance, the variance
@@ -189,7 +194,7 @@ def classify(recipe: Recipe, backend: str,
             return Outcome("crash", type(exc).__name__,
                            f"the NumPy reference raised: {_describe(exc)}")
         try:
-            actual = run_fusejit(recipe, backend)
+            actual = run_fusejit(recipe, backend, jit=jit)
         except FusejitError as exc:
             return Outcome("error", type(exc).__name__, _describe(exc))
         except Exception as exc:  # noqa: BLE001  (a crash is what we are looking for)
@@ -336,7 +341,7 @@ def draw_program(config: FuzzConfig, index: int) -> Recipe | None:
 # -- shrinking ------------------------------------------------------------------------
 
 def shrink(strategy: Any, choices: bytes, outcome: Outcome, backend: str,
-           seconds: float = 60.0) -> Recipe | None:
+           seconds: float = 60.0, jit: bool = False) -> Recipe | None:
     """The smallest program Hypothesis finds from ``choices`` that fails like ``outcome``.
 
     ``choices`` is a failing example as Hypothesis saved it. Shrinking stops
@@ -356,7 +361,7 @@ def shrink(strategy: Any, choices: bytes, outcome: Outcome, backend: str,
     def minimal(recipe: Recipe) -> None:
         key = recipe_key(recipe)
         if key not in failing and key not in passing and time.monotonic() < deadline:
-            got = classify(recipe, backend)
+            got = classify(recipe, backend, jit=jit)
             (failing if got is not None and got.same_bug(outcome) else passing).add(key)
         if key in failing:  # one raise site: Hypothesis tells failures apart by their line
             last.append(recipe)
@@ -365,7 +370,7 @@ def shrink(strategy: Any, choices: bytes, outcome: Outcome, backend: str,
     try:
         minimal()
     except _ProgramFailed:
-        return _drop_dead_code(last[-1], outcome, backend)
+        return _drop_dead_code(last[-1], outcome, backend, jit)
     except Exception:  # noqa: BLE001  (Hypothesis's Flaky and the like: keep the original)
         return None
     return None
@@ -399,7 +404,7 @@ def prune(recipe: Recipe) -> Recipe:
                   views=views if any(v is not None for v in views) else ())
 
 
-def _drop_dead_code(recipe: Recipe, outcome: Outcome, backend: str) -> Recipe:
+def _drop_dead_code(recipe: Recipe, outcome: Outcome, backend: str, jit: bool = False) -> Recipe:
     """Remove outputs one at a time and ``prune``, while the program still fails like ``outcome``."""
     def size(r: Recipe) -> tuple[int, int, int]:
         return len(r.steps), len(r.inputs), len(r.outputs)
@@ -412,7 +417,7 @@ def _drop_dead_code(recipe: Recipe, outcome: Outcome, backend: str) -> Recipe:
                            for j in range(len(best.outputs))]
         for candidate in candidates:
             if size(candidate) < size(best):
-                got = classify(candidate, backend)
+                got = classify(candidate, backend, jit=jit)
                 if got is not None and got.same_bug(outcome):
                     best = candidate
                     break
@@ -483,7 +488,7 @@ def _wrap_text(text: str, indent: str = "    ") -> str:
 
 
 def regression_source(recipe: Recipe, outcome: Outcome, backend: str, *, test_name: str,
-                      found: str = "") -> str:
+                      found: str = "", jit: bool = False) -> str:
     """A self-contained pytest file that checks ``recipe`` on ``backend`` against NumPy.
 
     The module docstring shows the program as source and how it failed; the
@@ -534,18 +539,19 @@ def regression_source(recipe: Recipe, outcome: Outcome, backend: str, *, test_na
                   "    steps=(\n" + "".join(line + "\n" for line in steps_src) + "    ),\n"
                   f"    outputs={_literal(recipe.outputs)},\n" + views_src + ")\n")
     test = (f"\n\ndef {test_name}() -> None:\n"
-            f"    check_program(RECIPE, backend={backend!r})\n")
+            f"    check_program(RECIPE, backend={backend!r}{', jit=True' if jit else ''})\n")
     return "\n".join(header) + "\n".join(inputs) + "\n\n" + recipe_src + test
 
 
 def write_regression(out: Path, recipe: Recipe, outcome: Outcome, backend: str,
-                     found: str = "") -> Path:
+                     found: str = "", jit: bool = False) -> Path:
     """Write ``regression_source`` to ``out/test_fuzz_<kind>_<hash>.py``; returns the path."""
-    digest = hashlib.sha256(f"{backend}:{outcome.kind}:{recipe_key(recipe)}".encode()).hexdigest()[:10]
+    mode = f"{backend}+jit" if jit else backend
+    digest = hashlib.sha256(f"{mode}:{outcome.kind}:{recipe_key(recipe)}".encode()).hexdigest()[:10]
     name = f"test_fuzz_{outcome.kind}_{digest}"
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.py"
-    path.write_text(regression_source(recipe, outcome, backend, test_name=name, found=found),
+    path.write_text(regression_source(recipe, outcome, backend, test_name=name, found=found, jit=jit),
                     encoding="utf-8")
     return path
 
@@ -615,7 +621,7 @@ def fuzz(config: FuzzConfig, *, progress: TextIO | None = None) -> FuzzReport:
     def excuse(_: int) -> None:
         report.excused += 1
 
-    target = _Target(strategy, lambda recipe: classify(recipe, config.backend, excuse))
+    target = _Target(strategy, lambda recipe: classify(recipe, config.backend, excuse, config.jit))
     start = time.monotonic()
     index = 0
     try:
@@ -653,14 +659,15 @@ def _record(config: FuzzConfig, strategy: Any, index: int, recipe: Recipe, outco
     if config.shrink and choices is not None:
         report.elapsed = time.monotonic() - start
         line.show(report, f"shrinking a {outcome.kind} from program {index}", force=True)
-        shrunk = shrink(strategy, choices, outcome, config.backend, config.shrink_seconds)
+        shrunk = shrink(strategy, choices, outcome, config.backend, config.shrink_seconds, config.jit)
     failure = Failure(index, outcome, recipe, shrunk if shrunk is not None else recipe, shrunk is not None)
     if shrunk is not None:  # the message of the shrunk program, not the original's
-        failure.outcome = classify(shrunk, config.backend) or outcome
+        failure.outcome = classify(shrunk, config.backend, jit=config.jit) or outcome
     if config.out is not None:
         found = (f"Found as program {index} of `{command(config)}`"
                  + (", then shrunk." if shrunk is not None else " (not shrunk)."))
-        failure.path = write_regression(config.out, failure.recipe, failure.outcome, config.backend, found)
+        failure.path = write_regression(config.out, failure.recipe, failure.outcome, config.backend, found,
+                                        config.jit)
     return failure
 
 
@@ -676,6 +683,8 @@ def command(config: FuzzConfig) -> str:
         parts.append("--no-views")
     if config.cupy_inputs:
         parts.append("--cupy-inputs")
+    if config.jit:
+        parts.append("--jit")
     return " ".join(parts)
 
 

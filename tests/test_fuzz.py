@@ -384,3 +384,25 @@ def test_a_variance_that_overflows_inside_is_not_drawn() -> None:
     assert _rounding_sensitive(var, [near], [True], result)
     calm = np.arange(58, dtype=np.float64)
     assert not _rounding_sensitive(var, [calm], [True], np.var(calm))
+
+
+def test_jit_mode_runs_programs_through_jit_and_writes_jit_regressions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--jit``: programs run as ``fj.jit`` functions (recorded once, replayed on the second
+    call); a failure's regression file checks it the same way."""
+    calls: list[bool] = []
+    real = fuzz.run_fusejit
+
+    def spy(recipe: Recipe, backend: str | None = None, *, jit: bool = False) -> list[np.ndarray]:
+        calls.append(jit)
+        return real(recipe, backend, jit=jit)
+    monkeypatch.setattr(fuzz, "run_fusejit", spy)
+    wrong = {"add": lambda a, b: np.add(a, b) + 1}
+    monkeypatch.setattr(numpy_backend, "_EXTRA", {**numpy_backend._EXTRA, **wrong})
+    config = fuzz.FuzzConfig(backend="numpy", seconds=60, seed=0, out=tmp_path, jit=True,
+                             max_failures=1, shrink_seconds=10)
+    report = fuzz.fuzz(config)
+    assert calls and all(calls)
+    assert report.counts()["mismatch"] == 1 and "--jit" in fuzz.command(config)
+    text = report.failures[0].path.read_text()
+    assert "check_program(RECIPE, backend='numpy', jit=True)" in text

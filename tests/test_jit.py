@@ -488,3 +488,17 @@ def test_gpu_jit_host_cost_report(capsys: pytest.CaptureFixture[str]) -> None:
         print()
         for name, value in figures.items():
             print(f"  {name:42s} {value:8.2f} us")
+
+
+def test_a_dynamic_scalar_returned_unchanged_is_each_calls_value(backend: str) -> None:
+    """A float argument returned as it came (a 0-d NumPy array in a random program reaches
+    fj.jit as a NumPy scalar: ``flip(flip(v))`` is ``v``) is a 0-d tensor of that call's value,
+    not a constant of the first call (found by ``fusejit fuzz --jit``; it raised JitError)."""
+    f = fj.jit(lambda x, s: (x * 2, fj.asarray(s), fj.flip(fj.flip(s, axis=()), axis=())))
+    x = np.ones(3, np.float32)
+    for s in (np.float64(1.5), np.float64(-2.0), np.float64(0.25)):
+        y, a, b = f(x, s)
+        assert_matches_numpy(y, x * 2)
+        for t in (a, b):
+            assert t.shape == () and t.dtype == np.float64 and float(t.numpy()) == float(s)
+    assert f.recordings == 1

@@ -62,7 +62,7 @@ _ARRAY, _FLOAT, _NPFLOAT, _STATIC = 0, 1, 2, 3
 # how an input of the plan is bound on a call (first field of a binder)
 _FROM_ARG, _CONSTANT, _FROM_FLOAT, _FROM_EXPR, _UPLOAD = 0, 1, 2, 3, 4
 # how an output is produced (first field of an output spec)
-_OUT_PLAN, _OUT_ARG, _OUT_CONST = 0, 1, 2
+_OUT_PLAN, _OUT_ARG, _OUT_CONST, _OUT_SCALAR = 0, 1, 2, 3
 
 #: signature part of a Python float argument (its value is not part of the signature)
 _FLOAT_KEY = ("float",)
@@ -386,6 +386,8 @@ class _Entry:
                 buffer = results[a]
             elif kind == _OUT_ARG:
                 buffer = dyn[a]
+            elif kind == _OUT_SCALAR:  # a dynamic scalar returned as it came: this call's value
+                buffer = np.asarray(dyn[a], dtype)
             else:
                 buffer = a
             tensors.append(_wrap(make_input(buffer, dtype, shape, None, sig)))
@@ -476,10 +478,10 @@ def _build_entry(label: str, result: Any, rec: Recording, backend_name: str,
         node = t._node
         out = (node.dtype, node.shape, _intern(("input", None, node.dtype, node.shape)))
         if node.op == "scalar":
-            if node.arg is not None:
-                raise JitError(f"fj.jit: {label} returns a dynamic scalar argument unchanged; "
-                               f"return a tensor computed from it (e.g. fj.asarray(x) + 0)")
-            specs.append((_OUT_CONST, np.asarray(node.buffer, node.dtype), out))
+            if node.arg is not None:  # returned as it came: each call's value, as a 0-d tensor
+                specs.append((_OUT_SCALAR, node.arg, out))
+            else:
+                specs.append((_OUT_CONST, np.asarray(node.buffer, node.dtype), out))
         elif node.op == "input":
             if id(node) in rec.traced:
                 specs.append((_OUT_ARG, node.arg, out))
