@@ -170,7 +170,6 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
         elif not la:
             node.leaves, tag = lb, 1
         elif b.op == "scalar" and not b.copies:  # a scalar read for the first time: appended
-            b.copies = True
             node.leaves, tag = la + lb, 2
         elif len(lb) == 1:
             node.leaves, tag = _place(lb[0], la, 2)
@@ -178,9 +177,17 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
             node.leaves, tag = _place(la[0], lb, 3)
         else:  # (the positions of a general merge start with None: no clash with the above)
             node.leaves, tag = merge_leaves([la, lb])
+        # a scalar leaf is marked once it is in a node's leaves (an unmarked one is in none,
+        # which is what lets the branch above append it without a search)
+        if a.op == "scalar":
+            a.copies = True
+        if b.op == "scalar":
+            b.copies = True
         signature: tuple = (op, frozen, dtype, shape, a.sig, b.sig, tag)
     elif n == 1:
         node.leaves = a.leaves
+        if a.op == "scalar":
+            a.copies = True  # (see above)
         signature = (op, frozen, dtype, shape, a.sig)
     elif n == 0:
         node.leaves = ()
