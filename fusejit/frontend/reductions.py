@@ -13,7 +13,7 @@ import numpy as np
 
 from ..dtypes import BOOL, FLOAT64, INT64, as_dtype, is_float, reduction_dtype
 from ..errors import FusejitError, ShapeError
-from ..ir.graph import Node, make, num_elements
+from ..ir.graph import Node, make, make1, num_elements
 from .tensor import (
     Tensor,
     asarray,
@@ -53,10 +53,10 @@ def _reduce(op: str, node: Node, axes: tuple[int, ...], keepdims: bool, dtype: n
         shifted = _shifted_exp_of(node, axes)
         if shifted is not None:  # sum(exp(x - max(x))): online, as softmax's denominator
             op, node = "sumexp", shifted
-    attrs: dict[str, Any] = {"axes": axes}
-    if keepdims:
-        attrs["keepdims"] = True
-    return make(op, (node,), attrs, dtype, shape)
+    if keepdims:  # (attributes as make1 takes them: frozen, axes are ints)
+        return make1(op, node, dtype, shape, {"axes": axes, "keepdims": True},
+                     (("axes", axes), ("keepdims", True)))
+    return make1(op, node, dtype, shape, {"axes": axes}, (("axes", axes),))
 
 
 def _centered_square_of(node: Node, axes: tuple[int, ...]) -> Node | None:

@@ -30,6 +30,8 @@ from ..ir.graph import (
     NAME_PATTERN,
     Node,
     make,
+    make1,
+    make2,
     make_input,
     make_scalar,
     num_elements,
@@ -238,6 +240,9 @@ class Tensor:
         """The tensor with its axes reversed (a view)."""
         from .views import transpose
         return transpose(self)
+
+
+_new_object = object.__new__
 
 
 def _wrap(node: Node, _new: Any = object.__new__) -> Tensor:
@@ -479,7 +484,7 @@ def cast_node(node: Node, dtype: np.dtype) -> Node:
         with np.errstate(all="ignore"):
             value = np.asarray(node.buffer, node.dtype).astype(dtype)[()]
         return make_scalar(scalar_value(value.item(), dtype), dtype)
-    return make("cast", (node,), {}, dtype, node.shape)
+    return make1("cast", node, dtype, node.shape)
 
 
 def reshape_node(node: Node, shape: tuple[int, ...]) -> Node:
@@ -492,7 +497,7 @@ def reshape_node(node: Node, shape: tuple[int, ...]) -> Node:
         node = node.srcs[0]
         if node.shape == shape:
             return node
-    return make("reshape", (node,), {"shape": shape}, node.dtype, shape)
+    return make1("reshape", node, node.dtype, shape, {"shape": shape}, (("shape", shape),))
 
 
 def broadcast_node(node: Node, shape: tuple[int, ...]) -> Node:
@@ -506,7 +511,7 @@ def broadcast_node(node: Node, shape: tuple[int, ...]) -> Node:
         node = reshape_node(node, (1,) * lead + node.shape)
     if node.shape == shape:
         return node
-    return make("expand", (node,), {"shape": shape}, node.dtype, shape)
+    return make1("expand", node, node.dtype, shape, {"shape": shape}, (("shape", shape),))
 
 
 def coerce(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...], what: str,
@@ -635,7 +640,9 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
                     na = _fit(na, in_a, shape)
                 if fit_b:
                     nb = _fit(nb, in_b, shape)
-                return _wrap(make(op, (na, nb), _NO_ATTRS, out, shape))
+                t = _new_object(Tensor)  # (``_wrap``, inline)
+                t._node = make2(op, na, nb, out, shape)
+                return t
         elif tb is float or tb is int:
             fast_key = ("ts", ufunc, na.dtype, na.shape, tb, None)
             resolved = _RESOLVED.get(fast_key)
@@ -645,7 +652,11 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
                 if value is not None and len(na.leaves) < MAX_SCALAR_LEAVES:
                     if fit_a:
                         na = _fit(na, in_a, shape)
-                    return _wrap(make(op, (na, make_scalar(value, in_b)), _NO_ATTRS, out, shape))
+                    t = _new_object(Tensor)
+                    # a scalar leaf of this node alone: ``fresh``
+                    t._node = make2(op, na, make_scalar(value, in_b), out, shape, _NO_ATTRS, (),
+                                    None, True)
+                    return t
     elif tb is Tensor and (ta is float or ta is int):
         nb = b._node
         fast_key = ("st", ufunc, ta, None, nb.dtype, nb.shape)
@@ -656,7 +667,10 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
             if value is not None and len(nb.leaves) < MAX_SCALAR_LEAVES:
                 if fit_b:
                     nb = _fit(nb, in_b, shape)
-                return _wrap(make(op, (make_scalar(value, in_a), nb), _NO_ATTRS, out, shape))
+                t = _new_object(Tensor)
+                t._node = make2(op, make_scalar(value, in_a), nb, out, shape, _NO_ATTRS, (), None,
+                                True)
+                return t
     return _binary(ufunc, a, b, fast_key)
 
 
@@ -744,7 +758,9 @@ def unary(ufunc: str, x: ArrayLike, note: str | None = None) -> Tensor:
             op, in_dt, out, cast = resolved
             if cast:
                 node = cast_node(node, in_dt)
-            return _wrap(make(op, (node,), _NO_ATTRS, out, node.shape))
+            t = _new_object(Tensor)
+            t._node = make1(op, node, out, node.shape)
+            return t
     xt = _operand(x)
     if not isinstance(xt, Tensor):
         xt = asarray(xt if type(xt) is DynamicFloat else np.asarray(xt))

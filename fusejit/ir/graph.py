@@ -1,9 +1,12 @@
 """The lazy graph: immutable, hash-consed nodes, and their lowering to a Program.
 
 Structurally equal nodes are the same object (common subexpression
-elimination for free): ``make`` looks a node up by its key before creating it.
-Each node computes its key and hash once, at creation. Leaves that hold data
-(``input`` nodes) are never merged: each carries its own serial number.
+elimination for free): ``make`` looks a node up by its key (op, attributes,
+dtype, shape and the identity of its sources) before creating it. Leaves
+(``input`` nodes holding data, ``scalar`` nodes holding a value) are never
+merged, so they are never looked up; nor is a node over a scalar leaf made for
+it alone (``make2``'s ``fresh``: a Python scalar meeting a tensor), which no
+other node can equal.
 
 Each node also gets, at creation, a *signature*: a small int naming its
 structure with the data leaves abstracted to their position (``leaves``, in
@@ -32,7 +35,8 @@ import numpy as np
 from ..dtypes import ir_name
 from .program import Instr, Param, Program, TensorType
 
-_INPUT_SERIAL = itertools.count()
+#: the attributes of a node without any (never mutated)
+_NO_ATTRS: dict[str, Any] = {}
 #: structural signature (op, attributes, dtype, shape, sources' signatures and leaf positions)
 #: -> a small int, so a node's signature is computed once, when it is created
 _SIGS: dict[tuple, int] = {}
@@ -48,15 +52,14 @@ MAX_SCALAR_LEAVES = 64
 _new = object.__new__
 
 
-class _KeyedRef(weakref.ref):
-    """A weak reference that remembers its table key (weakref.KeyedRef, without its
-    Python-level constructor, which costs more than the rest of creating a node)."""
-
-    __slots__ = ("key",)
-
-
-#: structural key -> weak reference to the one live node with that structure
-_NODES: dict[tuple, _KeyedRef] = {}
+#: structural key -> weak reference to the one live node with that structure. References
+#: carry no callback (a Python call per dying node cost about as much as making the node):
+#: entries of dead nodes stay until the table has grown past ``_sweep_at``, then ``_sweep``
+#: drops them
+_NODES: dict[tuple, weakref.ref] = {}
+_MIN_SWEEP = 4096
+_sweep_at = _MIN_SWEEP
+_ref = weakref.ref
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -86,8 +89,8 @@ class Node:
     Program's inputs take.
     """
 
-    __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "key", "buffer", "name",
-                 "sig", "leaves", "copies", "arg", "stream", "__weakref__")
+    __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "buffer", "name", "sig", "leaves",
+                 "copies", "arg", "stream", "used", "__weakref__")
 
     op: str
     srcs: tuple[Node, ...]
@@ -103,6 +106,9 @@ class Node:
     #: input leaves only: the CuPy stream a device backend computed the buffer on (None: not
     #: computed by a device backend); buffer exports name it as the stream to wait for
     stream: Any
+    #: whether a node was made with this one among its sources: until then no node's key
+    #: names it, so ``make`` need not look one up
+    used: bool
 
     def __repr__(self) -> str:
         return f"Node({self.op}, {ir_name(self.dtype)}{list(self.shape)})"
@@ -113,10 +119,14 @@ class Node:
         return TensorType(self.dtype, self.shape)
 
 
-def _forget(ref: _KeyedRef) -> None:
-    # a node died: drop its table entry unless a newer node took the key meanwhile
-    if _NODES.get(ref.key) is ref:
-        del _NODES[ref.key]
+def _sweep() -> None:
+    """Drop the table entries of dead nodes; the next sweep comes when the table has doubled
+    (so sweeping costs O(1) per node created)."""
+    global _sweep_at
+    for key, ref in list(_NODES.items()):
+        if ref() is None and _NODES.get(key) is ref:
+            _NODES.pop(key, None)
+    _sweep_at = max(2 * len(_NODES), _MIN_SWEEP)
 
 
 def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype,
@@ -130,69 +140,38 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
         frozen: tuple = tuple([(k, _freeze(v)) for k, v in attrs.items()])
     else:
         frozen = ()
+        attrs = _NO_ATTRS
     if note is not None:
         frozen += (("#note", note),)
     n = len(srcs)
-    # keys of different arities differ in length, so they never compare equal
     if n == 2:
-        a, b = srcs
-        key: tuple = (op, id(a), id(b), frozen, dtype, shape)
-    elif n == 1:
-        a = srcs[0]
-        key = (op, id(a), frozen, dtype, shape)
-    elif n == 0:
-        key = (op, frozen, dtype, shape)
+        return make2(op, srcs[0], srcs[1], dtype, shape, attrs, frozen, note)
+    if n == 1:
+        return make1(op, srcs[0], dtype, shape, attrs, frozen, note)
+    # keys of different arities differ in length, so they never compare equal
+    if n == 0:
+        key: tuple = (op, frozen, dtype, shape)
+        known = True
     else:
         key = (op, *[id(s) for s in srcs], frozen, dtype, shape)
-    ref = _NODES.get(key)
-    if ref is not None:
-        node = ref()
-        # sources are held by the node, so their ids cannot have been reused while it lives
-        if node is not None:
-            return node
+        known = all([s.used for s in srcs])  # (else no node has this key yet)
+    if known:
+        ref = _NODES.get(key)
+        if ref is not None:
+            node = ref()
+            # sources are held by the node, so their ids cannot have been reused while it lives
+            if node is not None:
+                return node
     node = _new(Node)
     node.op, node.srcs, node.attrs, node.dtype, node.shape = op, srcs, attrs, dtype, shape
-    node.key = key
     node.buffer = node.name = None
-    if n == 2 and (len(a.leaves) >= SHARE_LEAVES or type(a.leaves) is not tuple
-                   or type(b.leaves) is not tuple):
-        # a long list of leaves (a chain meeting a new input at every step): shared, not
-        # copied at every node (see LeafView)
-        node.leaves, positions = _merge_shared([a.leaves, b.leaves])
-        signature = (op, frozen, dtype, shape, a.sig, b.sig, positions)
-    elif n == 2:
-        la, lb = a.leaves, b.leaves
-        # the common cases without a general merge (``tag`` says which, and where): one side
-        # has no leaves or the same ones, or one side has a single leaf (a scalar parameter,
-        # a new input), which is found in the other side's leaves or appended to them
-        if lb is la or not lb:
-            node.leaves, tag = la, 0
-        elif not la:
-            node.leaves, tag = lb, 1
-        elif b.op == "scalar" and not b.copies:  # a scalar read for the first time: appended
-            node.leaves, tag = la + lb, 2
-        elif len(lb) == 1:
-            node.leaves, tag = _place(lb[0], la, 2)
-        elif len(la) == 1:
-            node.leaves, tag = _place(la[0], lb, 3)
-        else:  # (the positions of a general merge start with None: no clash with the above)
-            node.leaves, tag = merge_leaves([la, lb])
-        # a scalar leaf is marked once it is in a node's leaves (an unmarked one is in none,
-        # which is what lets the branch above append it without a search)
-        if a.op == "scalar":
-            a.copies = True
-        if b.op == "scalar":
-            b.copies = True
-        signature: tuple = (op, frozen, dtype, shape, a.sig, b.sig, tag)
-    elif n == 1:
-        node.leaves = a.leaves
-        if a.op == "scalar":
-            a.copies = True  # (see above)
-        signature = (op, frozen, dtype, shape, a.sig)
-    elif n == 0:
+    node.used = False
+    if n == 0:
         node.leaves = ()
-        signature = (op, frozen, dtype, shape)
+        signature: tuple = (op, frozen, dtype, shape)
     else:
+        for src in srcs:
+            src.used = True
         groups = [s.leaves for s in srcs]
         if all(type(g) is tuple for g in groups) and sum(len(g) for g in groups) < SHARE_LEAVES:
             node.leaves, positions = merge_leaves(groups)
@@ -203,9 +182,121 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
     node.sig = sig if sig is not None else _intern(signature)
     if note is not None:
         NOTES[node.sig] = note
-    ref = _KeyedRef(node, _forget)
-    ref.key = key
-    _NODES[key] = ref
+    _NODES[key] = _ref(node)
+    if len(_NODES) > _sweep_at:
+        _sweep()
+    return node
+
+
+def make1(op: str, a: Node, dtype: np.dtype, shape: tuple[int, ...],
+          attrs: dict[str, Any] = _NO_ATTRS, frozen: tuple = (), note: str | None = None) -> Node:
+    """``make(op, (a,), attrs, dtype, shape, note)`` (``frozen``: the attributes and note as
+    ``make`` freezes them, ``(("shape", shape),)`` for a reshape: shapes and axes are tuples
+    of ints, which freeze to themselves)."""
+    key = (op, id(a), frozen, dtype, shape)
+    if a.used:  # (else no node has this key yet)
+        ref = _NODES.get(key)
+        if ref is not None:
+            node = ref()
+            # the source is held by the node, so its id cannot have been reused while it lives
+            if node is not None:
+                return node
+    node = _new(Node)
+    node.op, node.srcs, node.attrs, node.dtype, node.shape = op, (a,), attrs, dtype, shape
+    node.buffer = node.name = None
+    node.used = False
+    a.used = True
+    node.leaves = a.leaves
+    if a.op == "scalar":
+        a.copies = True  # now in this node's leaves (see make2)
+    signature = (op, frozen, dtype, shape, a.sig)
+    sig = _SIGS.get(signature)
+    node.sig = sig if sig is not None else _intern(signature)
+    if note is not None:
+        NOTES[node.sig] = note
+    _NODES[key] = _ref(node)
+    if len(_NODES) > _sweep_at:
+        _sweep()
+    return node
+
+
+def make2(op: str, a: Node, b: Node, dtype: np.dtype, shape: tuple[int, ...],
+          attrs: dict[str, Any] = _NO_ATTRS, frozen: tuple = (), note: str | None = None,
+          fresh: bool = False) -> Node:
+    """``make(op, (a, b), attrs, dtype, shape, note)`` (``frozen``: the attributes and note
+    as ``make`` freezes them); the defaults are the hot path of binary ops.
+
+    ``fresh``: one operand is a scalar leaf just made for this node and read by no other
+    (``binary``'s Python scalars): no node can have this structure yet, and the leaf is
+    never met again, so the node is not looked up or entered in the table (it is unique).
+    """
+    if not fresh:
+        key = (op, id(a), id(b), frozen, dtype, shape)
+        if a.used and b.used:  # (else no node has this key yet)
+            ref = _NODES.get(key)
+            if ref is not None:
+                node = ref()
+                # sources are held by the node, so their ids cannot have been reused while
+                # it lives
+                if node is not None:
+                    return node
+    node = _new(Node)
+    node.op, node.srcs, node.attrs, node.dtype, node.shape = op, (a, b), attrs, dtype, shape
+    node.buffer = node.name = None
+    node.used = False
+    a.used = b.used = True
+    la, lb = a.leaves, b.leaves
+    if type(la) is not tuple or type(lb) is not tuple or len(la) >= SHARE_LEAVES:
+        # a long list of leaves (a chain meeting a new input at every step): shared, not
+        # copied at every node (see LeafView)
+        if (b.op == "scalar" and not b.copies and type(la) is LeafView
+                and la.n == len(la.shared.items)):
+            # (``_merge_shared``, inline: a scalar read for the first time, appended in place)
+            shared, n = la.shared, la.n
+            shared.items.append(b)
+            shared.index[id(b)] = n
+            b.copies = True
+            view = node.leaves = _new(LeafView)
+            view.shared, view.n = shared, n + 1
+            positions = (None, (n,))
+        else:
+            node.leaves, positions = _merge_shared([la, lb])
+        signature: tuple = (op, frozen, dtype, shape, a.sig, b.sig, positions)
+    else:
+        # the common cases without a general merge (``tag`` says which, and where): one side
+        # has no leaves or the same ones, or one side has a single leaf (a scalar parameter,
+        # a new input), which is found in the other side's leaves or appended to them. A
+        # scalar leaf is marked (``copies``) once it is in a node's leaves: an unmarked one
+        # is in none, so it is appended without a search.
+        if lb is la or not lb:
+            node.leaves, tag = la, 0
+        elif not la:
+            node.leaves, tag = lb, 1
+        elif b.op == "scalar" and not b.copies:  # a scalar read for the first time: appended
+            node.leaves, tag = la + lb, 2
+        elif len(lb) == 1:  # (``_place``, inline: a new input, a scalar read again)
+            leaf = lb[0]
+            if leaf in la:
+                node.leaves, tag = la, (2, la.index(leaf))
+            else:
+                node.leaves, tag = la + lb, 2
+        elif len(la) == 1:
+            node.leaves, tag = _place(la[0], lb, 3)
+        else:  # (the positions of a general merge start with None: no clash with the above)
+            node.leaves, tag = merge_leaves([la, lb])
+        if a.op == "scalar":
+            a.copies = True
+        if b.op == "scalar":
+            b.copies = True
+        signature = (op, frozen, dtype, shape, a.sig, b.sig, tag)
+    sig = _SIGS.get(signature)
+    node.sig = sig if sig is not None else _intern(signature)
+    if note is not None:
+        NOTES[node.sig] = note
+    if not fresh:
+        _NODES[key] = _ref(node)
+        if len(_NODES) > _sweep_at:
+            _sweep()
     return node
 
 
@@ -326,10 +417,10 @@ def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str |
     """
     node = _new(Node)
     node.op, node.srcs, node.attrs, node.dtype, node.shape = "input", (), {}, dtype, shape
-    node.key = ("input", next(_INPUT_SERIAL))
     node.buffer, node.name = buffer, name
     node.copies = node.arg = None  # a device backend's copies of host data, by device id
     node.stream = stream
+    node.used = False
     node.leaves = (node,)
     node.sig = _intern(("input", name, dtype, shape)) if sig is None else sig
     return node
@@ -349,12 +440,12 @@ def make_scalar(value: Any, dtype: np.dtype, arg: Any = None) -> Node:
     node.attrs = _NO_ATTRS
     node.dtype = dtype
     node.shape = ()
-    node.key = None  # never looked up
     node.buffer = value
     node.name = None
     node.copies = False  # not read by any node yet
     node.stream = None
     node.arg = arg
+    node.used = False
     node.leaves = (node,)
     sig = _SCALAR_SIGS.get(dtype)
     if sig is None:
@@ -365,9 +456,6 @@ def make_scalar(value: Any, dtype: np.dtype, arg: Any = None) -> Node:
 
 #: signature of a scalar leaf, by dtype (its signature holds nothing else)
 _SCALAR_SIGS: dict[np.dtype, int] = {}
-#: the attributes of a leaf without any (never mutated)
-_NO_ATTRS: dict[str, Any] = {}
-
 
 def structural_key(outputs: list[Node]) -> tuple[tuple, tuple[Node, ...]]:
     """The plan-cache key of ``outputs`` and their leaves, in the Program's input order.

@@ -1,0 +1,95 @@
+"""The table of live nodes behind hash-consing (``fusejit.ir.graph``).
+
+``make`` returns the live node of equal structure when there is one; it skips the lookup
+when a source was never read (no node can name it yet), nodes over a Python scalar made
+for them alone (``fresh``) never enter the table, and entries of dead nodes are swept
+once the table has doubled. None of that may lose a live node: a graph recorded twice
+over the same tensors is the same nodes, except below a Python scalar (a parameter of
+its own each time).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+
+import fusejit as fj
+from fusejit.ir import graph
+from fusejit.ir.graph import topological_order
+from fusejit.testing import programs
+
+
+def _structure(node):
+    """What makes two nodes equal for ``make``: op, attributes, dtype, shape, source ids."""
+    return (node.op, tuple(id(s) for s in node.srcs), repr(sorted(node.attrs.items())),
+            node.dtype, node.shape)
+
+
+def _below_fresh_scalar(order):
+    """Ids of the nodes that read, directly or not, a scalar leaf made for its one node."""
+    out: set[int] = set()
+    for node in order:
+        if any(s.op == "scalar" and s.arg is None or id(s) in out for s in node.srcs):
+            out.add(id(node))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(programs(max_steps=8, max_outputs=3))
+def test_recording_again_over_the_same_tensors_gives_the_same_nodes(recipe):
+    inputs = [fj.asarray(a) for a in recipe.inputs]
+    first = [t._node for t in recipe(fj, *inputs) if isinstance(t, fj.Tensor)]
+    second = [t._node for t in recipe(fj, *inputs) if isinstance(t, fj.Tensor)]
+    order1, order2 = topological_order(first), topological_order(second)
+    live = {_structure(n): n for n in order1 if n.op not in ("input", "scalar")}
+    fresh = _below_fresh_scalar(order2)
+    for node in order2:
+        if node.op in ("input", "scalar"):
+            continue
+        if id(node) not in fresh:  # no Python scalar below: the first recording's node
+            assert live.get(_structure(node)) is node, node
+        else:  # a new parameter below: a node of its own (its structure names the new leaf)
+            assert _structure(node) not in live
+
+
+def test_equal_structures_are_one_node():
+    x = fj.asarray(np.ones((4, 8), np.float32))
+    w = fj.asarray(np.ones(8, np.float32))
+    y = fj.asarray(np.ones((4, 8), np.float32))
+    assert (x * y)._node is (x * y)._node
+    assert (x + w)._node is (x + w)._node  # the broadcast of w too
+    m = fj.mean(x, axis=1, keepdims=True)
+    assert m._node is fj.mean(x, axis=1, keepdims=True)._node
+    assert (x - m)._node is (x - m)._node
+    assert fj.exp(x)._node is fj.exp(x)._node
+    assert fj.where(x > y, x, y)._node is fj.where(x > y, x, y)._node
+    # a Python scalar is a parameter of its own at each use: no two such nodes are equal
+    assert (x * 2.0)._node is not (x * 2.0)._node
+    assert (2.0 * x)._node is not (2.0 * x)._node
+
+
+def test_nodes_over_a_fresh_scalar_stay_out_of_the_table():
+    x = fj.asarray(np.ones(16, np.float32))
+    x * 0.5  # (the first recording takes the full path, which memoizes the fast one)
+    before = len(graph._NODES)
+    kept = [x * float(i) for i in range(100)]  # alive, yet not entered
+    assert len(graph._NODES) == before
+    np.testing.assert_array_equal(kept[7].numpy(), np.full(16, 7, np.float32))
+
+
+def test_dead_entries_are_swept():
+    x = fj.asarray(np.ones(16, np.float32))
+    y = fj.asarray(np.ones(16, np.float32))
+    gc.collect()
+    for _ in range(3):
+        for _ in range(4 * graph._MIN_SWEEP):  # each chain dies at once
+            (fj.exp(x) + y) * y
+        assert len(graph._NODES) <= max(graph._sweep_at, graph._MIN_SWEEP) + 1
+    live = [fj.exp(x) + fj.asarray(np.ones(16, np.float32)) for _ in range(3 * graph._MIN_SWEEP)]
+    gc.collect()
+    for t in live:  # a sweep keeps the live nodes: recording again finds them
+        node = t._node
+        assert (fj.Tensor(node.srcs[0]) + fj.Tensor(node.srcs[1]))._node is node
+    assert len(graph._NODES) >= len(live)
