@@ -38,6 +38,7 @@ from ..ir.graph import (
 )
 from . import interop
 from .scalars import (
+    RECORDING,
     DynamicFloat,
     check_value_access,
     guard,
@@ -98,9 +99,9 @@ class Tensor:
     # -- computing ----------------------------------------------------------
     def realize(self) -> Tensor:
         """Compute this tensor (and only what it needs) on the current backend; returns self."""
-        from ..runtime import realize
-        check_value_access(self._node, ".realize()")
-        realize(self)
+        if RECORDING.get() is not None:
+            check_value_access(self._node, ".realize()")
+        (_REALIZE_ONE or _realize_one())(self)
         return self
 
     def numpy(self, _what: str = ".numpy()") -> np.ndarray:
@@ -243,6 +244,15 @@ class Tensor:
 
 
 _new_object = object.__new__
+#: ``runtime.realize_one``, once imported (the runtime imports this module)
+_REALIZE_ONE: Any = None
+
+
+def _realize_one() -> Any:
+    global _REALIZE_ONE
+    from ..runtime import realize_one
+    _REALIZE_ONE = realize_one
+    return realize_one
 
 
 def _wrap(node: Node, _new: Any = object.__new__) -> Tensor:
