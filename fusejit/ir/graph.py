@@ -123,7 +123,10 @@ def _sweep() -> None:
     """Drop the table entries of dead nodes; the next sweep comes when the table has doubled
     (so sweeping costs O(1) per node created)."""
     global _sweep_at
-    for key, ref in list(_NODES.items()):
+    # (over a copy, which dict.copy makes without running Python code: building a list of
+    # the items allocates, and a garbage collection there may run code that lets another
+    # thread add an entry to the table while it is being iterated)
+    for key, ref in _NODES.copy().items():
         if ref() is None and _NODES.get(key) is ref:
             _NODES.pop(key, None)
     _sweep_at = max(2 * len(_NODES), _MIN_SWEEP)
