@@ -11,6 +11,7 @@ its own each time).
 from __future__ import annotations
 
 import gc
+import weakref
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -93,3 +94,29 @@ def test_dead_entries_are_swept():
         node = t._node
         assert (fj.Tensor(node.srcs[0]) + fj.Tensor(node.srcs[1]))._node is node
     assert len(graph._NODES) >= len(live)
+
+
+def test_an_input_keeps_the_shallow_nodes_made_from_it_alone():
+    x = fj.asarray(np.ones((4, 8), np.float32))
+    y = fj.asarray(np.ones((4, 8), np.float32))
+    first = fj.layer_norm(x) * y
+    mean = weakref.ref(fj.mean(x, axis=-1, keepdims=True)._node)
+    pair = weakref.ref(first._node)  # two leaves: not kept
+    scaled = weakref.ref((x * 2.0)._node)  # a scalar param: not kept
+    deep = x
+    for _ in range(3 * graph.KEEP_DEPTH):
+        deep = fj.negative(deep)
+    deepest = weakref.ref(deep._node)
+    kept_y = weakref.ref(y._node)
+    del first, deep, y
+    gc.collect()
+    assert mean() is not None and pair() is None and scaled() is None and deepest() is None
+    assert kept_y() is None  # nodes kept on x hold x alone
+    kept = x._node.derived
+    assert 0 < len(kept) <= graph.KEEP_DERIVED
+    assert all(n.leaves == (x._node,) and n.depth <= graph.KEEP_DEPTH for n in kept)
+    assert fj.mean(x, axis=-1, keepdims=True)._node is mean()  # a loop finds them again
+    for i in range(2 * graph.KEEP_DERIVED):  # past KEEP_DERIVED, the oldest go
+        x + fj.full((4, 8), i, np.float32)  # (a constant: no leaf)
+    assert len(x._node.derived) == graph.KEEP_DERIVED
+    assert mean() is None

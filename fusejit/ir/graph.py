@@ -37,6 +37,13 @@ from .program import Instr, Param, Program, TensorType
 
 #: the attributes of a node without any (never mutated)
 _NO_ATTRS: dict[str, Any] = {}
+#: An input leaf keeps alive the last ``KEEP_DERIVED`` nodes made from it alone (its only
+#: leaf, no scalar params) at most ``KEEP_DEPTH`` ops deep: a loop that records the same
+#: expression again (``fj.layer_norm(x, w, b)``, ``x - x.mean()``) finds them in the table
+#: instead of making them anew. They hold no data (the leaf is theirs), and their number
+#: per leaf is bounded.
+KEEP_DERIVED = 32
+KEEP_DEPTH = 8
 #: structural signature (op, attributes, dtype, shape, sources' signatures and leaf positions)
 #: -> a small int, so a node's signature is computed once, when it is created
 _SIGS: dict[tuple, int] = {}
@@ -90,7 +97,7 @@ class Node:
     """
 
     __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "buffer", "name", "sig", "leaves",
-                 "copies", "arg", "stream", "used", "__weakref__")
+                 "copies", "arg", "stream", "used", "depth", "derived", "__weakref__")
 
     op: str
     srcs: tuple[Node, ...]
@@ -109,6 +116,11 @@ class Node:
     #: whether a node was made with this one among its sources: until then no node's key
     #: names it, so ``make`` need not look one up
     used: bool
+    #: ops on the longest path from a leaf or constant (0 for those)
+    depth: int
+    #: input leaves only: the last ``KEEP_DERIVED`` nodes made from this leaf alone, kept
+    #: alive (or None)
+    derived: list[Node] | None
 
     def __repr__(self) -> str:
         return f"Node({self.op}, {ir_name(self.dtype)}{list(self.shape)})"
@@ -170,14 +182,18 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
     node.buffer = node.name = None
     node.used = False
     if n == 0:
+        node.depth = 0
         node.leaves = ()
         signature: tuple = (op, frozen, dtype, shape)
     else:
         for src in srcs:
             src.used = True
+        node.depth = 1 + max([s.depth for s in srcs])
         groups = [s.leaves for s in srcs]
         if all(type(g) is tuple for g in groups) and sum(len(g) for g in groups) < SHARE_LEAVES:
             node.leaves, positions = merge_leaves(groups)
+            if node.depth <= KEEP_DEPTH and len(node.leaves) == 1:
+                _keep(node)
         else:
             node.leaves, positions = _merge_shared(groups)
         signature = (op, frozen, dtype, shape, tuple([s.sig for s in srcs]), positions)
@@ -209,9 +225,13 @@ def make1(op: str, a: Node, dtype: np.dtype, shape: tuple[int, ...],
     node.buffer = node.name = None
     node.used = False
     a.used = True
-    node.leaves = a.leaves
+    node.leaves = leaves = a.leaves
     if a.op == "scalar":
         a.copies = True  # now in this node's leaves (see make2)
+    depth = node.depth = a.depth + 1
+    if depth <= KEEP_DEPTH and type(leaves) is tuple and len(leaves) == 1 \
+            and leaves[0].op == "input":
+        _keep(node)
     signature = (op, frozen, dtype, shape, a.sig)
     sig = _SIGS.get(signature)
     node.sig = sig if sig is not None else _intern(signature)
@@ -248,6 +268,10 @@ def make2(op: str, a: Node, b: Node, dtype: np.dtype, shape: tuple[int, ...],
     node.buffer = node.name = None
     node.used = False
     a.used = b.used = True
+    depth, db = a.depth, b.depth
+    if db > depth:
+        depth = db
+    node.depth = depth = depth + 1
     la, lb = a.leaves, b.leaves
     if type(la) is not tuple or type(lb) is not tuple or len(la) >= SHARE_LEAVES:
         # a long list of leaves (a chain meeting a new input at every step): shared, not
@@ -291,6 +315,8 @@ def make2(op: str, a: Node, b: Node, dtype: np.dtype, shape: tuple[int, ...],
             a.copies = True
         if b.op == "scalar":
             b.copies = True
+        if depth <= KEEP_DEPTH and len(node.leaves) == 1 and node.leaves[0].op == "input":
+            _keep(node)
         signature = (op, frozen, dtype, shape, a.sig, b.sig, tag)
     sig = _SIGS.get(signature)
     node.sig = sig if sig is not None else _intern(signature)
@@ -301,6 +327,20 @@ def make2(op: str, a: Node, b: Node, dtype: np.dtype, shape: tuple[int, ...],
         if len(_NODES) > _sweep_at:
             _sweep()
     return node
+
+
+def _keep(node: Node) -> None:
+    """Keep ``node`` alive on its only leaf, an input (see ``KEEP_DERIVED``)."""
+    leaf = node.leaves[0]
+    if leaf.op != "input":
+        return
+    kept = leaf.derived
+    if kept is None:
+        leaf.derived = [node]
+        return
+    kept.append(node)
+    if len(kept) > KEEP_DERIVED:
+        del kept[0]
 
 
 def _place(leaf: Node, leaves: tuple[Node, ...], side: int) -> tuple[tuple[Node, ...], Any]:
@@ -424,6 +464,8 @@ def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str |
     node.copies = node.arg = None  # a device backend's copies of host data, by device id
     node.stream = stream
     node.used = False
+    node.depth = 0
+    node.derived = None
     node.leaves = (node,)
     node.sig = _intern(("input", name, dtype, shape)) if sig is None else sig
     return node
@@ -449,6 +491,7 @@ def make_scalar(value: Any, dtype: np.dtype, arg: Any = None) -> Node:
     node.stream = None
     node.arg = arg
     node.used = False
+    node.depth = 0
     node.leaves = (node,)
     sig = _SCALAR_SIGS.get(dtype)
     if sig is None:
