@@ -120,3 +120,20 @@ def test_an_input_keeps_the_shallow_nodes_made_from_it_alone():
         x + fj.full((4, 8), i, np.float32)  # (a constant: no leaf)
     assert len(x._node.derived) == graph.KEEP_DERIVED
     assert mean() is None
+
+
+def test_leaves_are_freed_without_the_garbage_collector():
+    # a leaf's own leaves are not a tuple of itself (a reference cycle): a dropped realized
+    # tensor frees its buffer at once, and a dropped recording its scalar params
+    x = fj.asarray(np.ones(1024, np.float32))
+    gc.disable()
+    try:
+        y = (x * 2.0 + 1).realize()
+        buffer = weakref.ref(y._node.buffer)
+        scalar = fj.exp(x) * 3.0
+        param = weakref.ref(scalar._node.srcs[1])
+        assert scalar._node.srcs[1].op == "scalar" and buffer() is not None
+        del y, scalar
+        assert buffer() is None and param() is None
+    finally:
+        gc.enable()

@@ -473,7 +473,8 @@ def scalar_operand(value: Scalar, dtype: np.dtype, shape: tuple[int, ...],
     if type(value) is DynamicFloat:  # fj.jit's dynamic float: always a parameter
         return make_scalar(scalar_value(plain_value(value), dtype), dtype, value.source)
     if (dtype.kind == "b" or isinstance(value, (bool, np.bool_))
-            or (other is not None and len(other.leaves) >= MAX_SCALAR_LEAVES)
+            or (other is not None and other.leaves is not None
+                and len(other.leaves) >= MAX_SCALAR_LEAVES)
             or (type(value) is int and not -2**63 <= value < 2**64)):
         return const_node(value, dtype, shape)
     return make_scalar(scalar_value(value, dtype), dtype)
@@ -659,7 +660,8 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
             if resolved is not None:
                 op, in_a, in_b, out, shape, fit_a, conv = resolved
                 value = conv(b)
-                if value is not None and len(na.leaves) < MAX_SCALAR_LEAVES:
+                if value is not None and (na.leaves is None
+                                          or len(na.leaves) < MAX_SCALAR_LEAVES):
                     if fit_a:
                         na = _fit(na, in_a, shape)
                     t = _new_object(Tensor)
@@ -674,7 +676,7 @@ def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
         if resolved is not None:
             op, in_a, in_b, out, shape, conv, fit_b = resolved
             value = conv(a)
-            if value is not None and len(nb.leaves) < MAX_SCALAR_LEAVES:
+            if value is not None and (nb.leaves is None or len(nb.leaves) < MAX_SCALAR_LEAVES):
                 if fit_b:
                     nb = _fit(nb, in_b, shape)
                 t = _new_object(Tensor)

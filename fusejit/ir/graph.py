@@ -93,7 +93,9 @@ class Node:
     ``op`` is an IR op, ``input`` (a leaf holding a buffer) or ``scalar`` (a leaf holding
     a scalar value, passed to kernels by value: a scalar param of the Program). Leaves of
     both kinds are never merged; ``leaves`` lists those under a node, in the order the
-    Program's inputs take.
+    Program's inputs take (``leaves_of``). A leaf's own ``leaves`` is None, not the tuple
+    of itself: that tuple would make each leaf a reference cycle, which only the garbage
+    collector frees (a realized tensor's buffer with it).
     """
 
     __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "buffer", "name", "sig", "leaves",
@@ -189,7 +191,7 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
         for src in srcs:
             src.used = True
         node.depth = 1 + max([s.depth for s in srcs])
-        groups = [s.leaves for s in srcs]
+        groups = [leaves_of(s) for s in srcs]
         if all(type(g) is tuple for g in groups) and sum(len(g) for g in groups) < SHARE_LEAVES:
             node.leaves, positions = merge_leaves(groups)
             if node.depth <= KEEP_DEPTH and len(node.leaves) == 1:
@@ -225,7 +227,10 @@ def make1(op: str, a: Node, dtype: np.dtype, shape: tuple[int, ...],
     node.buffer = node.name = None
     node.used = False
     a.used = True
-    node.leaves = leaves = a.leaves
+    leaves = a.leaves
+    if leaves is None:
+        leaves = (a,)
+    node.leaves = leaves
     if a.op == "scalar":
         a.copies = True  # now in this node's leaves (see make2)
     depth = node.depth = a.depth + 1
@@ -273,6 +278,10 @@ def make2(op: str, a: Node, b: Node, dtype: np.dtype, shape: tuple[int, ...],
         depth = db
     node.depth = depth = depth + 1
     la, lb = a.leaves, b.leaves
+    if la is None:  # (a leaf)
+        la = (a,)
+    if lb is None:
+        lb = la if b is a else (b,)
     if type(la) is not tuple or type(lb) is not tuple or len(la) >= SHARE_LEAVES:
         # a long list of leaves (a chain meeting a new input at every step): shared, not
         # copied at every node (see LeafView)
@@ -327,6 +336,12 @@ def make2(op: str, a: Node, b: Node, dtype: np.dtype, shape: tuple[int, ...],
         if len(_NODES) > _sweep_at:
             _sweep()
     return node
+
+
+def leaves_of(node: Node) -> Any:
+    """The leaves under ``node`` in the Program's input order (a tuple, or a ``LeafView``)."""
+    leaves = node.leaves
+    return (node,) if leaves is None else leaves
 
 
 def _keep(node: Node) -> None:
@@ -466,7 +481,7 @@ def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str |
     node.used = False
     node.depth = 0
     node.derived = None
-    node.leaves = (node,)
+    node.leaves = None  # (leaves_of: itself)
     node.sig = _intern(("input", name, dtype, shape)) if sig is None else sig
     return node
 
@@ -492,7 +507,7 @@ def make_scalar(value: Any, dtype: np.dtype, arg: Any = None) -> Node:
     node.arg = arg
     node.used = False
     node.depth = 0
-    node.leaves = (node,)
+    node.leaves = None  # (leaves_of: itself)
     sig = _SCALAR_SIGS.get(dtype)
     if sig is None:
         sig = _SCALAR_SIGS[dtype] = _intern(("scalar", dtype))
@@ -512,8 +527,10 @@ def structural_key(outputs: list[Node]) -> tuple[tuple, tuple[Node, ...]]:
     if len(outputs) == 1:
         node = outputs[0]
         leaves = node.leaves
+        if leaves is None:
+            return (node.sig,), (node,)
         return (node.sig,), leaves if type(leaves) is tuple else tuple(leaves)
-    leaves, positions = merge_leaves([n.leaves for n in outputs])
+    leaves, positions = merge_leaves([leaves_of(n) for n in outputs])
     return (tuple(n.sig for n in outputs), positions), leaves
 
 
