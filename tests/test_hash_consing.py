@@ -137,3 +137,56 @@ def test_leaves_are_freed_without_the_garbage_collector():
         assert buffer() is None and param() is None
     finally:
         gc.enable()
+
+
+def _operands():
+    """Factories of nodes of every kind of leaves a scalar can meet (each call: new leaves)."""
+    f32 = np.dtype(np.float32)
+
+    def leaf():
+        return fj.asarray(np.ones(4, np.float32))._node
+
+    def scalar(read):
+        s = graph.make_scalar(np.float32(1), f32)
+        if read:
+            graph.make1("neg", s, f32, ())
+        return s
+
+    def chain(n, branch=False):  # past SHARE_LEAVES: a LeafView (the list's end, or not)
+        t = fj.asarray(np.ones(4, np.float32))
+        for _ in range(n):
+            t = t + fj.asarray(np.ones(4, np.float32))
+        if branch:
+            t + fj.asarray(np.ones(4, np.float32))  # extends the shared list past t
+        return t._node
+
+    return {
+        "input": leaf, "scalar": lambda: scalar(False), "read scalar": lambda: scalar(True),
+        "const": lambda: fj.zeros(4, np.float32)._node,
+        "one leaf": lambda: graph.make1("exp", leaf(), f32, (4,)),
+        "two leaves": lambda: graph.make2("mul", leaf(), leaf(), f32, (4,)),
+        "shared": lambda: chain(graph.SHARE_LEAVES + 2),
+        "shared, a branch": lambda: chain(graph.SHARE_LEAVES + 2, branch=True),
+    }
+
+
+def _shape(node, first):
+    """Signature, leaves (kinds) and where the scalar source is among them."""
+    leaves = graph.structural_key([node])[1]
+    scalar = node.srcs[0 if first else 1]
+    return node.sig, [(n.op, n.dtype) for n in leaves], leaves.index(scalar)
+
+
+def test_make_scalar_op_is_make2_of_a_fresh_scalar(monkeypatch):
+    f32 = np.dtype(np.float32)
+    for share in (graph.SHARE_LEAVES, 1):
+        monkeypatch.setattr(graph, "SHARE_LEAVES", share)
+        for name, make in _operands().items():
+            for first in (False, True):
+                a = make()
+                s = graph.make_scalar(np.float32(2), f32)
+                pair = (s, a) if first else (a, s)
+                want = graph.make2("mul", *pair, f32, a.shape, graph._NO_ATTRS, (), None, True)
+                got = graph.make_scalar_op("mul", make(), np.float32(2), f32, f32, a.shape, first)
+                assert _shape(got, first) == _shape(want, first), (name, first, share)
+                assert got.srcs[0 if first else 1].copies is True and got.depth == want.depth

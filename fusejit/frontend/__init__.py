@@ -26,7 +26,7 @@ from .reductions import (
     sum,
     var,
 )
-from .tensor import Tensor, arange, asarray, astype, binary, from_dlpack, full, unary, where
+from .tensor import _BINARY_FNS, Tensor, arange, asarray, astype, binary, from_dlpack, full, unary, where
 from .views import (
     IndexingError,
     broadcast_to,
@@ -43,8 +43,10 @@ from .views import (
 
 
 def _binary_function(ufunc: str, doc: str) -> Any:
+    record = _BINARY_FNS[ufunc]
+
     def function(x1: Any, x2: Any) -> Tensor:
-        return binary(ufunc, x1, x2)
+        return record(x1, x2)
     function.__name__ = function.__qualname__ = ufunc
     function.__doc__ = doc
     return function

@@ -8,7 +8,7 @@ broadcasts NumPy would apply, and records one hash-consed graph node.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -25,7 +25,6 @@ from ..errors import (
     ShapeError,
 )
 from ..ir.graph import (
-    _NO_ATTRS,
     MAX_SCALAR_LEAVES,
     NAME_PATTERN,
     Node,
@@ -34,6 +33,7 @@ from ..ir.graph import (
     make2,
     make_input,
     make_scalar,
+    make_scalar_op,
     num_elements,
 )
 from . import interop
@@ -192,36 +192,9 @@ class Tensor:
         return bool(self.item("bool() (an if, while, and, or or not)"))
 
     # -- operators ------------------------------------------------------------
-    def __add__(self, o: ArrayLike) -> Tensor: return binary("add", self, o)
-    def __radd__(self, o: ArrayLike) -> Tensor: return binary("add", o, self)
-    def __sub__(self, o: ArrayLike) -> Tensor: return binary("subtract", self, o)
-    def __rsub__(self, o: ArrayLike) -> Tensor: return binary("subtract", o, self)
-    def __mul__(self, o: ArrayLike) -> Tensor: return binary("multiply", self, o)
-    def __rmul__(self, o: ArrayLike) -> Tensor: return binary("multiply", o, self)
-    def __truediv__(self, o: ArrayLike) -> Tensor: return binary("true_divide", self, o)
-    def __rtruediv__(self, o: ArrayLike) -> Tensor: return binary("true_divide", o, self)
-    def __floordiv__(self, o: ArrayLike) -> Tensor: return binary("floor_divide", self, o)
-    def __rfloordiv__(self, o: ArrayLike) -> Tensor: return binary("floor_divide", o, self)
-    def __mod__(self, o: ArrayLike) -> Tensor: return binary("remainder", self, o)
-    def __rmod__(self, o: ArrayLike) -> Tensor: return binary("remainder", o, self)
+    # the binary operators (+, -, *, /, //, %, &, |, ^, <<, >>, comparisons) are the ufuncs'
+    # recording functions themselves, set after them (``_OPERATORS``): one Python call each
     def __pow__(self, o: ArrayLike) -> Tensor: return _power_operator(self, o)
-    def __rpow__(self, o: ArrayLike) -> Tensor: return binary("power", o, self)
-    def __and__(self, o: ArrayLike) -> Tensor: return binary("bitwise_and", self, o)
-    def __rand__(self, o: ArrayLike) -> Tensor: return binary("bitwise_and", o, self)
-    def __or__(self, o: ArrayLike) -> Tensor: return binary("bitwise_or", self, o)
-    def __ror__(self, o: ArrayLike) -> Tensor: return binary("bitwise_or", o, self)
-    def __xor__(self, o: ArrayLike) -> Tensor: return binary("bitwise_xor", self, o)
-    def __rxor__(self, o: ArrayLike) -> Tensor: return binary("bitwise_xor", o, self)
-    def __lshift__(self, o: ArrayLike) -> Tensor: return binary("left_shift", self, o)
-    def __rlshift__(self, o: ArrayLike) -> Tensor: return binary("left_shift", o, self)
-    def __rshift__(self, o: ArrayLike) -> Tensor: return binary("right_shift", self, o)
-    def __rrshift__(self, o: ArrayLike) -> Tensor: return binary("right_shift", o, self)
-    def __lt__(self, o: ArrayLike) -> Tensor: return binary("less", self, o)
-    def __le__(self, o: ArrayLike) -> Tensor: return binary("less_equal", self, o)
-    def __gt__(self, o: ArrayLike) -> Tensor: return binary("greater", self, o)
-    def __ge__(self, o: ArrayLike) -> Tensor: return binary("greater_equal", self, o)
-    def __eq__(self, o: ArrayLike) -> Tensor: return binary("equal", self, o)  # type: ignore[override]
-    def __ne__(self, o: ArrayLike) -> Tensor: return binary("not_equal", self, o)  # type: ignore[override]
     def __neg__(self) -> Tensor: return unary("negative", self)
     def __pos__(self) -> Tensor: return unary("positive", self)
     def __abs__(self) -> Tensor: return unary("absolute", self)
@@ -635,55 +608,65 @@ def _remember_fast(fast_key: tuple, op: str, in_a: np.dtype, in_b: np.dtype, out
 
 def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
     """Record NumPy's ``ufunc(a, b)`` with NumPy's promotion and broadcasting."""
-    ta, tb = type(a), type(b)
-    # fast paths, memoized by operand kinds and shapes: tensor op tensor, tensor op Python
-    # scalar (power's result depends on the exponent's value: never memoized)
-    fast_key: tuple | None = None
-    if ta is Tensor:
-        na = a._node
-        if tb is Tensor:
-            nb = b._node
-            fast_key = ("tt", ufunc, na.dtype, na.shape, nb.dtype, nb.shape)
-            resolved = _RESOLVED.get(fast_key)
-            if resolved is not None:
-                op, in_a, in_b, out, shape, fit_a, fit_b = resolved
-                if fit_a:
-                    na = _fit(na, in_a, shape)
-                if fit_b:
-                    nb = _fit(nb, in_b, shape)
-                t = _new_object(Tensor)  # (``_wrap``, inline)
-                t._node = make2(op, na, nb, out, shape)
-                return t
-        elif tb is float or tb is int:
-            fast_key = ("ts", ufunc, na.dtype, na.shape, tb, None)
-            resolved = _RESOLVED.get(fast_key)
-            if resolved is not None:
-                op, in_a, in_b, out, shape, fit_a, conv = resolved
-                value = conv(b)
-                if value is not None and (na.leaves is None
-                                          or len(na.leaves) < MAX_SCALAR_LEAVES):
+    fn = _BINARY_FNS.get(ufunc)
+    return fn(a, b) if fn is not None else _binary(ufunc, a, b, None)
+
+
+def _binary_fn(ufunc: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
+    """``binary`` for one ufunc, its fast paths inline: Tensor's operators are these
+    functions (so recording ``x * 2.0`` is one Python call into the frontend)."""
+
+    def record(a: ArrayLike, b: ArrayLike) -> Tensor:
+        ta, tb = type(a), type(b)
+        # fast paths, memoized by operand kinds and shapes: tensor op tensor, tensor op
+        # Python scalar (power's result depends on the exponent's value: never memoized)
+        fast_key: tuple | None = None
+        if ta is Tensor:
+            na = a._node
+            if tb is Tensor:
+                nb = b._node
+                fast_key = ("tt", ufunc, na.dtype, na.shape, nb.dtype, nb.shape)
+                resolved = _RESOLVED.get(fast_key)
+                if resolved is not None:
+                    op, in_a, in_b, out, shape, fit_a, fit_b = resolved
                     if fit_a:
                         na = _fit(na, in_a, shape)
-                    t = _new_object(Tensor)
-                    # a scalar leaf of this node alone: ``fresh``
-                    t._node = make2(op, na, make_scalar(value, in_b), out, shape, _NO_ATTRS, (),
-                                    None, True)
+                    if fit_b:
+                        nb = _fit(nb, in_b, shape)
+                    t = _new_object(Tensor)  # (``_wrap``, inline)
+                    t._node = make2(op, na, nb, out, shape)
                     return t
-    elif tb is Tensor and (ta is float or ta is int):
-        nb = b._node
-        fast_key = ("st", ufunc, ta, None, nb.dtype, nb.shape)
-        resolved = _RESOLVED.get(fast_key)
-        if resolved is not None:
-            op, in_a, in_b, out, shape, conv, fit_b = resolved
-            value = conv(a)
-            if value is not None and (nb.leaves is None or len(nb.leaves) < MAX_SCALAR_LEAVES):
-                if fit_b:
-                    nb = _fit(nb, in_b, shape)
-                t = _new_object(Tensor)
-                t._node = make2(op, make_scalar(value, in_a), nb, out, shape, _NO_ATTRS, (), None,
-                                True)
-                return t
-    return _binary(ufunc, a, b, fast_key)
+            elif tb is float or tb is int:
+                fast_key = ("ts", ufunc, na.dtype, na.shape, tb, None)
+                resolved = _RESOLVED.get(fast_key)
+                if resolved is not None:
+                    op, in_a, in_b, out, shape, fit_a, conv = resolved
+                    value = conv(b)
+                    if value is not None and (na.leaves is None
+                                              or len(na.leaves) < MAX_SCALAR_LEAVES):
+                        if fit_a:
+                            na = _fit(na, in_a, shape)
+                        t = _new_object(Tensor)
+                        t._node = make_scalar_op(op, na, value, in_b, out, shape)
+                        return t
+        elif tb is Tensor and (ta is float or ta is int):
+            nb = b._node
+            fast_key = ("st", ufunc, ta, None, nb.dtype, nb.shape)
+            resolved = _RESOLVED.get(fast_key)
+            if resolved is not None:
+                op, in_a, in_b, out, shape, conv, fit_b = resolved
+                value = conv(a)
+                if value is not None and (nb.leaves is None
+                                          or len(nb.leaves) < MAX_SCALAR_LEAVES):
+                    if fit_b:
+                        nb = _fit(nb, in_b, shape)
+                    t = _new_object(Tensor)
+                    t._node = make_scalar_op(op, nb, value, in_a, out, shape, True)
+                    return t
+        return _binary(ufunc, a, b, fast_key)
+
+    record.__name__ = record.__qualname__ = ufunc
+    return record
 
 
 def _binary(ufunc: str, a: ArrayLike, b: ArrayLike, fast_key: tuple | None) -> Tensor:
@@ -948,3 +931,26 @@ def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1,
     else:
         start, step = int(start), int(step)
     return Tensor(make("iota", (), {"start": start, "step": step}, dt, (n,)))
+
+
+#: ufunc -> its recording function (``binary``'s fast paths inline)
+_BINARY_FNS = {name: _binary_fn(name) for name in _BINARY_OPS}
+
+
+def _reflected(record: Callable[[ArrayLike, ArrayLike], Tensor]) -> Any:
+    def method(self: Tensor, o: ArrayLike) -> Tensor:
+        return record(o, self)
+    return method
+
+
+#: Tensor's binary operators: method name -> ufunc (a reflected method too where Python has one)
+_OPERATORS = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+              "floordiv": "floor_divide", "mod": "remainder", "and": "bitwise_and",
+              "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift",
+              "rshift": "right_shift", "lt": "less", "le": "less_equal", "gt": "greater",
+              "ge": "greater_equal", "eq": "equal", "ne": "not_equal"}
+for _method, _ufunc in _OPERATORS.items():
+    setattr(Tensor, f"__{_method}__", _BINARY_FNS[_ufunc])
+    if _method not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(Tensor, f"__r{_method}__", _reflected(_BINARY_FNS[_ufunc]))
+Tensor.__rpow__ = _reflected(_BINARY_FNS["power"])  # type: ignore[attr-defined]

@@ -338,6 +338,68 @@ def make2(op: str, a: Node, b: Node, dtype: np.dtype, shape: tuple[int, ...],
     return node
 
 
+def make_scalar_op(op: str, a: Node, value: Any, sdtype: np.dtype, dtype: np.dtype,
+                   shape: tuple[int, ...], first: bool = False) -> Node:
+    """``make2(op, a, make_scalar(value, sdtype), dtype, shape, fresh=True)`` (the scalar
+    first when ``first``) in one step: the hot path of a tensor meeting a Python scalar.
+
+    The node's leaves, tag and signature are the ones ``make2`` gives (a test compares them).
+    """
+    s = _new(Node)
+    s.op, s.srcs, s.attrs, s.dtype, s.shape = "scalar", (), _NO_ATTRS, sdtype, ()
+    s.buffer = value
+    s.name = s.stream = s.arg = s.leaves = None
+    s.copies = s.used = True  # (in this node's leaves, a source of it)
+    s.depth = 0
+    sig = _SCALAR_SIGS.get(sdtype)
+    if sig is None:
+        sig = _SCALAR_SIGS[sdtype] = _intern(("scalar", sdtype))
+    s.sig = sig
+    node = _new(Node)
+    node.op, node.attrs, node.dtype, node.shape = op, _NO_ATTRS, dtype, shape
+    node.buffer = node.name = None
+    node.used = False
+    node.depth = a.depth + 1
+    if a.op == "scalar":
+        a.copies = True
+    a.used = True
+    leaves = a.leaves
+    if leaves is None:
+        leaves = (a,)
+    if first:
+        node.srcs = (s, a)
+        if type(leaves) is not tuple or SHARE_LEAVES <= 1:
+            node.leaves, tag = _merge_shared([(s,), leaves])
+        elif not leaves:
+            node.leaves, tag = (s,), 0
+        elif len(leaves) == 1 or a.op == "scalar":  # (a scalar a: read for the first time)
+            node.leaves, tag = (s, *leaves), 2
+        else:
+            node.leaves, tag = (*leaves, s), 3
+        signature: tuple = (op, (), dtype, shape, sig, a.sig, tag)
+    else:
+        node.srcs = (a, s)
+        if type(leaves) is not tuple or len(leaves) >= SHARE_LEAVES:
+            if type(leaves) is LeafView and leaves.n == len(leaves.shared.items):
+                # appended in place (see make2)
+                shared, n = leaves.shared, leaves.n
+                shared.items.append(s)
+                shared.index[id(s)] = n
+                view = node.leaves = _new(LeafView)
+                view.shared, view.n = shared, n + 1
+                tag = (None, (n,))
+            else:
+                node.leaves, tag = _merge_shared([leaves, (s,)])
+        elif not leaves:
+            node.leaves, tag = (s,), 1
+        else:
+            node.leaves, tag = (*leaves, s), 2
+        signature = (op, (), dtype, shape, a.sig, sig, tag)
+    sig = _SIGS.get(signature)
+    node.sig = sig if sig is not None else _intern(signature)
+    return node
+
+
 def leaves_of(node: Node) -> Any:
     """The leaves under ``node`` in the Program's input order (a tuple, or a ``LeafView``)."""
     leaves = node.leaves
