@@ -26,7 +26,19 @@ from .reductions import (
     sum,
     var,
 )
-from .tensor import _BINARY_FNS, Tensor, arange, asarray, astype, binary, from_dlpack, full, unary, where
+from .tensor import (
+    Tensor,
+    arange,
+    asarray,
+    astype,
+    binary,
+    binary_recorder as _binary_recorder,
+    from_dlpack,
+    full,
+    unary,
+    unary_recorder as _unary_recorder,
+    where,
+)
 from .views import (
     IndexingError,
     broadcast_to,
@@ -43,7 +55,7 @@ from .views import (
 
 
 def _binary_function(ufunc: str, doc: str) -> Any:
-    record = _BINARY_FNS[ufunc]
+    record = _binary_recorder(ufunc)
 
     def function(x1: Any, x2: Any) -> Tensor:
         return record(x1, x2)
@@ -53,8 +65,10 @@ def _binary_function(ufunc: str, doc: str) -> Any:
 
 
 def _unary_function(ufunc: str, doc: str) -> Any:
+    record = _unary_recorder(ufunc)
+
     def function(x: Any) -> Tensor:
-        return unary(ufunc, x)
+        return record(x)
     function.__name__ = function.__qualname__ = ufunc
     function.__doc__ = doc
     return function

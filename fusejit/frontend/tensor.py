@@ -192,13 +192,10 @@ class Tensor:
         return bool(self.item("bool() (an if, while, and, or or not)"))
 
     # -- operators ------------------------------------------------------------
-    # the binary operators (+, -, *, /, //, %, &, |, ^, <<, >>, comparisons) are the ufuncs'
-    # recording functions themselves, set after them (``_OPERATORS``): one Python call each
+    # the binary operators (+, -, *, /, //, %, &, |, ^, <<, >>, comparisons) and the unary
+    # ones (-, +, abs, ~) are the ufuncs' recording functions themselves, set after them
+    # (``_OPERATORS``): one Python call each
     def __pow__(self, o: ArrayLike) -> Tensor: return _power_operator(self, o)
-    def __neg__(self) -> Tensor: return unary("negative", self)
-    def __pos__(self) -> Tensor: return unary("positive", self)
-    def __abs__(self) -> Tensor: return unary("absolute", self)
-    def __invert__(self) -> Tensor: return unary("invert", self)
 
     def __getitem__(self, index: Any) -> Tensor:
         from .views import getitem
@@ -746,16 +743,51 @@ def unary(ufunc: str, x: ArrayLike, note: str | None = None) -> Tensor:
 
     ``note`` says why this op was chosen for a specific value (``x ** 2`` as ``square``).
     """
-    if type(x) is Tensor and note is None:  # fast path: a memoized regular recording
-        node = x._node
-        resolved = _UNARY_RESOLVED.get((ufunc, node.dtype))
-        if resolved is not None:
-            op, in_dt, out, cast = resolved
-            if cast:
-                node = cast_node(node, in_dt)
-            t = _new_object(Tensor)
-            t._node = make1(op, node, out, node.shape)
-            return t
+    if note is not None:
+        return _unary(ufunc, x, note)
+    return (_UNARY_FNS.get(ufunc) or unary_recorder(ufunc))(x)
+
+
+def unary_recorder(ufunc: str) -> Callable[[ArrayLike], Tensor]:
+    """The function recording ``unary(ufunc, x)`` (made on first use, then kept)."""
+    fn = _UNARY_FNS.get(ufunc)
+    if fn is None:
+        fn = _UNARY_FNS.setdefault(ufunc, _unary_fn(ufunc))
+    return fn
+
+
+def binary_recorder(ufunc: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
+    """The function recording ``binary(ufunc, a, b)``."""
+    return _BINARY_FNS[ufunc]
+
+
+def _unary_fn(ufunc: str) -> Callable[[ArrayLike], Tensor]:
+    """``unary`` for one ufunc, its fast path inline (``fj.exp`` and ``-x`` are these)."""
+    resolved_by_dtype = _UNARY_RESOLVED.setdefault(ufunc, {})
+
+    def record(x: ArrayLike) -> Tensor:
+        if type(x) is Tensor:  # fast path: a memoized regular recording
+            node = x._node
+            resolved = resolved_by_dtype.get(node.dtype)
+            if resolved is not None:
+                op, in_dt, out, cast = resolved
+                if cast:
+                    node = cast_node(node, in_dt)
+                t = _new_object(Tensor)
+                t._node = make1(op, node, out, node.shape)
+                return t
+        return _unary(ufunc, x, None)
+
+    record.__name__ = record.__qualname__ = ufunc
+    return record
+
+
+#: ufunc -> its recording function (``unary``'s fast path inline)
+_UNARY_FNS: dict[str, Callable[[ArrayLike], Tensor]] = {}
+
+
+def _unary(ufunc: str, x: ArrayLike, note: str | None) -> Tensor:
+    """The full path of ``unary``: type resolution and checks; memoizes regular recordings."""
     xt = _operand(x)
     if not isinstance(xt, Tensor):
         xt = asarray(xt if type(xt) is DynamicFloat else np.asarray(xt))
@@ -780,13 +812,13 @@ def unary(ufunc: str, x: ArrayLike, note: str | None = None) -> Tensor:
     if op in ("floor", "ceil", "trunc", "rint") and not is_float(in_dt):
         return Tensor(node)  # identity on integers, as in NumPy 2
     if note is None:
-        _UNARY_RESOLVED[(ufunc, xt.dtype)] = (op, in_dt, out, xt.dtype != in_dt)
+        _UNARY_RESOLVED.setdefault(ufunc, {})[xt.dtype] = (op, in_dt, out, xt.dtype != in_dt)
     return Tensor(make(op, (node,), {}, out, node.shape, note))
 
 
-#: (ufunc, operand dtype) -> (op, input dtype, output dtype, whether to cast) for ufuncs whose
+#: ufunc -> operand dtype -> (op, input dtype, output dtype, whether to cast) for ufuncs whose
 #: recording was regular: repeated recordings skip type resolution and checks
-_UNARY_RESOLVED: dict[tuple[str, np.dtype], tuple[str, np.dtype, np.dtype, bool]] = {}
+_UNARY_RESOLVED: dict[str, dict[np.dtype, tuple[str, np.dtype, np.dtype, bool]]] = {}
 
 
 def _is_scalar_half(x: Tensor | Scalar) -> bool:
@@ -954,3 +986,6 @@ for _method, _ufunc in _OPERATORS.items():
     if _method not in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(Tensor, f"__r{_method}__", _reflected(_BINARY_FNS[_ufunc]))
 Tensor.__rpow__ = _reflected(_BINARY_FNS["power"])  # type: ignore[attr-defined]
+for _method, _ufunc in (("neg", "negative"), ("pos", "positive"), ("abs", "absolute"),
+                        ("invert", "invert")):
+    setattr(Tensor, f"__{_method}__", unary_recorder(_ufunc))
