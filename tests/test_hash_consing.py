@@ -135,6 +135,15 @@ def test_leaves_are_freed_without_the_garbage_collector():
         assert scalar._node.srcs[1].op == "scalar" and buffer() is not None
         del y, scalar
         assert buffer() is None and param() is None
+        # a result keeps no nodes made from it (a loop makes a new one each time; they
+        # would make it a cycle): recording on it does not delay freeing its buffer
+        y = fj.exp(x).realize()
+        buffer = weakref.ref(y._node.buffer)
+        fj.exp(y) + 1
+        assert y._node.derived is False
+        del y
+        assert buffer() is None
+        assert fj.asarray(np.ones(3))._node.derived is None  # (data from the user: kept)
     finally:
         gc.enable()
 

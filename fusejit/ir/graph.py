@@ -121,8 +121,8 @@ class Node:
     #: ops on the longest path from a leaf or constant (0 for those)
     depth: int
     #: input leaves only: the last ``KEEP_DERIVED`` nodes made from this leaf alone, kept
-    #: alive (or None)
-    derived: list[Node] | None
+    #: alive (None: none yet; False: never, a computed result)
+    derived: list[Node] | bool | None
 
     def __repr__(self) -> str:
         return f"Node({self.op}, {ir_name(self.dtype)}{list(self.shape)})"
@@ -414,10 +414,10 @@ def _keep(node: Node) -> None:
     kept = leaf.derived
     if kept is None:
         leaf.derived = [node]
-        return
-    kept.append(node)
-    if len(kept) > KEEP_DERIVED:
-        del kept[0]
+    elif kept is not False:  # (False: a result, see make_input)
+        kept.append(node)
+        if len(kept) > KEEP_DERIVED:
+            del kept[0]
 
 
 def _place(leaf: Node, leaves: tuple[Node, ...], side: int) -> tuple[tuple[Node, ...], Any]:
@@ -528,9 +528,12 @@ def merge_leaves(groups: list[Any]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
 
 
 def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str | None,
-               sig: int | None = None, stream: Any = None) -> Node:
+               sig: int | None = None, stream: Any = None, result: bool = False) -> Node:
     """A leaf holding data. Never merged with another leaf. ``stream``: the CuPy stream the
-    buffer was computed on, when a device backend computed it.
+    buffer was computed on, when a device backend computed it. ``result``: the buffer is a
+    computed result (``realize``, ``fj.jit``), which keeps no nodes made from it alive
+    (``KEEP_DERIVED``): a loop makes a new one each time, and the nodes would make the leaf
+    a reference cycle, freed (its buffer with it) only by the garbage collector.
 
     ``sig`` is the leaf's signature when the caller computed it before (``fj.jit`` wraps
     its outputs this way); it must be ``_intern(("input", name, dtype, shape))``.
@@ -542,7 +545,7 @@ def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str |
     node.stream = stream
     node.used = False
     node.depth = 0
-    node.derived = None
+    node.derived = False if result else None
     node.leaves = None  # (leaves_of: itself)
     node.sig = _intern(("input", name, dtype, shape)) if sig is None else sig
     return node

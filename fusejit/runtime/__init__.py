@@ -271,7 +271,7 @@ def realize_one(t: Any) -> None:
     else:
         outs = backend.execute(plan.program, [leaf.buffer for leaf in leaves], plan)
         stream = None
-    t._node = make_input(outs[0], node.dtype, node.shape, None, stream=stream)
+    t._node = make_input(outs[0], node.dtype, node.shape, None, stream=stream, result=True)
 
 
 def realize(*tensors: Any) -> tuple[Any, ...]:
@@ -305,13 +305,15 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
             stream = None
         if len(tensors) == 1:
             node = tensors[0]._node
-            tensors[0]._node = make_input(outs[0], node.dtype, node.shape, None, stream=stream)
+            tensors[0]._node = make_input(outs[0], node.dtype, node.shape, None, stream=stream,
+                                          result=True)
             return tensors
         by_node = {id(n): out for n, out in zip(nodes, outs)}
         for t in tensors:
             if id(t._node) in by_node:
                 node = t._node
-                t._node = make_input(by_node[id(node)], node.dtype, node.shape, None, stream)
+                t._node = make_input(by_node[id(node)], node.dtype, node.shape, None, stream,
+                                     result=True)
     return tensors
 
 

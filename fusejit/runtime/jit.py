@@ -388,7 +388,7 @@ class _Entry:
         single = self.single
         if single is not None:  # one tensor from the plan: the common case
             dtype, shape, sig = single
-            return _wrap(make_input(results[0], dtype, shape, None, sig))
+            return _wrap(make_input(results[0], dtype, shape, None, sig, result=True))
         tensors = []
         for kind, a, (dtype, shape, sig) in self.outputs:
             if kind == _OUT_PLAN:
@@ -397,7 +397,7 @@ class _Entry:
                 buffer = dyn[a]
             else:
                 buffer = a
-            tensors.append(_wrap(make_input(buffer, dtype, shape, None, sig)))
+            tensors.append(_wrap(make_input(buffer, dtype, shape, None, sig, result=True)))
         return _unflatten(self.treedef, iter(tensors))
 
 
