@@ -7,6 +7,7 @@ broadcasts NumPy would apply, and records one hash-consed graph node.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
@@ -548,9 +549,10 @@ _UNARY_OPS = {
 _TYPED_LIKE = {"rsqrt": "sqrt", "sigmoid": "exp", "erf": "sqrt"}
 
 
-#: (ufunc, kind and shape of each operand) -> (op, input dtypes, output dtype, shape) for
-#: operand kinds whose recording was regular: repeated recordings skip promotion and checks.
-_RESOLVED: dict[tuple, tuple] = {}
+#: ufunc -> its fast paths' memos (tensor op tensor, tensor op scalar, scalar op tensor):
+#: operand kinds and shapes -> (op, input dtypes, output dtype, shape, per operand how it
+#: fits) for kinds whose recording was regular: repeated recordings skip promotion and checks
+_FAST: dict[str, tuple[dict, dict, dict]] = {}
 
 
 def _fit(node: Node, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
@@ -562,45 +564,42 @@ def _fit(node: Node, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
     return node
 
 
-def _converter(dtype: np.dtype) -> Any:
-    """For the fast path: a function from a plain Python int or float to its value as a
-    scalar parameter of ``dtype``, or None when the full path must decide (out of range,
-    overflow); None for bool (Python bools and bool parameters stay constants)."""
-    kind = dtype.kind
-    if kind == "f":
+def _bounds(dtype: np.dtype, kind: type) -> tuple[Any, Any, Any] | None:
+    """For the fast path: the Python ints or floats (``kind``) that become a scalar parameter
+    of ``dtype`` as they are, ``(low, high, convert)``, the others (out of range, overflow,
+    NaN) left to the full path; None for bool (Python bools and bool parameters stay
+    constants) and floats meeting an integer dtype."""
+    if dtype.kind == "f":
         if dtype.itemsize == 8:
-            return lambda x: float(x) if -2**63 <= x < 2**63 or type(x) is float else None
+            return (-math.inf, math.inf, float) if kind is float else (-2**63, 2**63 - 1, float)
         limit = float(np.finfo(dtype).max)
-        make = dtype.type
-        return lambda x: make(x) if -limit <= x <= limit else None
-    if kind in "iu":
+        return -limit, limit, dtype.type
+    if dtype.kind in "iu" and kind is int:
         info = np.iinfo(dtype)
-        lo, hi = int(info.min), int(info.max)
-        return lambda x: x if lo <= x <= hi else None
+        return int(info.min), int(info.max), int
     return None
 
 
-_CONVERTERS: dict[np.dtype, Any] = {}
-
-
-def _remember_fast(fast_key: tuple, op: str, in_a: np.dtype, in_b: np.dtype, out: np.dtype,
-                   shape: tuple[int, ...]) -> None:
-    """Memoize a regular recording for ``binary``'s fast path: the op, dtypes and shape, and
-    per operand whether it needs a cast or broadcast (a tensor) or how its value converts
-    (a Python scalar)."""
-    sides = []
-    for kind_dtype, kind_shape, dtype in ((fast_key[2], fast_key[3], in_a),
-                                          (fast_key[-2], fast_key[-1], in_b)):
-        if isinstance(kind_dtype, np.dtype):
-            sides.append(kind_dtype != dtype or kind_shape != shape)
-        else:
-            conv = _CONVERTERS.get(dtype)
-            if conv is None:
-                conv = _CONVERTERS[dtype] = _converter(dtype)
-            if conv is None:
-                return  # never fast
-            sides.append(conv)
-    _RESOLVED[fast_key] = (op, in_a, in_b, out, shape, sides[0], sides[1])
+def _remember_fast(ufunc: str, fast_key: tuple, op: str, in_a: np.dtype, in_b: np.dtype,
+                   out: np.dtype, shape: tuple[int, ...]) -> None:
+    """Memoize a regular recording for the fast paths (``fast_key``: the path and the operand
+    kinds and shapes): the op, dtypes and shape, and per operand whether it needs a cast or
+    broadcast (a tensor) or which values convert how (a Python scalar, ``_bounds``)."""
+    tt, ts, st = _FAST[ufunc]
+    if fast_key[0] == "tt":
+        _, da, sa, db, sb = fast_key
+        tt[fast_key[1:]] = (op, in_a, in_b, out, shape, da != in_a or sa != shape,
+                            db != in_b or sb != shape)
+    elif fast_key[0] == "ts":
+        _, da, sa, kind = fast_key
+        bounds = _bounds(in_b, kind)
+        if bounds is not None:
+            ts[fast_key[1:]] = (op, in_a, in_b, out, shape, da != in_a or sa != shape, *bounds)
+    else:
+        _, kind, db, sb = fast_key
+        bounds = _bounds(in_a, kind)
+        if bounds is not None:
+            st[fast_key[1:]] = (op, in_a, in_b, out, shape, *bounds, db != in_b or sb != shape)
 
 
 def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
@@ -613,17 +612,17 @@ def _binary_fn(ufunc: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
     """``binary`` for one ufunc, its fast paths inline: Tensor's operators are these
     functions (so recording ``x * 2.0`` is one Python call into the frontend)."""
 
-    def record(a: ArrayLike, b: ArrayLike) -> Tensor:
-        ta, tb = type(a), type(b)
+    tt, ts, st = _FAST[ufunc] = ({}, {}, {})
+
+    def record(x1: ArrayLike, x2: ArrayLike) -> Tensor:
         # fast paths, memoized by operand kinds and shapes: tensor op tensor, tensor op
         # Python scalar (power's result depends on the exponent's value: never memoized)
-        fast_key: tuple | None = None
+        ta, tb = type(x1), type(x2)
         if ta is Tensor:
-            na = a._node
+            na = x1._node
             if tb is Tensor:
-                nb = b._node
-                fast_key = ("tt", ufunc, na.dtype, na.shape, nb.dtype, nb.shape)
-                resolved = _RESOLVED.get(fast_key)
+                nb = x2._node
+                resolved = tt.get((na.dtype, na.shape, nb.dtype, nb.shape))
                 if resolved is not None:
                     op, in_a, in_b, out, shape, fit_a, fit_b = resolved
                     if fit_a:
@@ -633,34 +632,36 @@ def _binary_fn(ufunc: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
                     t = _new_object(Tensor)  # (``_wrap``, inline)
                     t._node = make2(op, na, nb, out, shape)
                     return t
-            elif tb is float or tb is int:
-                fast_key = ("ts", ufunc, na.dtype, na.shape, tb, None)
-                resolved = _RESOLVED.get(fast_key)
+                return _binary(ufunc, x1, x2, ("tt", na.dtype, na.shape, nb.dtype, nb.shape))
+            if tb is float or tb is int:
+                resolved = ts.get((na.dtype, na.shape, tb))
                 if resolved is not None:
-                    op, in_a, in_b, out, shape, fit_a, conv = resolved
-                    value = conv(b)
-                    if value is not None and (na.leaves is None
-                                              or len(na.leaves) < MAX_SCALAR_LEAVES):
+                    op, in_a, in_b, out, shape, fit_a, low, high, convert = resolved
+                    leaves = na.leaves
+                    if low <= x2 <= high and (leaves is None or (
+                            len(leaves) if type(leaves) is tuple else leaves.n)
+                            < MAX_SCALAR_LEAVES):
                         if fit_a:
                             na = _fit(na, in_a, shape)
                         t = _new_object(Tensor)
-                        t._node = make_scalar_op(op, na, value, in_b, out, shape)
+                        t._node = make_scalar_op(op, na, convert(x2), in_b, out, shape)
                         return t
+                return _binary(ufunc, x1, x2, ("ts", na.dtype, na.shape, tb))
         elif tb is Tensor and (ta is float or ta is int):
-            nb = b._node
-            fast_key = ("st", ufunc, ta, None, nb.dtype, nb.shape)
-            resolved = _RESOLVED.get(fast_key)
+            nb = x2._node
+            resolved = st.get((ta, nb.dtype, nb.shape))
             if resolved is not None:
-                op, in_a, in_b, out, shape, conv, fit_b = resolved
-                value = conv(a)
-                if value is not None and (nb.leaves is None
-                                          or len(nb.leaves) < MAX_SCALAR_LEAVES):
+                op, in_a, in_b, out, shape, low, high, convert, fit_b = resolved
+                leaves = nb.leaves
+                if low <= x1 <= high and (leaves is None or (
+                        len(leaves) if type(leaves) is tuple else leaves.n) < MAX_SCALAR_LEAVES):
                     if fit_b:
                         nb = _fit(nb, in_b, shape)
                     t = _new_object(Tensor)
-                    t._node = make_scalar_op(op, nb, value, in_a, out, shape, True)
+                    t._node = make_scalar_op(op, nb, convert(x1), in_a, out, shape, True)
                     return t
-        return _binary(ufunc, a, b, fast_key)
+            return _binary(ufunc, x1, x2, ("st", ta, nb.dtype, nb.shape))
+        return _binary(ufunc, x1, x2, None)
 
     record.__name__ = record.__qualname__ = ufunc
     return record
@@ -707,7 +708,7 @@ def _binary(ufunc: str, a: ArrayLike, b: ArrayLike, fast_key: tuple | None) -> T
         op = _BOOL_BINARY.get(op, op)
     if op in ("shl", "shr") or in_a == in_b:
         if fast_key is not None and ufunc != "power":
-            _remember_fast(fast_key, op, in_a, in_b, out, shape)
+            _remember_fast(ufunc, fast_key, op, in_a, in_b, out, shape)
         return Tensor(make(op, (na, nb), {}, out, shape))
     raise DTypeError(f"{ufunc}: unsupported operand dtypes {in_a} and {in_b}")  # pragma: no cover
 
