@@ -142,6 +142,45 @@ def test_host_input_is_copied_once_per_device(fake: FakeCupy) -> None:
 
 
 @pytest.mark.parametrize("fake", [{"devices": (90, 90)}], indirect=True)
+def test_cuda_realize_binds_the_leaves_of_each_specialization(fake: FakeCupy,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    # a program keeps, per device, its last realize's leaf specialization and runner: a
+    # realize over leaves of another one (strides, alignment, device) takes the general path
+    base = np.arange(80, dtype=np.float32)
+    assert base.ctypes.data % 16 == 0
+    arrays = {"contiguous": fake.ndarray(base[:16].copy(), 0),
+              "strided": fake.ndarray(base[::5], 0),          # element stride 5
+              "offset": fake.ndarray(base[1:17], 0)}         # 4 bytes past a 16-byte boundary
+    with fake.cuda.Device(1):
+        arrays["device 1"] = fake.asarray(base[:16])
+    backend = runtime.backend_instance("cuda")
+    built: list[Any] = []
+    ran: list[Any] = []
+    original = backend._build_plan
+
+    def tracked(program: Any, spec: Any, dev: Any, prepared: bool = False) -> Any:
+        built.append((dev.id, spec[0]))
+        run = original(program, spec, dev, prepared)
+        return lambda arrays: ran.append((dev.id, spec[0])) or run(arrays)
+
+    monkeypatch.setattr(backend, "_build_plan", tracked)
+    inputs = {name: fj.asarray(a) for name, a in arrays.items()}  # (leaves met again)
+    order = ["contiguous", "strided", "contiguous", "offset", "offset", "device 1", "strided",
+             "contiguous", "contiguous", "device 1", "offset", "strided"]
+    expected = {"contiguous": (0, ((1,), True)), "strided": (0, ((5,), True)),
+                "offset": (0, ((1,), False)), "device 1": (1, ((1,), True))}
+    for i, name in enumerate(order):
+        x = fj.asarray(arrays[name]) if i in (2, 4) else inputs[name]  # (two leaves new)
+        with fj.using_backend("cuda"), fake.cuda.Device(1 if name == "device 1" else 0):
+            out = (x * float(i) + 1).realize()
+        assert ran[-1] == expected[name], (i, name)  # the runner of this realize's leaves
+        args = fake.launch_args[-1]
+        assert args[0] is arrays[name] and float(args[1]) == i and out._node.buffer is args[3]
+    assert sorted(built) == sorted(expected.values())  # once per (device, specialization)
+
+
+@pytest.mark.parametrize("fake", [{"devices": (90, 90)}], indirect=True)
 def test_mixing_devices_is_a_device_error(fake: FakeCupy) -> None:
     a = fake.asarray(np.ones(4, np.float32))
     with fake.cuda.Device(1):

@@ -64,3 +64,46 @@ def test_named_inputs_are_part_of_the_key():
     k1 = structural_key([(fj.asarray(a, name="x") * 2)._node])[0]
     k2 = structural_key([(fj.asarray(a, name="y") * 2)._node])[0]
     assert k1 != k2  # the printed program differs, so the plan does too
+
+
+def _scalar_param(value: float):
+    # a scalar leaf held by a tensor, as fj.jit gives a NumPy float argument to the function
+    from fusejit.frontend.tensor import Tensor
+    from fusejit.ir.graph import make_scalar
+    return Tensor(make_scalar(np.float32(value), np.dtype(np.float32)))
+
+
+def test_a_scalar_param_read_again_is_one_input():
+    # exp(s) puts s in a node's leaves; reading s again must find it there, not append it a
+    # second time: else `(exp(s) + x) * s` had the key of `(exp(s) + x) * t` and a realize of
+    # the latter ran the former's plan, which reads exp's operand at t's position
+    x = fj.asarray(np.arange(4, dtype=np.float32))
+    (fj.exp(_scalar_param(1)) + x) * _scalar_param(2)  # (memoizes the frontend's fast paths)
+    s = _scalar_param(1)
+    once = (fj.exp(s) + x) * s
+    s, t = _scalar_param(1), _scalar_param(3)
+    twice = (fj.exp(s) + x) * t
+    k1, leaves1 = structural_key([once._node])
+    k2, leaves2 = structural_key([twice._node])
+    assert len(leaves1) == 2 and len(leaves2) == 3 and k1 != k2
+    base = np.exp(np.float32(1)) + np.arange(4, dtype=np.float32)
+    np.testing.assert_allclose(once.numpy(), base * 1, rtol=1e-6)
+    np.testing.assert_allclose(twice.numpy(), base * 3, rtol=1e-6)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(programs(max_steps=8, max_outputs=3), st.lists(st.integers(0, 7), max_size=6))
+def test_leaves_never_repeat(recipe, reads):
+    # every leaf appears once in a node's leaves, also for scalar params read several times
+    outs = _outputs(recipe)
+    params = [_scalar_param(i) for i in range(3)]
+    nodes = list(outs)
+    for i in reads:  # scalar params read (again) by unary and binary ops over the outputs
+        p = params[i % 3]
+        base = fj.Tensor(nodes[i % len(nodes)]) if nodes else p
+        nodes.append((fj.negative(p) + base if i % 2 else base * p)._node)
+    for node in nodes:
+        leaves = list(structural_key([node])[1])
+        assert len({id(n) for n in leaves}) == len(leaves)
+        order = topological_order([node])
+        assert sorted(map(id, leaves)) == sorted(id(n) for n in order if n.op in ("input", "scalar"))

@@ -107,6 +107,22 @@ def test_signature_changes_record_again_and_the_cache_is_bounded() -> None:
     assert f.recordings == 7
 
 
+def test_the_cache_drops_the_least_recently_used_signature() -> None:
+    f = fj.jit(lambda x: x * 2 + 1, cache_size=2)
+    a, b, c = X, X[::2], X[::4]
+    for call in (a, b, a, a, c):  # a used again after b: c drops b
+        f(call)
+    assert f.recordings == 3
+    f(a)
+    f(c)
+    assert f.recordings == 3
+    f(b)  # dropped: records again, and drops a (used before c)
+    f(c)
+    assert f.recordings == 4
+    f(a)
+    assert f.recordings == 5
+
+
 def test_static_values_and_unhashable_statics() -> None:
     f = fj.jit(lambda x, n, flag, name: (x * n if flag else x - n) + len(name))
     assert_matches_numpy(f(X, 3, True, "ab"), X * 3 + 2)

@@ -173,3 +173,21 @@ def test_looped_var_is_accurate_when_the_mean_dwarfs_the_spread(looped_rows, sha
     from fusejit.testing import numpy_reference
     np.testing.assert_allclose(xs, numpy_reference("softmax")(x.astype(np.float64), axis=axis),
                                rtol=1e-5, atol=1e-7)
+
+
+def test_means_of_one_shape_over_other_axes_and_dtypes():
+    # mean memoizes what it records per (dtype, shape, axis, keepdims, dtype argument): each
+    # of these is its own entry, in any order
+    arrays = [np.arange(24, dtype=np.float16).reshape(2, 3, 4) / 7,
+              np.arange(18, dtype=np.float16).reshape(2, 3, 3) / 5]
+    cases = [dict(axis=None), dict(axis=1), dict(axis=-2), dict(axis=(0, 2)), dict(axis=[2, 0]),
+             dict(axis=1, keepdims=True), dict(axis=1, dtype=np.float64), dict(axis=1, dtype="f4")]
+    for _ in range(2):
+        for x in arrays:
+            for kw in cases:
+                numpy_kw = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
+                got, want = fj.mean(fj.asarray(x), **kw).numpy(), np.mean(x, **numpy_kw)
+                assert got.dtype == want.dtype and got.shape == want.shape, kw
+                np.testing.assert_allclose(got, want, rtol=1e-3)
+    with pytest.raises(fj.AxisError):
+        fj.mean(fj.asarray(arrays[0]), axis=3)

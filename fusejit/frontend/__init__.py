@@ -26,7 +26,19 @@ from .reductions import (
     sum,
     var,
 )
-from .tensor import Tensor, arange, asarray, astype, binary, from_dlpack, full, unary, where
+from .tensor import (
+    Tensor,
+    arange,
+    asarray,
+    astype,
+    binary,
+    binary_recorder as _binary_recorder,
+    from_dlpack,
+    full,
+    unary,
+    unary_recorder as _unary_recorder,
+    where,
+)
 from .views import (
     IndexingError,
     broadcast_to,
@@ -42,19 +54,29 @@ from .views import (
 )
 
 
-def _binary_function(ufunc: str, doc: str) -> Any:
-    def function(x1: Any, x2: Any) -> Tensor:
-        return binary(ufunc, x1, x2)
+def _binary_function(name: str, ufunc: str, doc: str) -> Any:
+    """``fj.<name>``: the ufunc's recording function itself (an alias: a function calling it)."""
+    record = _binary_recorder(ufunc)
+    function = record
+    if name != ufunc:
+        def function(x1: Any, x2: Any) -> Tensor:
+            return record(x1, x2)
     function.__name__ = function.__qualname__ = ufunc
     function.__doc__ = doc
+    function.__module__ = __name__
     return function
 
 
-def _unary_function(ufunc: str, doc: str) -> Any:
-    def function(x: Any) -> Tensor:
-        return unary(ufunc, x)
+def _unary_function(name: str, ufunc: str, doc: str) -> Any:
+    """``fj.<name>``: the ufunc's recording function itself (an alias: a function calling it)."""
+    record = _unary_recorder(ufunc)
+    function = record
+    if name != ufunc:
+        def function(x: Any) -> Tensor:
+            return record(x)
     function.__name__ = function.__qualname__ = ufunc
     function.__doc__ = doc
+    function.__module__ = __name__
     return function
 
 
@@ -105,9 +127,9 @@ _UNARY_DOCS = {
 _UNARY_ALIASES = {"abs": "absolute", "bitwise_not": "invert"}
 
 for _name, _doc in _BINARY_DOCS.items():
-    globals()[_name] = _binary_function(_ALIASES.get(_name, _name), _doc)
+    globals()[_name] = _binary_function(_name, _ALIASES.get(_name, _name), _doc)
 for _name, _doc in _UNARY_DOCS.items():
-    globals()[_name] = _unary_function(_UNARY_ALIASES.get(_name, _name), _doc)
+    globals()[_name] = _unary_function(_name, _UNARY_ALIASES.get(_name, _name), _doc)
 
 ELEMENTWISE_FUNCTIONS = tuple(_BINARY_DOCS) + tuple(_UNARY_DOCS)
 

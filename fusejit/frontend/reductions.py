@@ -13,7 +13,7 @@ import numpy as np
 
 from ..dtypes import BOOL, FLOAT64, INT64, as_dtype, is_float, reduction_dtype
 from ..errors import FusejitError, ShapeError
-from ..ir.graph import Node, make, num_elements
+from ..ir.graph import Node, make, make1, make2, num_elements
 from .tensor import (
     Tensor,
     asarray,
@@ -40,8 +40,11 @@ def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
-def _reduce(op: str, node: Node, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype) -> Node:
-    shape = _reduced_shape(node.shape, axes, keepdims)
+def _reduce(op: str, node: Node, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype,
+            shape: tuple[int, ...] | None = None) -> Node:
+    """``op`` over ``axes`` of ``node`` (``shape``: the result's, when the caller knows it)."""
+    if shape is None:
+        shape = _reduced_shape(node.shape, axes, keepdims)
     if not axes:  # reducing over no axis is the identity on values...
         if op == "sum" and is_float(dtype):  # ...but for NumPy a sum starts at +0.0: -0.0 -> +0.0
             return binary("add", Tensor(node), 0.0)._node
@@ -53,10 +56,10 @@ def _reduce(op: str, node: Node, axes: tuple[int, ...], keepdims: bool, dtype: n
         shifted = _shifted_exp_of(node, axes)
         if shifted is not None:  # sum(exp(x - max(x))): online, as softmax's denominator
             op, node = "sumexp", shifted
-    attrs: dict[str, Any] = {"axes": axes}
-    if keepdims:
-        attrs["keepdims"] = True
-    return make(op, (node,), attrs, dtype, shape)
+    if keepdims:  # (attributes as make1 takes them: frozen, axes are ints)
+        return make1(op, node, dtype, shape, {"axes": axes, "keepdims": True},
+                     (("axes", axes), ("keepdims", True)))
+    return make1(op, node, dtype, shape, {"axes": axes}, (("axes", axes),))
 
 
 def _centered_square_of(node: Node, axes: tuple[int, ...]) -> Node | None:
@@ -182,9 +185,12 @@ def all(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A
                           keepdims, BOOL))
 
 
+_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
 def _accumulation_dtype(dt: np.dtype) -> np.dtype:
     """float16 statistics accumulate in float32, as NumPy's mean and var do."""
-    return np.dtype(np.float32) if dt == np.float16 else dt
+    return _F32 if dt == _F16 else dt
 
 
 def _mean_node(x: Tensor, axes: tuple[int, ...], keepdims: bool, acc: np.dtype) -> Node:
@@ -196,10 +202,31 @@ def _mean_node(x: Tensor, axes: tuple[int, ...], keepdims: bool, acc: np.dtype) 
 def mean(x: Any, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -> Tensor:
     """Arithmetic mean over ``axis`` (NaN for an empty axis, as NumPy)."""
     x = _tensor(x)
-    axes = normalize_axes(axis, x.ndim)
-    out_dt = as_dtype(dtype, where="mean") if dtype is not None else reduction_dtype("mean", x.dtype)
-    acc = _accumulation_dtype(out_dt)
-    return Tensor(cast_node(_mean_node(x, axes, keepdims, acc), out_dt))
+    node = x._node
+    try:
+        key: tuple | None = (node.dtype, node.shape, axis, keepdims, dtype)
+        found = _MEANS.get(key)
+    except TypeError:  # (an axis list, a dtype given as an unhashable object)
+        key = found = None
+    if found is None:
+        axes = normalize_axes(axis, x.ndim)
+        out_dt = as_dtype(dtype, where="mean") if dtype is not None else \
+            reduction_dtype("mean", x.dtype)
+        acc = _accumulation_dtype(out_dt)
+        found = (axes, out_dt, acc, _reduced_shape(x.shape, axes, keepdims), _count(x.shape, axes))
+        if key is not None:
+            if len(_MEANS) >= 1024:
+                _MEANS.clear()
+            _MEANS[key] = found
+    axes, out_dt, acc, shape, count = found
+    total = _reduce("sum", cast_node(node, acc), axes, keepdims, acc, shape)
+    mean = make2("div", total, const_node(count, acc, shape), acc, shape)
+    return Tensor(cast_node(mean, out_dt))
+
+
+#: (dtype, shape, axis, keepdims, dtype argument) -> what ``mean`` records for them: the
+#: axes, the result and accumulation dtypes, the result's shape and the count it divides by
+_MEANS: dict[tuple, tuple] = {}
 
 
 def var(x: Any, axis: Axis = None, keepdims: bool = False, ddof: int = 0) -> Tensor:

@@ -7,8 +7,9 @@ broadcasts NumPy would apply, and records one hash-consed graph node.
 
 from __future__ import annotations
 
+import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -25,17 +26,20 @@ from ..errors import (
     ShapeError,
 )
 from ..ir.graph import (
-    _NO_ATTRS,
     MAX_SCALAR_LEAVES,
     NAME_PATTERN,
     Node,
     make,
+    make1,
+    make2,
     make_input,
     make_scalar,
+    make_scalar_op,
     num_elements,
 )
 from . import interop
 from .scalars import (
+    RECORDING,
     DynamicFloat,
     check_value_access,
     guard,
@@ -96,9 +100,9 @@ class Tensor:
     # -- computing ----------------------------------------------------------
     def realize(self) -> Tensor:
         """Compute this tensor (and only what it needs) on the current backend; returns self."""
-        from ..runtime import realize
-        check_value_access(self._node, ".realize()")
-        realize(self)
+        if RECORDING.get() is not None:
+            check_value_access(self._node, ".realize()")
+        (_REALIZE_ONE or _realize_one())(self)
         return self
 
     def numpy(self, _what: str = ".numpy()") -> np.ndarray:
@@ -189,40 +193,10 @@ class Tensor:
         return bool(self.item("bool() (an if, while, and, or or not)"))
 
     # -- operators ------------------------------------------------------------
-    def __add__(self, o: ArrayLike) -> Tensor: return binary("add", self, o)
-    def __radd__(self, o: ArrayLike) -> Tensor: return binary("add", o, self)
-    def __sub__(self, o: ArrayLike) -> Tensor: return binary("subtract", self, o)
-    def __rsub__(self, o: ArrayLike) -> Tensor: return binary("subtract", o, self)
-    def __mul__(self, o: ArrayLike) -> Tensor: return binary("multiply", self, o)
-    def __rmul__(self, o: ArrayLike) -> Tensor: return binary("multiply", o, self)
-    def __truediv__(self, o: ArrayLike) -> Tensor: return binary("true_divide", self, o)
-    def __rtruediv__(self, o: ArrayLike) -> Tensor: return binary("true_divide", o, self)
-    def __floordiv__(self, o: ArrayLike) -> Tensor: return binary("floor_divide", self, o)
-    def __rfloordiv__(self, o: ArrayLike) -> Tensor: return binary("floor_divide", o, self)
-    def __mod__(self, o: ArrayLike) -> Tensor: return binary("remainder", self, o)
-    def __rmod__(self, o: ArrayLike) -> Tensor: return binary("remainder", o, self)
+    # the binary operators (+, -, *, /, //, %, &, |, ^, <<, >>, comparisons) and the unary
+    # ones (-, +, abs, ~) are the ufuncs' recording functions themselves, set after them
+    # (``_OPERATORS``): one Python call each
     def __pow__(self, o: ArrayLike) -> Tensor: return _power_operator(self, o)
-    def __rpow__(self, o: ArrayLike) -> Tensor: return binary("power", o, self)
-    def __and__(self, o: ArrayLike) -> Tensor: return binary("bitwise_and", self, o)
-    def __rand__(self, o: ArrayLike) -> Tensor: return binary("bitwise_and", o, self)
-    def __or__(self, o: ArrayLike) -> Tensor: return binary("bitwise_or", self, o)
-    def __ror__(self, o: ArrayLike) -> Tensor: return binary("bitwise_or", o, self)
-    def __xor__(self, o: ArrayLike) -> Tensor: return binary("bitwise_xor", self, o)
-    def __rxor__(self, o: ArrayLike) -> Tensor: return binary("bitwise_xor", o, self)
-    def __lshift__(self, o: ArrayLike) -> Tensor: return binary("left_shift", self, o)
-    def __rlshift__(self, o: ArrayLike) -> Tensor: return binary("left_shift", o, self)
-    def __rshift__(self, o: ArrayLike) -> Tensor: return binary("right_shift", self, o)
-    def __rrshift__(self, o: ArrayLike) -> Tensor: return binary("right_shift", o, self)
-    def __lt__(self, o: ArrayLike) -> Tensor: return binary("less", self, o)
-    def __le__(self, o: ArrayLike) -> Tensor: return binary("less_equal", self, o)
-    def __gt__(self, o: ArrayLike) -> Tensor: return binary("greater", self, o)
-    def __ge__(self, o: ArrayLike) -> Tensor: return binary("greater_equal", self, o)
-    def __eq__(self, o: ArrayLike) -> Tensor: return binary("equal", self, o)  # type: ignore[override]
-    def __ne__(self, o: ArrayLike) -> Tensor: return binary("not_equal", self, o)  # type: ignore[override]
-    def __neg__(self) -> Tensor: return unary("negative", self)
-    def __pos__(self) -> Tensor: return unary("positive", self)
-    def __abs__(self) -> Tensor: return unary("absolute", self)
-    def __invert__(self) -> Tensor: return unary("invert", self)
 
     def __getitem__(self, index: Any) -> Tensor:
         from .views import getitem
@@ -238,6 +212,18 @@ class Tensor:
         """The tensor with its axes reversed (a view)."""
         from .views import transpose
         return transpose(self)
+
+
+_new_object = object.__new__
+#: ``runtime.realize_one``, once imported (the runtime imports this module)
+_REALIZE_ONE: Any = None
+
+
+def _realize_one() -> Any:
+    global _REALIZE_ONE
+    from ..runtime import realize_one
+    _REALIZE_ONE = realize_one
+    return realize_one
 
 
 def _wrap(node: Node, _new: Any = object.__new__) -> Tensor:
@@ -458,7 +444,8 @@ def scalar_operand(value: Scalar, dtype: np.dtype, shape: tuple[int, ...],
     if type(value) is DynamicFloat:  # fj.jit's dynamic float: always a parameter
         return make_scalar(scalar_value(plain_value(value), dtype), dtype, value.source)
     if (dtype.kind == "b" or isinstance(value, (bool, np.bool_))
-            or (other is not None and len(other.leaves) >= MAX_SCALAR_LEAVES)
+            or (other is not None and other.leaves is not None
+                and len(other.leaves) >= MAX_SCALAR_LEAVES)
             or (type(value) is int and not -2**63 <= value < 2**64)):
         return const_node(value, dtype, shape)
     return make_scalar(scalar_value(value, dtype), dtype)
@@ -479,7 +466,7 @@ def cast_node(node: Node, dtype: np.dtype) -> Node:
         with np.errstate(all="ignore"):
             value = np.asarray(node.buffer, node.dtype).astype(dtype)[()]
         return make_scalar(scalar_value(value.item(), dtype), dtype)
-    return make("cast", (node,), {}, dtype, node.shape)
+    return make1("cast", node, dtype, node.shape)
 
 
 def reshape_node(node: Node, shape: tuple[int, ...]) -> Node:
@@ -492,7 +479,7 @@ def reshape_node(node: Node, shape: tuple[int, ...]) -> Node:
         node = node.srcs[0]
         if node.shape == shape:
             return node
-    return make("reshape", (node,), {"shape": shape}, node.dtype, shape)
+    return make1("reshape", node, node.dtype, shape, {"shape": shape}, (("shape", shape),))
 
 
 def broadcast_node(node: Node, shape: tuple[int, ...]) -> Node:
@@ -506,7 +493,7 @@ def broadcast_node(node: Node, shape: tuple[int, ...]) -> Node:
         node = reshape_node(node, (1,) * lead + node.shape)
     if node.shape == shape:
         return node
-    return make("expand", (node,), {"shape": shape}, node.dtype, shape)
+    return make1("expand", node, node.dtype, shape, {"shape": shape}, (("shape", shape),))
 
 
 def coerce(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...], what: str,
@@ -562,9 +549,10 @@ _UNARY_OPS = {
 _TYPED_LIKE = {"rsqrt": "sqrt", "sigmoid": "exp", "erf": "sqrt"}
 
 
-#: (ufunc, kind and shape of each operand) -> (op, input dtypes, output dtype, shape) for
-#: operand kinds whose recording was regular: repeated recordings skip promotion and checks.
-_RESOLVED: dict[tuple, tuple] = {}
+#: ufunc -> its fast paths' memos (tensor op tensor, tensor op scalar, scalar op tensor):
+#: operand kinds and shapes -> (op, input dtypes, output dtype, shape, per operand how it
+#: fits) for kinds whose recording was regular: repeated recordings skip promotion and checks
+_FAST: dict[str, tuple[dict, dict, dict]] = {}
 
 
 def _fit(node: Node, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
@@ -576,88 +564,107 @@ def _fit(node: Node, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
     return node
 
 
-def _converter(dtype: np.dtype) -> Any:
-    """For the fast path: a function from a plain Python int or float to its value as a
-    scalar parameter of ``dtype``, or None when the full path must decide (out of range,
-    overflow); None for bool (Python bools and bool parameters stay constants)."""
-    kind = dtype.kind
-    if kind == "f":
+def _bounds(dtype: np.dtype, kind: type) -> tuple[Any, Any, Any] | None:
+    """For the fast path: the Python ints or floats (``kind``) that become a scalar parameter
+    of ``dtype`` as they are, ``(low, high, convert)``, the others (out of range, overflow,
+    NaN) left to the full path; None for bool (Python bools and bool parameters stay
+    constants) and floats meeting an integer dtype."""
+    if dtype.kind == "f":
         if dtype.itemsize == 8:
-            return lambda x: float(x) if -2**63 <= x < 2**63 or type(x) is float else None
+            return (-math.inf, math.inf, float) if kind is float else (-2**63, 2**63 - 1, float)
         limit = float(np.finfo(dtype).max)
-        make = dtype.type
-        return lambda x: make(x) if -limit <= x <= limit else None
-    if kind in "iu":
+        return -limit, limit, dtype.type
+    if dtype.kind in "iu" and kind is int:
         info = np.iinfo(dtype)
-        lo, hi = int(info.min), int(info.max)
-        return lambda x: x if lo <= x <= hi else None
+        return int(info.min), int(info.max), int
     return None
 
 
-_CONVERTERS: dict[np.dtype, Any] = {}
-
-
-def _remember_fast(fast_key: tuple, op: str, in_a: np.dtype, in_b: np.dtype, out: np.dtype,
-                   shape: tuple[int, ...]) -> None:
-    """Memoize a regular recording for ``binary``'s fast path: the op, dtypes and shape, and
-    per operand whether it needs a cast or broadcast (a tensor) or how its value converts
-    (a Python scalar)."""
-    sides = []
-    for kind_dtype, kind_shape, dtype in ((fast_key[2], fast_key[3], in_a),
-                                          (fast_key[-2], fast_key[-1], in_b)):
-        if isinstance(kind_dtype, np.dtype):
-            sides.append(kind_dtype != dtype or kind_shape != shape)
-        else:
-            conv = _CONVERTERS.get(dtype)
-            if conv is None:
-                conv = _CONVERTERS[dtype] = _converter(dtype)
-            if conv is None:
-                return  # never fast
-            sides.append(conv)
-    _RESOLVED[fast_key] = (op, in_a, in_b, out, shape, sides[0], sides[1])
+def _remember_fast(ufunc: str, fast_key: tuple, op: str, in_a: np.dtype, in_b: np.dtype,
+                   out: np.dtype, shape: tuple[int, ...]) -> None:
+    """Memoize a regular recording for the fast paths (``fast_key``: the path and the operand
+    kinds and shapes): the op, dtypes and shape, and per operand whether it needs a cast or
+    broadcast (a tensor) or which values convert how (a Python scalar, ``_bounds``)."""
+    tt, ts, st = _FAST[ufunc]
+    if fast_key[0] == "tt":
+        _, da, sa, db, sb = fast_key
+        tt[fast_key[1:]] = (op, in_a, in_b, out, shape, da != in_a or sa != shape,
+                            db != in_b or sb != shape)
+    elif fast_key[0] == "ts":
+        _, da, sa, kind = fast_key
+        bounds = _bounds(in_b, kind)
+        if bounds is not None:
+            ts[fast_key[1:]] = (op, in_a, in_b, out, shape, da != in_a or sa != shape, *bounds)
+    else:
+        _, kind, db, sb = fast_key
+        bounds = _bounds(in_a, kind)
+        if bounds is not None:
+            st[fast_key[1:]] = (op, in_a, in_b, out, shape, *bounds, db != in_b or sb != shape)
 
 
 def binary(ufunc: str, a: ArrayLike, b: ArrayLike) -> Tensor:
     """Record NumPy's ``ufunc(a, b)`` with NumPy's promotion and broadcasting."""
-    ta, tb = type(a), type(b)
-    # fast paths, memoized by operand kinds and shapes: tensor op tensor, tensor op Python
-    # scalar (power's result depends on the exponent's value: never memoized)
-    fast_key: tuple | None = None
-    if ta is Tensor:
-        na = a._node
-        if tb is Tensor:
-            nb = b._node
-            fast_key = ("tt", ufunc, na.dtype, na.shape, nb.dtype, nb.shape)
-            resolved = _RESOLVED.get(fast_key)
-            if resolved is not None:
-                op, in_a, in_b, out, shape, fit_a, fit_b = resolved
-                if fit_a:
-                    na = _fit(na, in_a, shape)
-                if fit_b:
-                    nb = _fit(nb, in_b, shape)
-                return _wrap(make(op, (na, nb), _NO_ATTRS, out, shape))
-        elif tb is float or tb is int:
-            fast_key = ("ts", ufunc, na.dtype, na.shape, tb, None)
-            resolved = _RESOLVED.get(fast_key)
-            if resolved is not None:
-                op, in_a, in_b, out, shape, fit_a, conv = resolved
-                value = conv(b)
-                if value is not None and len(na.leaves) < MAX_SCALAR_LEAVES:
+    fn = _BINARY_FNS.get(ufunc)
+    return fn(a, b) if fn is not None else _binary(ufunc, a, b, None)
+
+
+def _binary_fn(ufunc: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
+    """``binary`` for one ufunc, its fast paths inline: Tensor's operators are these
+    functions (so recording ``x * 2.0`` is one Python call into the frontend)."""
+
+    tt, ts, st = _FAST[ufunc] = ({}, {}, {})
+
+    def record(x1: ArrayLike, x2: ArrayLike) -> Tensor:
+        # fast paths, memoized by operand kinds and shapes: tensor op tensor, tensor op
+        # Python scalar (power's result depends on the exponent's value: never memoized)
+        ta, tb = type(x1), type(x2)
+        if ta is Tensor:
+            na = x1._node
+            if tb is Tensor:
+                nb = x2._node
+                resolved = tt.get((na.dtype, na.shape, nb.dtype, nb.shape))
+                if resolved is not None:
+                    op, in_a, in_b, out, shape, fit_a, fit_b = resolved
                     if fit_a:
                         na = _fit(na, in_a, shape)
-                    return _wrap(make(op, (na, make_scalar(value, in_b)), _NO_ATTRS, out, shape))
-    elif tb is Tensor and (ta is float or ta is int):
-        nb = b._node
-        fast_key = ("st", ufunc, ta, None, nb.dtype, nb.shape)
-        resolved = _RESOLVED.get(fast_key)
-        if resolved is not None:
-            op, in_a, in_b, out, shape, conv, fit_b = resolved
-            value = conv(a)
-            if value is not None and len(nb.leaves) < MAX_SCALAR_LEAVES:
-                if fit_b:
-                    nb = _fit(nb, in_b, shape)
-                return _wrap(make(op, (make_scalar(value, in_a), nb), _NO_ATTRS, out, shape))
-    return _binary(ufunc, a, b, fast_key)
+                    if fit_b:
+                        nb = _fit(nb, in_b, shape)
+                    t = _new_object(Tensor)  # (``_wrap``, inline)
+                    t._node = make2(op, na, nb, out, shape)
+                    return t
+                return _binary(ufunc, x1, x2, ("tt", na.dtype, na.shape, nb.dtype, nb.shape))
+            if tb is float or tb is int:
+                resolved = ts.get((na.dtype, na.shape, tb))
+                if resolved is not None:
+                    op, in_a, in_b, out, shape, fit_a, low, high, convert = resolved
+                    leaves = na.leaves
+                    if low <= x2 <= high and (leaves is None or (
+                            len(leaves) if type(leaves) is tuple else leaves.n)
+                            < MAX_SCALAR_LEAVES):
+                        if fit_a:
+                            na = _fit(na, in_a, shape)
+                        t = _new_object(Tensor)
+                        t._node = make_scalar_op(op, na, convert(x2), in_b, out, shape)
+                        return t
+                return _binary(ufunc, x1, x2, ("ts", na.dtype, na.shape, tb))
+        elif tb is Tensor and (ta is float or ta is int):
+            nb = x2._node
+            resolved = st.get((ta, nb.dtype, nb.shape))
+            if resolved is not None:
+                op, in_a, in_b, out, shape, low, high, convert, fit_b = resolved
+                leaves = nb.leaves
+                if low <= x1 <= high and (leaves is None or (
+                        len(leaves) if type(leaves) is tuple else leaves.n) < MAX_SCALAR_LEAVES):
+                    if fit_b:
+                        nb = _fit(nb, in_b, shape)
+                    t = _new_object(Tensor)
+                    t._node = make_scalar_op(op, nb, convert(x1), in_a, out, shape, True)
+                    return t
+            return _binary(ufunc, x1, x2, ("st", ta, nb.dtype, nb.shape))
+        return _binary(ufunc, x1, x2, None)
+
+    record.__name__ = record.__qualname__ = ufunc
+    return record
 
 
 def _binary(ufunc: str, a: ArrayLike, b: ArrayLike, fast_key: tuple | None) -> Tensor:
@@ -701,7 +708,7 @@ def _binary(ufunc: str, a: ArrayLike, b: ArrayLike, fast_key: tuple | None) -> T
         op = _BOOL_BINARY.get(op, op)
     if op in ("shl", "shr") or in_a == in_b:
         if fast_key is not None and ufunc != "power":
-            _remember_fast(fast_key, op, in_a, in_b, out, shape)
+            _remember_fast(ufunc, fast_key, op, in_a, in_b, out, shape)
         return Tensor(make(op, (na, nb), {}, out, shape))
     raise DTypeError(f"{ufunc}: unsupported operand dtypes {in_a} and {in_b}")  # pragma: no cover
 
@@ -737,14 +744,51 @@ def unary(ufunc: str, x: ArrayLike, note: str | None = None) -> Tensor:
 
     ``note`` says why this op was chosen for a specific value (``x ** 2`` as ``square``).
     """
-    if type(x) is Tensor and note is None:  # fast path: a memoized regular recording
-        node = x._node
-        resolved = _UNARY_RESOLVED.get((ufunc, node.dtype))
-        if resolved is not None:
-            op, in_dt, out, cast = resolved
-            if cast:
-                node = cast_node(node, in_dt)
-            return _wrap(make(op, (node,), _NO_ATTRS, out, node.shape))
+    if note is not None:
+        return _unary(ufunc, x, note)
+    return (_UNARY_FNS.get(ufunc) or unary_recorder(ufunc))(x)
+
+
+def unary_recorder(ufunc: str) -> Callable[[ArrayLike], Tensor]:
+    """The function recording ``unary(ufunc, x)`` (made on first use, then kept)."""
+    fn = _UNARY_FNS.get(ufunc)
+    if fn is None:
+        fn = _UNARY_FNS.setdefault(ufunc, _unary_fn(ufunc))
+    return fn
+
+
+def binary_recorder(ufunc: str) -> Callable[[ArrayLike, ArrayLike], Tensor]:
+    """The function recording ``binary(ufunc, a, b)``."""
+    return _BINARY_FNS[ufunc]
+
+
+def _unary_fn(ufunc: str) -> Callable[[ArrayLike], Tensor]:
+    """``unary`` for one ufunc, its fast path inline (``fj.exp`` and ``-x`` are these)."""
+    resolved_by_dtype = _UNARY_RESOLVED.setdefault(ufunc, {})
+
+    def record(x: ArrayLike) -> Tensor:
+        if type(x) is Tensor:  # fast path: a memoized regular recording
+            node = x._node
+            resolved = resolved_by_dtype.get(node.dtype)
+            if resolved is not None:
+                op, in_dt, out, cast = resolved
+                if cast:
+                    node = cast_node(node, in_dt)
+                t = _new_object(Tensor)
+                t._node = make1(op, node, out, node.shape)
+                return t
+        return _unary(ufunc, x, None)
+
+    record.__name__ = record.__qualname__ = ufunc
+    return record
+
+
+#: ufunc -> its recording function (``unary``'s fast path inline)
+_UNARY_FNS: dict[str, Callable[[ArrayLike], Tensor]] = {}
+
+
+def _unary(ufunc: str, x: ArrayLike, note: str | None) -> Tensor:
+    """The full path of ``unary``: type resolution and checks; memoizes regular recordings."""
     xt = _operand(x)
     if not isinstance(xt, Tensor):
         xt = asarray(xt if type(xt) is DynamicFloat else np.asarray(xt))
@@ -769,13 +813,13 @@ def unary(ufunc: str, x: ArrayLike, note: str | None = None) -> Tensor:
     if op in ("floor", "ceil", "trunc", "rint") and not is_float(in_dt):
         return Tensor(node)  # identity on integers, as in NumPy 2
     if note is None:
-        _UNARY_RESOLVED[(ufunc, xt.dtype)] = (op, in_dt, out, xt.dtype != in_dt)
+        _UNARY_RESOLVED.setdefault(ufunc, {})[xt.dtype] = (op, in_dt, out, xt.dtype != in_dt)
     return Tensor(make(op, (node,), {}, out, node.shape, note))
 
 
-#: (ufunc, operand dtype) -> (op, input dtype, output dtype, whether to cast) for ufuncs whose
+#: ufunc -> operand dtype -> (op, input dtype, output dtype, whether to cast) for ufuncs whose
 #: recording was regular: repeated recordings skip type resolution and checks
-_UNARY_RESOLVED: dict[tuple[str, np.dtype], tuple[str, np.dtype, np.dtype, bool]] = {}
+_UNARY_RESOLVED: dict[str, dict[np.dtype, tuple[str, np.dtype, np.dtype, bool]]] = {}
 
 
 def _is_scalar_half(x: Tensor | Scalar) -> bool:
@@ -920,3 +964,29 @@ def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1,
     else:
         start, step = int(start), int(step)
     return Tensor(make("iota", (), {"start": start, "step": step}, dt, (n,)))
+
+
+#: ufunc -> its recording function (``binary``'s fast paths inline)
+_BINARY_FNS = {name: _binary_fn(name) for name in _BINARY_OPS}
+
+
+def _reflected(record: Callable[[ArrayLike, ArrayLike], Tensor]) -> Any:
+    def method(self: Tensor, o: ArrayLike) -> Tensor:
+        return record(o, self)
+    return method
+
+
+#: Tensor's binary operators: method name -> ufunc (a reflected method too where Python has one)
+_OPERATORS = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+              "floordiv": "floor_divide", "mod": "remainder", "and": "bitwise_and",
+              "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift",
+              "rshift": "right_shift", "lt": "less", "le": "less_equal", "gt": "greater",
+              "ge": "greater_equal", "eq": "equal", "ne": "not_equal"}
+for _method, _ufunc in _OPERATORS.items():
+    setattr(Tensor, f"__{_method}__", _BINARY_FNS[_ufunc])
+    if _method not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(Tensor, f"__r{_method}__", _reflected(_BINARY_FNS[_ufunc]))
+Tensor.__rpow__ = _reflected(_BINARY_FNS["power"])  # type: ignore[attr-defined]
+for _method, _ufunc in (("neg", "negative"), ("pos", "positive"), ("abs", "absolute"),
+                        ("invert", "invert")):
+    setattr(Tensor, f"__{_method}__", unary_recorder(_ufunc))

@@ -1,9 +1,12 @@
 """The lazy graph: immutable, hash-consed nodes, and their lowering to a Program.
 
 Structurally equal nodes are the same object (common subexpression
-elimination for free): ``make`` looks a node up by its key before creating it.
-Each node computes its key and hash once, at creation. Leaves that hold data
-(``input`` nodes) are never merged: each carries its own serial number.
+elimination for free): ``make`` looks a node up by its key (op, attributes,
+dtype, shape and the identity of its sources) before creating it. Leaves
+(``input`` nodes holding data, ``scalar`` nodes holding a value) are never
+merged, so they are never looked up; nor is a node over a scalar leaf made for
+it alone (``make2``'s ``fresh``: a Python scalar meeting a tensor), which no
+other node can equal.
 
 Each node also gets, at creation, a *signature*: a small int naming its
 structure with the data leaves abstracted to their position (``leaves``, in
@@ -32,7 +35,15 @@ import numpy as np
 from ..dtypes import ir_name
 from .program import Instr, Param, Program, TensorType
 
-_INPUT_SERIAL = itertools.count()
+#: the attributes of a node without any (never mutated)
+_NO_ATTRS: dict[str, Any] = {}
+#: An input leaf keeps alive the last ``KEEP_DERIVED`` nodes made from it alone (its only
+#: leaf, no scalar params) at most ``KEEP_DEPTH`` ops deep: a loop that records the same
+#: expression again (``fj.layer_norm(x, w, b)``, ``x - x.mean()``) finds them in the table
+#: instead of making them anew. They hold no data (the leaf is theirs), and their number
+#: per leaf is bounded.
+KEEP_DERIVED = 32
+KEEP_DEPTH = 8
 #: structural signature (op, attributes, dtype, shape, sources' signatures and leaf positions)
 #: -> a small int, so a node's signature is computed once, when it is created
 _SIGS: dict[tuple, int] = {}
@@ -48,15 +59,14 @@ MAX_SCALAR_LEAVES = 64
 _new = object.__new__
 
 
-class _KeyedRef(weakref.ref):
-    """A weak reference that remembers its table key (weakref.KeyedRef, without its
-    Python-level constructor, which costs more than the rest of creating a node)."""
-
-    __slots__ = ("key",)
-
-
-#: structural key -> weak reference to the one live node with that structure
-_NODES: dict[tuple, _KeyedRef] = {}
+#: structural key -> weak reference to the one live node with that structure. References
+#: carry no callback (a Python call per dying node cost about as much as making the node):
+#: entries of dead nodes stay until the table has grown past ``_sweep_at``, then ``_sweep``
+#: drops them
+_NODES: dict[tuple, weakref.ref] = {}
+_MIN_SWEEP = 4096
+_sweep_at = _MIN_SWEEP
+_ref = weakref.ref
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -83,11 +93,13 @@ class Node:
     ``op`` is an IR op, ``input`` (a leaf holding a buffer) or ``scalar`` (a leaf holding
     a scalar value, passed to kernels by value: a scalar param of the Program). Leaves of
     both kinds are never merged; ``leaves`` lists those under a node, in the order the
-    Program's inputs take.
+    Program's inputs take (``leaves_of``). A leaf's own ``leaves`` is None, not the tuple
+    of itself: that tuple would make each leaf a reference cycle, which only the garbage
+    collector frees (a realized tensor's buffer with it).
     """
 
-    __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "key", "buffer", "name",
-                 "sig", "leaves", "copies", "arg", "stream", "__weakref__")
+    __slots__ = ("op", "srcs", "attrs", "dtype", "shape", "buffer", "name", "sig", "leaves",
+                 "copies", "arg", "stream", "used", "depth", "derived", "__weakref__")
 
     op: str
     srcs: tuple[Node, ...]
@@ -103,6 +115,14 @@ class Node:
     #: input leaves only: the CuPy stream a device backend computed the buffer on (None: not
     #: computed by a device backend); buffer exports name it as the stream to wait for
     stream: Any
+    #: whether a node was made with this one among its sources: until then no node's key
+    #: names it, so ``make`` need not look one up
+    used: bool
+    #: ops on the longest path from a leaf or constant (0 for those)
+    depth: int
+    #: input leaves only: the last ``KEEP_DERIVED`` nodes made from this leaf alone, kept
+    #: alive (None: none yet; False: never, a computed result)
+    derived: list[Node] | bool | None
 
     def __repr__(self) -> str:
         return f"Node({self.op}, {ir_name(self.dtype)}{list(self.shape)})"
@@ -113,26 +133,17 @@ class Node:
         return TensorType(self.dtype, self.shape)
 
 
-class Leaf(Node):
-    """A leaf node (``input`` or ``scalar``): the only leaf under it is itself.
-
-    ``leaves`` is computed rather than stored: a stored ``(node,)`` is a reference cycle,
-    which only the garbage collector frees, so a realized output's device buffer outlived
-    its last tensor until a collection ran; a loop of large realizes then made the CuPy pool
-    allocate fresh device memory for every output (27 GB held after 106 realizes of a 256 MB
-    layer norm on the H200, and each realize's host time tripled)."""
-
-    __slots__ = ()
-
-    @property
-    def leaves(self) -> tuple[Node, ...]:  # type: ignore[override]
-        return (self,)
-
-
-def _forget(ref: _KeyedRef) -> None:
-    # a node died: drop its table entry unless a newer node took the key meanwhile
-    if _NODES.get(ref.key) is ref:
-        del _NODES[ref.key]
+def _sweep() -> None:
+    """Drop the table entries of dead nodes; the next sweep comes when the table has doubled
+    (so sweeping costs O(1) per node created)."""
+    global _sweep_at
+    # (over a copy, which dict.copy makes without running Python code: building a list of
+    # the items allocates, and a garbage collection there may run code that lets another
+    # thread add an entry to the table while it is being iterated)
+    for key, ref in _NODES.copy().items():
+        if ref() is None and _NODES.get(key) is ref:
+            _NODES.pop(key, None)
+    _sweep_at = max(2 * len(_NODES), _MIN_SWEEP)
 
 
 def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype,
@@ -146,65 +157,45 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
         frozen: tuple = tuple([(k, _freeze(v)) for k, v in attrs.items()])
     else:
         frozen = ()
+        attrs = _NO_ATTRS
     if note is not None:
         frozen += (("#note", note),)
     n = len(srcs)
-    # keys of different arities differ in length, so they never compare equal
     if n == 2:
-        a, b = srcs
-        key: tuple = (op, id(a), id(b), frozen, dtype, shape)
-    elif n == 1:
-        a = srcs[0]
-        key = (op, id(a), frozen, dtype, shape)
-    elif n == 0:
-        key = (op, frozen, dtype, shape)
+        return make2(op, srcs[0], srcs[1], dtype, shape, attrs, frozen, note)
+    if n == 1:
+        return make1(op, srcs[0], dtype, shape, attrs, frozen, note)
+    # keys of different arities differ in length, so they never compare equal
+    if n == 0:
+        key: tuple = (op, frozen, dtype, shape)
+        known = True
     else:
         key = (op, *[id(s) for s in srcs], frozen, dtype, shape)
-    ref = _NODES.get(key)
-    if ref is not None:
-        node = ref()
-        # sources are held by the node, so their ids cannot have been reused while it lives
-        if node is not None:
-            return node
+        known = all([s.used for s in srcs])  # (else no node has this key yet)
+    if known:
+        ref = _NODES.get(key)
+        if ref is not None:
+            node = ref()
+            # sources are held by the node, so their ids cannot have been reused while it lives
+            if node is not None:
+                return node
     node = _new(Node)
     node.op, node.srcs, node.attrs, node.dtype, node.shape = op, srcs, attrs, dtype, shape
-    node.key = key
     node.buffer = node.name = None
-    if n == 2 and (len(a.leaves) >= SHARE_LEAVES or type(a.leaves) is not tuple
-                   or type(b.leaves) is not tuple):
-        # a long list of leaves (a chain meeting a new input at every step): shared, not
-        # copied at every node (see LeafView)
-        node.leaves, positions = _merge_shared([a.leaves, b.leaves])
-        signature = (op, frozen, dtype, shape, a.sig, b.sig, positions)
-    elif n == 2:
-        la, lb = a.leaves, b.leaves
-        # the common cases without a general merge (``tag`` says which, and where): one side
-        # has no leaves or the same ones, or one side has a single leaf (a scalar parameter,
-        # a new input), which is found in the other side's leaves or appended to them
-        if lb is la or not lb:
-            node.leaves, tag = la, 0
-        elif not la:
-            node.leaves, tag = lb, 1
-        elif b.op == "scalar" and not b.copies:  # a scalar read for the first time: appended
-            b.copies = True
-            node.leaves, tag = la + lb, 2
-        elif len(lb) == 1:
-            node.leaves, tag = _place(lb[0], la, 2)
-        elif len(la) == 1:
-            node.leaves, tag = _place(la[0], lb, 3)
-        else:  # (the positions of a general merge start with None: no clash with the above)
-            node.leaves, tag = merge_leaves([la, lb])
-        signature: tuple = (op, frozen, dtype, shape, a.sig, b.sig, tag)
-    elif n == 1:
-        node.leaves = a.leaves
-        signature = (op, frozen, dtype, shape, a.sig)
-    elif n == 0:
+    node.used = False
+    if n == 0:
+        node.depth = 0
         node.leaves = ()
-        signature = (op, frozen, dtype, shape)
+        signature: tuple = (op, frozen, dtype, shape)
     else:
-        groups = [s.leaves for s in srcs]
+        for src in srcs:
+            src.used = True
+        node.depth = 1 + max([s.depth for s in srcs])
+        groups = [leaves_of(s) for s in srcs]
         if all(type(g) is tuple for g in groups) and sum(len(g) for g in groups) < SHARE_LEAVES:
             node.leaves, positions = merge_leaves(groups)
+            if node.depth <= KEEP_DEPTH and len(node.leaves) == 1:
+                _keep(node)
         else:
             node.leaves, positions = _merge_shared(groups)
         signature = (op, frozen, dtype, shape, tuple([s.sig for s in srcs]), positions)
@@ -212,10 +203,221 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
     node.sig = sig if sig is not None else _intern(signature)
     if note is not None:
         NOTES[node.sig] = note
-    ref = _KeyedRef(node, _forget)
-    ref.key = key
-    _NODES[key] = ref
+    _NODES[key] = _ref(node)
+    if len(_NODES) > _sweep_at:
+        _sweep()
     return node
+
+
+def make1(op: str, a: Node, dtype: np.dtype, shape: tuple[int, ...],
+          attrs: dict[str, Any] = _NO_ATTRS, frozen: tuple = (), note: str | None = None) -> Node:
+    """``make(op, (a,), attrs, dtype, shape, note)`` (``frozen``: the attributes and note as
+    ``make`` freezes them, ``(("shape", shape),)`` for a reshape: shapes and axes are tuples
+    of ints, which freeze to themselves)."""
+    key = (op, id(a), frozen, dtype, shape)
+    if a.used:  # (else no node has this key yet)
+        ref = _NODES.get(key)
+        if ref is not None:
+            node = ref()
+            # the source is held by the node, so its id cannot have been reused while it lives
+            if node is not None:
+                return node
+    node = _new(Node)
+    node.op, node.srcs, node.attrs, node.dtype, node.shape = op, (a,), attrs, dtype, shape
+    node.buffer = node.name = None
+    node.used = False
+    a.used = True
+    leaves = a.leaves
+    if leaves is None:
+        leaves = (a,)
+    node.leaves = leaves
+    if a.op == "scalar":
+        a.copies = True  # now in this node's leaves (see make2)
+    depth = node.depth = a.depth + 1
+    if depth <= KEEP_DEPTH and type(leaves) is tuple and len(leaves) == 1 \
+            and leaves[0].op == "input":
+        _keep(node)
+    signature = (op, frozen, dtype, shape, a.sig)
+    sig = _SIGS.get(signature)
+    node.sig = sig if sig is not None else _intern(signature)
+    if note is not None:
+        NOTES[node.sig] = note
+    _NODES[key] = _ref(node)
+    if len(_NODES) > _sweep_at:
+        _sweep()
+    return node
+
+
+def make2(op: str, a: Node, b: Node, dtype: np.dtype, shape: tuple[int, ...],
+          attrs: dict[str, Any] = _NO_ATTRS, frozen: tuple = (), note: str | None = None,
+          fresh: bool = False) -> Node:
+    """``make(op, (a, b), attrs, dtype, shape, note)`` (``frozen``: the attributes and note
+    as ``make`` freezes them); the defaults are the hot path of binary ops.
+
+    ``fresh``: one operand is a scalar leaf just made for this node and read by no other
+    (``binary``'s Python scalars): no node can have this structure yet, and the leaf is
+    never met again, so the node is not looked up or entered in the table (it is unique).
+    """
+    if not fresh:
+        key = (op, id(a), id(b), frozen, dtype, shape)
+        if a.used and b.used:  # (else no node has this key yet)
+            ref = _NODES.get(key)
+            if ref is not None:
+                node = ref()
+                # sources are held by the node, so their ids cannot have been reused while
+                # it lives
+                if node is not None:
+                    return node
+    node = _new(Node)
+    node.op, node.srcs, node.attrs, node.dtype, node.shape = op, (a, b), attrs, dtype, shape
+    node.buffer = node.name = None
+    node.used = False
+    a.used = b.used = True
+    depth, db = a.depth, b.depth
+    if db > depth:
+        depth = db
+    node.depth = depth = depth + 1
+    la, lb = a.leaves, b.leaves
+    if la is None:  # (a leaf)
+        la = (a,)
+    if lb is None:
+        lb = la if b is a else (b,)
+    if type(la) is not tuple or type(lb) is not tuple or len(la) >= SHARE_LEAVES:
+        # a long list of leaves (a chain meeting a new input at every step): shared, not
+        # copied at every node (see LeafView)
+        if (b.op == "scalar" and not b.copies and type(la) is LeafView
+                and la.n == len(la.shared.items)):
+            # (``_merge_shared``, inline: a scalar read for the first time, appended in place)
+            shared, n = la.shared, la.n
+            shared.items.append(b)
+            shared.index[id(b)] = n
+            b.copies = True
+            view = node.leaves = _new(LeafView)
+            view.shared, view.n = shared, n + 1
+            positions = (None, (n,))
+        else:
+            node.leaves, positions = _merge_shared([la, lb])
+        signature: tuple = (op, frozen, dtype, shape, a.sig, b.sig, positions)
+    else:
+        # the common cases without a general merge (``tag`` says which, and where): one side
+        # has no leaves or the same ones, or one side has a single leaf (a scalar parameter,
+        # a new input), which is found in the other side's leaves or appended to them. A
+        # scalar leaf is marked (``copies``) once it is in a node's leaves: an unmarked one
+        # is in none, so it is appended without a search.
+        if lb is la or not lb:
+            node.leaves, tag = la, 0
+        elif not la:
+            node.leaves, tag = lb, 1
+        elif b.op == "scalar" and not b.copies:  # a scalar read for the first time: appended
+            node.leaves, tag = la + lb, 2
+        elif len(lb) == 1:  # (``_place``, inline: a new input, a scalar read again)
+            leaf = lb[0]
+            if leaf in la:
+                node.leaves, tag = la, (2, la.index(leaf))
+            else:
+                node.leaves, tag = la + lb, 2
+        elif len(la) == 1:
+            node.leaves, tag = _place(la[0], lb, 3)
+        else:  # (the positions of a general merge start with None: no clash with the above)
+            node.leaves, tag = merge_leaves([la, lb])
+        if a.op == "scalar":
+            a.copies = True
+        if b.op == "scalar":
+            b.copies = True
+        if depth <= KEEP_DEPTH and len(node.leaves) == 1 and node.leaves[0].op == "input":
+            _keep(node)
+        signature = (op, frozen, dtype, shape, a.sig, b.sig, tag)
+    sig = _SIGS.get(signature)
+    node.sig = sig if sig is not None else _intern(signature)
+    if note is not None:
+        NOTES[node.sig] = note
+    if not fresh:
+        _NODES[key] = _ref(node)
+        if len(_NODES) > _sweep_at:
+            _sweep()
+    return node
+
+
+def make_scalar_op(op: str, a: Node, value: Any, sdtype: np.dtype, dtype: np.dtype,
+                   shape: tuple[int, ...], first: bool = False) -> Node:
+    """``make2(op, a, make_scalar(value, sdtype), dtype, shape, fresh=True)`` (the scalar
+    first when ``first``) in one step: the hot path of a tensor meeting a Python scalar.
+
+    The node's leaves, tag and signature are the ones ``make2`` gives (a test compares them).
+    """
+    s = _new(Node)
+    s.op, s.srcs, s.attrs, s.dtype, s.shape = "scalar", (), _NO_ATTRS, sdtype, ()
+    s.buffer = value
+    s.name = s.stream = s.arg = s.leaves = None
+    s.copies = s.used = True  # (in this node's leaves, a source of it)
+    s.depth = 0
+    sig = _SCALAR_SIGS.get(sdtype)
+    if sig is None:
+        sig = _SCALAR_SIGS[sdtype] = _intern(("scalar", sdtype))
+    s.sig = sig
+    node = _new(Node)
+    node.op, node.attrs, node.dtype, node.shape = op, _NO_ATTRS, dtype, shape
+    node.buffer = node.name = None
+    node.used = False
+    node.depth = a.depth + 1
+    if a.op == "scalar":
+        a.copies = True
+    a.used = True
+    leaves = a.leaves
+    if leaves is None:
+        leaves = (a,)
+    if first:
+        node.srcs = (s, a)
+        if type(leaves) is not tuple or SHARE_LEAVES <= 1:
+            node.leaves, tag = _merge_shared([(s,), leaves])
+        elif not leaves:
+            node.leaves, tag = (s,), 0
+        elif len(leaves) == 1 or a.op == "scalar":  # (a scalar a: read for the first time)
+            node.leaves, tag = (s, *leaves), 2
+        else:
+            node.leaves, tag = (*leaves, s), 3
+        signature: tuple = (op, (), dtype, shape, sig, a.sig, tag)
+    else:
+        node.srcs = (a, s)
+        if type(leaves) is not tuple or len(leaves) >= SHARE_LEAVES:
+            if type(leaves) is LeafView and leaves.n == len(leaves.shared.items):
+                # appended in place (see make2)
+                shared, n = leaves.shared, leaves.n
+                shared.items.append(s)
+                shared.index[id(s)] = n
+                view = node.leaves = _new(LeafView)
+                view.shared, view.n = shared, n + 1
+                tag = (None, (n,))
+            else:
+                node.leaves, tag = _merge_shared([leaves, (s,)])
+        elif not leaves:
+            node.leaves, tag = (s,), 1
+        else:
+            node.leaves, tag = (*leaves, s), 2
+        signature = (op, (), dtype, shape, a.sig, sig, tag)
+    sig = _SIGS.get(signature)
+    node.sig = sig if sig is not None else _intern(signature)
+    return node
+
+
+def leaves_of(node: Node) -> Any:
+    """The leaves under ``node`` in the Program's input order (a tuple, or a ``LeafView``)."""
+    leaves = node.leaves
+    return (node,) if leaves is None else leaves
+
+
+def _keep(node: Node) -> None:
+    """Keep ``node`` alive on its only leaf, an input (see ``KEEP_DERIVED``)."""
+    leaf = node.leaves[0]
+    if leaf.op != "input":
+        return
+    kept = leaf.derived
+    if kept is None:
+        leaf.derived = [node]
+    elif kept is not False:  # (False: a result, see make_input)
+        kept.append(node)
+        if len(kept) > KEEP_DERIVED:
+            del kept[0]
 
 
 def _place(leaf: Node, leaves: tuple[Node, ...], side: int) -> tuple[tuple[Node, ...], Any]:
@@ -326,19 +528,25 @@ def merge_leaves(groups: list[Any]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
 
 
 def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str | None,
-               sig: int | None = None, stream: Any = None) -> Node:
+               sig: int | None = None, stream: Any = None, result: bool = False) -> Node:
     """A leaf holding data. Never merged with another leaf. ``stream``: the CuPy stream the
-    buffer was computed on, when a device backend computed it.
+    buffer was computed on, when a device backend computed it. ``result``: the buffer is a
+    computed result (``realize``, ``fj.jit``), which keeps no nodes made from it alive
+    (``KEEP_DERIVED``): a loop makes a new one each time, and the nodes would make the leaf
+    a reference cycle, freed (its buffer with it) only by the garbage collector.
 
     ``sig`` is the leaf's signature when the caller computed it before (``fj.jit`` wraps
     its outputs this way); it must be ``_intern(("input", name, dtype, shape))``.
     """
-    node = _new(Leaf)
+    node = _new(Node)
     node.op, node.srcs, node.attrs, node.dtype, node.shape = "input", (), {}, dtype, shape
-    node.key = ("input", next(_INPUT_SERIAL))
     node.buffer, node.name = buffer, name
     node.copies = node.arg = None  # a device backend's copies of host data, by device id
     node.stream = stream
+    node.used = False
+    node.depth = 0
+    node.derived = False if result else None
+    node.leaves = None  # (leaves_of: itself)
     node.sig = _intern(("input", name, dtype, shape)) if sig is None else sig
     return node
 
@@ -351,18 +559,20 @@ def make_scalar(value: Any, dtype: np.dtype, arg: Any = None) -> Node:
     one Python value are two parameters), so the structure never depends on values.
     ``arg`` tells ``fj.jit`` which argument gives the value on a later call.
     """
-    node = _new(Leaf)
+    node = _new(Node)
     node.op = "scalar"
     node.srcs = ()
     node.attrs = _NO_ATTRS
     node.dtype = dtype
     node.shape = ()
-    node.key = None  # never looked up
     node.buffer = value
     node.name = None
     node.copies = False  # not read by any node yet
     node.stream = None
     node.arg = arg
+    node.used = False
+    node.depth = 0
+    node.leaves = None  # (leaves_of: itself)
     sig = _SCALAR_SIGS.get(dtype)
     if sig is None:
         sig = _SCALAR_SIGS[dtype] = _intern(("scalar", dtype))
@@ -372,9 +582,6 @@ def make_scalar(value: Any, dtype: np.dtype, arg: Any = None) -> Node:
 
 #: signature of a scalar leaf, by dtype (its signature holds nothing else)
 _SCALAR_SIGS: dict[np.dtype, int] = {}
-#: the attributes of a leaf without any (never mutated)
-_NO_ATTRS: dict[str, Any] = {}
-
 
 def structural_key(outputs: list[Node]) -> tuple[tuple, tuple[Node, ...]]:
     """The plan-cache key of ``outputs`` and their leaves, in the Program's input order.
@@ -385,8 +592,10 @@ def structural_key(outputs: list[Node]) -> tuple[tuple, tuple[Node, ...]]:
     if len(outputs) == 1:
         node = outputs[0]
         leaves = node.leaves
+        if leaves is None:
+            return (node.sig,), (node,)
         return (node.sig,), leaves if type(leaves) is tuple else tuple(leaves)
-    leaves, positions = merge_leaves([n.leaves for n in outputs])
+    leaves, positions = merge_leaves([leaves_of(n) for n in outputs])
     return (tuple(n.sig for n in outputs), positions), leaves
 
 

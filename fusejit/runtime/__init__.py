@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import BackendError, BackendUnavailableError, InputError
-from ..frontend.scalars import check_value_access
+from ..frontend.scalars import RECORDING, check_value_access
 from ..fuse import plan_for
 from ..fuse.plan import TILING_DESCRIBERS
 from ..ir.graph import build_program, make_input, structural_key, topological_order
@@ -243,6 +243,38 @@ def plan_of(nodes: list[Any], key: tuple, leaves: tuple[Any, ...]) -> Any:
     return plan
 
 
+def realize_one(t: Any) -> None:
+    """``realize(t)`` for one tensor (``Tensor.realize``: the loop case), with what the
+    general path looks up inlined: the plan by the node's signature, the backend."""
+    node = t._node
+    op = node.op
+    if op == "input":
+        return
+    if op == "scalar" or RECORDING.get() is not None:
+        realize(t)  # (the general path: a NumPy scalar, or raising RecordingError)
+        return
+    key = (node.sig,)  # structural_key([node])
+    leaves = node.leaves
+    if type(leaves) is not tuple:
+        leaves = tuple(leaves)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = plan_of([node], key, leaves)
+    name = _override.get()
+    if name is None:
+        name = _selected if _selected is not None else get_backend()
+    backend = _backends.get(name)
+    if backend is None:
+        backend = backend_instance(name)
+    if backend.device_memory:
+        outs = backend.execute_leaves(plan.program, leaves, plan)
+        stream = backend.current_stream()  # the stream the kernels are queued on
+    else:
+        outs = backend.execute(plan.program, [leaf.buffer for leaf in leaves], plan)
+        stream = None
+    t._node = make_input(outs[0], node.dtype, node.shape, None, stream=stream, result=True)
+
+
 def realize(*tensors: Any) -> tuple[Any, ...]:
     """Compute several tensors with one plan; shared subexpressions run once.
 
@@ -274,13 +306,15 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
             stream = None
         if len(tensors) == 1:
             node = tensors[0]._node
-            tensors[0]._node = make_input(outs[0], node.dtype, node.shape, None, stream=stream)
+            tensors[0]._node = make_input(outs[0], node.dtype, node.shape, None, stream=stream,
+                                          result=True)
             return tensors
         by_node = {id(n): out for n, out in zip(nodes, outs)}
         for t in tensors:
             if id(t._node) in by_node:
                 node = t._node
-                t._node = make_input(by_node[id(node)], node.dtype, node.shape, None, stream)
+                t._node = make_input(by_node[id(node)], node.dtype, node.shape, None, stream,
+                                     result=True)
     return tensors
 
 

@@ -43,8 +43,11 @@ dict from (device, input specialization: the element strides and 16-byte
 alignment of each buffer input, None for a scalar param) to a *plan runner*:
 every launch of every kernel bound to slots, so a repeated ``realize`` (or an
 ``fj.jit`` call) converts its scalars, allocates the results and launches,
-with no per-kernel lookup. Per Kernel object, the emitted, compiled and loaded
-launches by argument specialization (shared by structurally equal kernels).
+with no per-kernel lookup. A realize finds its runner without building that key
+when its leaves have the specialization of the program's last realize on the
+device (``execute_leaves``: the loop case). Per Kernel object, the emitted,
+compiled and loaded launches by argument specialization (shared by structurally
+equal kernels).
 
 Scalar params are passed by value as NumPy scalars of their carrier dtype
 (``codegen.lowering.SCALAR_ARG``): CuPy packs them like C scalars. Nothing here
@@ -66,6 +69,7 @@ a ``DeviceMemoryError`` naming the device and the bytes asked for.
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 import threading
 from collections.abc import Callable
@@ -154,13 +158,20 @@ class CudaBackend:
         #: the attribute of a Kernel holding this instance's launchers (per instance: a
         #: launcher holds functions loaded by this instance's CuPy)
         self._slot = f"_fusejit_cuda{next(_INSTANCES)}"
+        #: the attribute of a Program holding, per device, the specialization of the leaves
+        #: its last realize had and that specialization's runner (``execute_leaves``)
+        self._leaf_slot = self._slot + "_leaves"
+        self._get_device = cp.cuda.runtime.getDevice
+        #: ``current_stream()``: CuPy's current stream (of this thread and the current
+        #: device), what kernels launch on (CuPy's own function: nothing to add per call)
+        self.current_stream = cp.cuda.get_current_stream
         self.device()  # the current device is checked now (a GPU too old is refused here)
 
     # -- devices -------------------------------------------------------------------
     def device(self, device_id: int | None = None) -> _Device:
         """The per-device state of ``device_id`` (default: CuPy's current device)."""
         if device_id is None:
-            device_id = int(self.cp.cuda.runtime.getDevice())
+            device_id = int(self._get_device())
         found = self._devices.get(device_id)
         if found is not None:
             return found
@@ -249,14 +260,45 @@ class CudaBackend:
         if entry is None:
             b = self.cp.ascontiguousarray(b)
             entry = array_spec(b)
-        found = copies[dev.id] = (b, entry)
+        found = copies[dev.id] = (b, _interned(entry))
         return found
 
     def execute_leaves(self, program: Program, leaves: tuple[Any, ...],
                        plan: Any = None) -> list[Any]:
         """``execute`` for a realize: the program's inputs are graph leaves, whose arrays and
-        specializations are kept on the leaves (so a repeated realize computes neither)."""
-        dev = self.device()
+        specializations are kept on the leaves (so a repeated realize computes neither).
+
+        Per device, the program keeps the specialization of the leaves of its last realize
+        and that specialization's runner: a realize whose leaves have the same one (the
+        loop case) binds them and runs, with no specialization key built or looked up.
+        """
+        dev_id = self._get_device()
+        bindings = program.__dict__.get(self._leaf_slot)
+        found = bindings.get(dev_id) if bindings is not None else None
+        if found is not None:
+            want, run = found
+            arrays: list[Any] = []
+            append = arrays.append
+            for leaf, spec in zip(leaves, want):
+                if spec is None:  # a scalar param: its value
+                    append(leaf.buffer)
+                    continue
+                copies = leaf.copies
+                kept = copies.get(dev_id) if copies is not None else None
+                if kept is None or kept[1] is not spec:
+                    break  # another specialization, or not on this device yet
+                append(kept[0])
+            else:
+                try:
+                    return run(arrays)
+                except self._oom as exc:
+                    raise _out_of_memory(exc, dev_id, _asked(exc),
+                                         f"while running @{program.name}") from None
+        return self._execute_leaves(program, leaves, dev_id)
+
+    def _execute_leaves(self, program: Program, leaves: tuple[Any, ...], dev_id: int
+                        ) -> list[Any]:
+        dev = self.device(dev_id)
         arrays: list[Any] = []
         spec: list[Any] = []
         for leaf in leaves:
@@ -266,11 +308,17 @@ class CudaBackend:
                 continue
             array, entry = self._leaf_array(leaf, dev)
             if entry is None:  # on another device: the general path says which
-                return self.execute(program, self.leaf_buffers(leaves), plan)
+                return self.execute(program, self.leaf_buffers(leaves), None)
             arrays.append(array)
             spec.append(entry)
+        want = tuple(spec)
         try:
-            return self.plan_runner(program, tuple(spec), dev)(arrays)
+            run = self.plan_runner(program, want, dev)
+            bindings = program.__dict__.get(self._leaf_slot)
+            if bindings is None:
+                bindings = program.__dict__.setdefault(self._leaf_slot, {})
+            bindings[dev_id] = (want, run)
+            return run(arrays)
         except self._oom as exc:
             raise _out_of_memory(exc, dev.id, _asked(exc), f"while running @{program.name}") \
                 from None
@@ -280,10 +328,6 @@ class CudaBackend:
         if isinstance(buffer, np.ndarray):
             return buffer
         return self.cp.asnumpy(buffer)
-
-    def current_stream(self) -> Any:
-        """CuPy's current stream (of this thread and the current device): what kernels launch on."""
-        return self.cp.cuda.get_current_stream()
 
     # -- programs ----------------------------------------------------------------------
     def execute(self, program: Program, buffers: list[Any], plan: Any = None) -> list[Any]:
@@ -417,6 +461,12 @@ class CudaBackend:
         empty, oom, device_id = self.cp.empty, self._oom, dev.id
         stream_of, held = self.cp.cuda.get_current_stream, {}
         sizes = [n for _, n in counter_slots]
+        # per launch: function, grid, block, shared memory and a getter of its arguments
+        # from the slots (a tuple: CuPy takes any sequence)
+        bound = tuple((fn, grid, block, shared, _getter(sel))
+                      for fn, grid, block, shared, sel in launches)
+        fresh = [(i, shape, dtype) for i, shape, dtype, _ in allocs]
+        single = outputs[0][0] if len(outputs) == 1 and not outputs[0][1] else None
 
         def run(arrays: list[Any]) -> list[Any]:
             slots = arrays + pad
@@ -428,13 +478,15 @@ class CudaBackend:
                     bufs = held.get(stream_of().ptr) or self._counters(held, sizes)
                     for (i, _), buf in zip(counter_slots, bufs):
                         slots[i] = buf
-                for i, shape, dtype, _ in allocs:
+                for i, shape, dtype in fresh:
                     slots[i] = empty(shape, dtype)
             except oom as exc:
                 raise _out_of_memory(exc, device_id, _asked(exc), _failed_alloc(allocs, slots)) \
                     from None
-            for fn, grid, block, shared, sel in launches:
-                fn(grid, block, [slots[i] for i in sel], shared_mem=shared)
+            for fn, grid, block, shared, args in bound:
+                fn(grid, block, args(slots), shared_mem=shared)
+            if single is not None:
+                return [slots[single]]
             return [slots[i].copy() if is_input else slots[i] for i, is_input in outputs]
 
         run.counters = held  # type: ignore[attr-defined]  (read by checks: left zero?)
@@ -596,6 +648,31 @@ class _KernelInfo:
         self.out_types, self.scratch, self.launches, self.asked = out_types, scratch, launches, asked
         self.counters = counters
         self.held: dict[int, list[Any]] = {}
+
+
+#: array specializations met, one object each (``execute_leaves`` compares them by identity)
+_SPECS: dict[tuple[tuple[int, ...], bool], tuple[tuple[int, ...], bool]] = {}
+
+
+def _interned(spec: tuple[tuple[int, ...], bool]) -> tuple[tuple[int, ...], bool]:
+    """The one object for ``spec`` (past 4096 of them the table starts again: leaves that
+    keep an older object then take the general path once, which binds their objects)."""
+    found = _SPECS.get(spec)
+    if found is None:
+        if len(_SPECS) >= 4096:
+            _SPECS.clear()
+        found = _SPECS.setdefault(spec, spec)
+    return found
+
+
+def _getter(sel: tuple[int, ...]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """The function taking a launch's arguments (slots ``sel``) from a list of slots."""
+    if len(sel) == 1:
+        i = sel[0]
+        return lambda slots: (slots[i],)
+    if not sel:
+        return lambda slots: ()
+    return operator.itemgetter(*sel)
 
 
 def array_spec(array: Any) -> tuple[tuple[int, ...], bool] | None:

@@ -49,13 +49,14 @@ from typing import Any
 
 import numpy as np
 
+from .. import runtime as _runtime
 from ..codegen.lowering import scalar_arg
 from ..dtypes import IR_NAMES, as_dtype
 from ..errors import JitError
 from ..frontend.scalars import RECORDING, DynamicFloat, Recording, scalar_value
 from ..frontend.tensor import Tensor, _wrap
 from ..ir.graph import NAME_PATTERN, Node, _intern, make_input, make_scalar, structural_key
-from . import get_backend
+from . import backend_instance, get_backend
 
 # leaf kinds of a flattened argument
 _ARRAY, _FLOAT, _NPFLOAT, _STATIC = 0, 1, 2, 3
@@ -118,6 +119,8 @@ class Jitted:
         self._static_names = frozenset(names)
         self._positional = positional
         self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
+        #: the entry last moved to (or put at) the LRU's end
+        self._latest: _Entry | None = None
         self._cache_size = cache_size
         self._lock = threading.Lock()
         #: how many times the function was recorded (a new signature, or a guard's variant)
@@ -133,6 +136,7 @@ class Jitted:
         """Forget every recorded signature."""
         with self._lock:
             self._cache.clear()
+            self._latest = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if RECORDING.get() is not None:
@@ -162,21 +166,20 @@ class Jitted:
                 key.append(name)
                 key.append(_static_key(v, name) if name in self._static_names
                            else flatten(v, dyn, backend, name))
-        if backend == "cuda":  # the current device
-            cp = sys.modules.get("cupy")
-            if cp is None:  # the backend was never used: import CuPy (or say what is missing)
-                from . import backend_instance
-                cp = backend_instance("cuda").cp
-            key.append(cp.cuda.runtime.getDevice())
+        if backend == "cuda":  # the current device (CuPy's getDevice, bound by the backend)
+            instance = _runtime._backends.get("cuda")
+            key.append((instance or backend_instance("cuda"))._get_device())
         tkey = tuple(key)
         entry = self._cache.get(tkey)
         if entry is None:
             entry = self._record(args, kwargs, tkey, dyn, backend)
         else:
-            try:
-                self._cache.move_to_end(tkey)
-            except KeyError:  # dropped by another thread meanwhile
-                pass
+            if entry is not self._latest:  # (the latest is at the LRU's end already)
+                try:
+                    self._cache.move_to_end(tkey)
+                except KeyError:  # dropped by another thread meanwhile
+                    pass
+                self._latest = entry
             if entry.guards:
                 entry = self._variant(entry, args, kwargs, tkey, dyn, backend)
         return entry.run(dyn)
@@ -239,6 +242,7 @@ class Jitted:
             if variant_of is not None:
                 return entry
             self._cache[key] = entry
+            self._latest = entry
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return entry
@@ -340,6 +344,11 @@ def _import_array(x: Any, label: str) -> Any:
                    f"nor a CUDA device")
 
 
+def _upload(backend: Any, k: int, dev: Any, dyn: list[Any]) -> Any:
+    """Argument ``k`` of a call, a host array, copied to device ``dev`` (the entry's)."""
+    return backend._upload(np.asarray(dyn[k]), dev)
+
+
 def _source_value(src: Any, dyn: list[Any]) -> Any:
     return dyn[src] if type(src) is int else src(dyn)
 
@@ -379,7 +388,7 @@ class _Entry:
         single = self.single
         if single is not None:  # one tensor from the plan: the common case
             dtype, shape, sig = single
-            return _wrap(make_input(results[0], dtype, shape, None, sig))
+            return _wrap(make_input(results[0], dtype, shape, None, sig, result=True))
         tensors = []
         for kind, a, (dtype, shape, sig) in self.outputs:
             if kind == _OUT_PLAN:
@@ -390,7 +399,7 @@ class _Entry:
                 buffer = np.asarray(dyn[a], dtype)
             else:
                 buffer = a
-            tensors.append(_wrap(make_input(buffer, dtype, shape, None, sig)))
+            tensors.append(_wrap(make_input(buffer, dtype, shape, None, sig, result=True)))
         return _unflatten(self.treedef, iter(tensors))
 
 
@@ -458,7 +467,8 @@ def _build_entry(label: str, result: Any, rec: Recording, backend_name: str,
                     binders.append((_FROM_EXPR, arg, dt))
             elif arg is not None:
                 if device and isinstance(dyn[arg], np.ndarray):
-                    computed.append((i, lambda d, k=arg, up=backend.to_device: up(d[k])))
+                    # (the signature fixes the device: the entry's own, and host arrays)
+                    computed.append((i, functools.partial(_upload, backend, arg, backend.device())))
                     binders.append((_UPLOAD, backend.to_device, arg))
                 else:
                     from_args.append((i, arg))

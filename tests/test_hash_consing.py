@@ -1,0 +1,201 @@
+"""The table of live nodes behind hash-consing (``fusejit.ir.graph``).
+
+``make`` returns the live node of equal structure when there is one; it skips the lookup
+when a source was never read (no node can name it yet), nodes over a Python scalar made
+for them alone (``fresh``) never enter the table, and entries of dead nodes are swept
+once the table has doubled. None of that may lose a live node: a graph recorded twice
+over the same tensors is the same nodes, except below a Python scalar (a parameter of
+its own each time).
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+
+import fusejit as fj
+from fusejit.ir import graph
+from fusejit.ir.graph import topological_order
+from fusejit.testing import programs
+
+
+def _structure(node):
+    """What makes two nodes equal for ``make``: op, attributes, dtype, shape, source ids."""
+    return (node.op, tuple(id(s) for s in node.srcs), repr(sorted(node.attrs.items())),
+            node.dtype, node.shape)
+
+
+def _below_fresh_scalar(order):
+    """Ids of the nodes that read, directly or not, a scalar leaf made for its one node."""
+    out: set[int] = set()
+    for node in order:
+        if any(s.op == "scalar" and s.arg is None or id(s) in out for s in node.srcs):
+            out.add(id(node))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(programs(max_steps=8, max_outputs=3))
+def test_recording_again_over_the_same_tensors_gives_the_same_nodes(recipe):
+    inputs = [fj.asarray(a) for a in recipe.inputs]
+    first = [t._node for t in recipe(fj, *inputs) if isinstance(t, fj.Tensor)]
+    second = [t._node for t in recipe(fj, *inputs) if isinstance(t, fj.Tensor)]
+    order1, order2 = topological_order(first), topological_order(second)
+    live = {_structure(n): n for n in order1 if n.op not in ("input", "scalar")}
+    fresh = _below_fresh_scalar(order2)
+    for node in order2:
+        if node.op in ("input", "scalar"):
+            continue
+        if id(node) not in fresh:  # no Python scalar below: the first recording's node
+            assert live.get(_structure(node)) is node, node
+        else:  # a new parameter below: a node of its own (its structure names the new leaf)
+            assert _structure(node) not in live
+
+
+def test_equal_structures_are_one_node():
+    x = fj.asarray(np.ones((4, 8), np.float32))
+    w = fj.asarray(np.ones(8, np.float32))
+    y = fj.asarray(np.ones((4, 8), np.float32))
+    assert (x * y)._node is (x * y)._node
+    assert (x + w)._node is (x + w)._node  # the broadcast of w too
+    m = fj.mean(x, axis=1, keepdims=True)
+    assert m._node is fj.mean(x, axis=1, keepdims=True)._node
+    assert (x - m)._node is (x - m)._node
+    assert fj.exp(x)._node is fj.exp(x)._node
+    assert fj.where(x > y, x, y)._node is fj.where(x > y, x, y)._node
+    # a Python scalar is a parameter of its own at each use: no two such nodes are equal
+    assert (x * 2.0)._node is not (x * 2.0)._node
+    assert (2.0 * x)._node is not (2.0 * x)._node
+
+
+def test_nodes_over_a_fresh_scalar_stay_out_of_the_table():
+    x = fj.asarray(np.ones(16, np.float32))
+    x * 0.5  # (the first recording takes the full path, which memoizes the fast one)
+    before = len(graph._NODES)
+    kept = [x * float(i) for i in range(100)]  # alive, yet not entered
+    assert len(graph._NODES) == before
+    np.testing.assert_array_equal(kept[7].numpy(), np.full(16, 7, np.float32))
+
+
+def test_dead_entries_are_swept():
+    x = fj.asarray(np.ones(16, np.float32))
+    y = fj.asarray(np.ones(16, np.float32))
+    gc.collect()
+    for _ in range(3):
+        for _ in range(4 * graph._MIN_SWEEP):  # each chain dies at once
+            (fj.exp(x) + y) * y
+        assert len(graph._NODES) <= max(graph._sweep_at, graph._MIN_SWEEP) + 1
+    live = [fj.exp(x) + fj.asarray(np.ones(16, np.float32)) for _ in range(3 * graph._MIN_SWEEP)]
+    gc.collect()
+    for t in live:  # a sweep keeps the live nodes: recording again finds them
+        node = t._node
+        assert (fj.Tensor(node.srcs[0]) + fj.Tensor(node.srcs[1]))._node is node
+    assert len(graph._NODES) >= len(live)
+
+
+def test_an_input_keeps_the_shallow_nodes_made_from_it_alone():
+    x = fj.asarray(np.ones((4, 8), np.float32))
+    y = fj.asarray(np.ones((4, 8), np.float32))
+    first = fj.layer_norm(x) * y
+    mean = weakref.ref(fj.mean(x, axis=-1, keepdims=True)._node)
+    pair = weakref.ref(first._node)  # two leaves: not kept
+    scaled = weakref.ref((x * 2.0)._node)  # a scalar param: not kept
+    deep = x
+    for _ in range(3 * graph.KEEP_DEPTH):
+        deep = fj.negative(deep)
+    deepest = weakref.ref(deep._node)
+    kept_y = weakref.ref(y._node)
+    del first, deep, y
+    gc.collect()
+    assert mean() is not None and pair() is None and scaled() is None and deepest() is None
+    assert kept_y() is None  # nodes kept on x hold x alone
+    kept = x._node.derived
+    assert 0 < len(kept) <= graph.KEEP_DERIVED
+    assert all(n.leaves == (x._node,) and n.depth <= graph.KEEP_DEPTH for n in kept)
+    assert fj.mean(x, axis=-1, keepdims=True)._node is mean()  # a loop finds them again
+    for i in range(2 * graph.KEEP_DERIVED):  # past KEEP_DERIVED, the oldest go
+        x + fj.full((4, 8), i, np.float32)  # (a constant: no leaf)
+    assert len(x._node.derived) == graph.KEEP_DERIVED
+    assert mean() is None
+
+
+def test_leaves_are_freed_without_the_garbage_collector():
+    # a leaf's own leaves are not a tuple of itself (a reference cycle): a dropped realized
+    # tensor frees its buffer at once, and a dropped recording its scalar params
+    x = fj.asarray(np.ones(1024, np.float32))
+    gc.disable()
+    try:
+        y = (x * 2.0 + 1).realize()
+        buffer = weakref.ref(y._node.buffer)
+        scalar = fj.exp(x) * 3.0
+        param = weakref.ref(scalar._node.srcs[1])
+        assert scalar._node.srcs[1].op == "scalar" and buffer() is not None
+        del y, scalar
+        assert buffer() is None and param() is None
+        # a result keeps no nodes made from it (a loop makes a new one each time; they
+        # would make it a cycle): recording on it does not delay freeing its buffer
+        y = fj.exp(x).realize()
+        buffer = weakref.ref(y._node.buffer)
+        fj.exp(y) + 1
+        assert y._node.derived is False
+        del y
+        assert buffer() is None
+        assert fj.asarray(np.ones(3))._node.derived is None  # (data from the user: kept)
+    finally:
+        gc.enable()
+
+
+def _operands():
+    """Factories of nodes of every kind of leaves a scalar can meet (each call: new leaves)."""
+    f32 = np.dtype(np.float32)
+
+    def leaf():
+        return fj.asarray(np.ones(4, np.float32))._node
+
+    def scalar(read):
+        s = graph.make_scalar(np.float32(1), f32)
+        if read:
+            graph.make1("neg", s, f32, ())
+        return s
+
+    def chain(n, branch=False):  # past SHARE_LEAVES: a LeafView (the list's end, or not)
+        t = fj.asarray(np.ones(4, np.float32))
+        for _ in range(n):
+            t = t + fj.asarray(np.ones(4, np.float32))
+        if branch:
+            t + fj.asarray(np.ones(4, np.float32))  # extends the shared list past t
+        return t._node
+
+    return {
+        "input": leaf, "scalar": lambda: scalar(False), "read scalar": lambda: scalar(True),
+        "const": lambda: fj.zeros(4, np.float32)._node,
+        "one leaf": lambda: graph.make1("exp", leaf(), f32, (4,)),
+        "two leaves": lambda: graph.make2("mul", leaf(), leaf(), f32, (4,)),
+        "shared": lambda: chain(graph.SHARE_LEAVES + 2),
+        "shared, a branch": lambda: chain(graph.SHARE_LEAVES + 2, branch=True),
+    }
+
+
+def _shape(node, first):
+    """Signature, leaves (kinds) and where the scalar source is among them."""
+    leaves = graph.structural_key([node])[1]
+    scalar = node.srcs[0 if first else 1]
+    return node.sig, [(n.op, n.dtype) for n in leaves], leaves.index(scalar)
+
+
+def test_make_scalar_op_is_make2_of_a_fresh_scalar(monkeypatch):
+    f32 = np.dtype(np.float32)
+    for share in (graph.SHARE_LEAVES, 1):
+        monkeypatch.setattr(graph, "SHARE_LEAVES", share)
+        for name, make in _operands().items():
+            for first in (False, True):
+                a = make()
+                s = graph.make_scalar(np.float32(2), f32)
+                pair = (s, a) if first else (a, s)
+                want = graph.make2("mul", *pair, f32, a.shape, graph._NO_ATTRS, (), None, True)
+                got = graph.make_scalar_op("mul", make(), np.float32(2), f32, f32, a.shape, first)
+                assert _shape(got, first) == _shape(want, first), (name, first, share)
+                assert got.srcs[0 if first else 1].copies is True and got.depth == want.depth
