@@ -1357,7 +1357,11 @@ class _Emitter:
         n, mean, m2 = parts
         hint = ("part_" if partial else "") + self.var_name(r.name)
         total = "tl.reduce({}, 1, tl.standard._sum_combine)[:, None]"
-        count = fn.emit(1, total.format(n), f"{hint}_n")
+        # the count as a reshape, not [:, None]: when the lanes' counts are constants (a chunk
+        # of one unmasked step), Triton 3.6 folds the sum and its expand_dims into IR that
+        # fails to compile ("operand #0 does not dominate this use": var of 2**20 on the H200)
+        count = fn.emit(1, f"tl.reshape(tl.reduce({n}, 1, tl.standard._sum_combine), "
+                           f"({n}.shape[0], 1))", f"{hint}_n")
         safe = fn.emit(1, f"tl.where({count} == 0, 1, {count})", f"{hint}_safe_n")
         avg = fn.emit(1, total.format(f"{n} * {mean}") + f" / {safe}", f"{hint}_mean")
         dev = fn.emit(2, f"tl.where({n} == 0, 0, {mean} - {avg})", f"{hint}_dev")
