@@ -256,3 +256,26 @@ def check_buffers_die_with_their_tensors(forget=None) -> None:
     f = fj.jit(lambda a, s: (a * s, fj.softmax(a, axis=-1)))
     xs = np.ones((64, 33), np.float32)
     _buffer_dies_with_its_tensors(lambda i: list(f(xs, float(i))), forget)
+
+
+# -- clip keeps x where it equals a bound --------------------------------------------------------
+# clip was maximum then minimum; for float32, maximum(-0.0, 0) is 0.0 (NumPy's loop picks the
+# second of equal operands), but np.clip(-0.0, 0, 3) is -0.0: rsqrt(clip(x, 0, 3)) was +inf
+# where NumPy gives -inf (interpret fuzz, seed 4001).
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_clip_keeps_a_signed_zero_equal_to_a_bound(backend, dtype):
+    x = np.array([-0.0, 0.0, np.nan, -5, 5, 1.5, -0.0, 3.0], dtype)
+    for lo, hi in ((0, 3), (-0.0, 3), (np.nan, 3), (0, np.nan), (None, 1), (-1, None)):
+        got = fj.clip(fj.asarray(x), lo, hi).numpy()
+        want = np.clip(x, lo, hi)
+        assert_matches_numpy(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want)), (lo, hi, got, want)
+    assert_matches_numpy(fj.rsqrt(fj.clip(fj.asarray(x), 0, 3)), 1 / np.sqrt(np.clip(x, 0, 3)))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32"])
+def test_clip_of_integers(backend, dtype):
+    x = np.array([0, 7, 100, 3], dtype)
+    for lo, hi in ((0, 3), (2, 50), (None, 7), (5, None)):
+        assert_matches_numpy(fj.clip(fj.asarray(x), lo, hi), np.clip(x, lo, hi))

@@ -309,10 +309,21 @@ def rms_norm(x: Any, weight: Any = None, axis: Axis = -1, eps: float = 1e-6) -> 
 
 
 def clip(x: Any, a_min: Any = None, a_max: Any = None) -> Tensor:
-    """``x`` limited to [a_min, a_max] (either may be None)."""
+    """``x`` limited to [a_min, a_max] (either may be None).
+
+    As NumPy's, whose ``clip`` with one bound is ``maximum``/``minimum`` and with both its
+    own loop: that one keeps ``x`` where it equals a bound (``clip(-0.0, 0, 3)`` is ``-0.0``,
+    where ``clip(-0.0, 0, None)``, as ``maximum(-0.0, 0)``, is ``0.0`` for float32); a NaN in
+    ``x`` or a bound is the result either way.
+    """
     out = _tensor(x)
-    if a_min is not None:
-        out = binary("maximum", out, a_min)
-    if a_max is not None:
-        out = binary("minimum", out, a_max)
+    if a_min is None or a_max is None:
+        if a_min is not None:
+            out = binary("maximum", out, a_min)
+        if a_max is not None:
+            out = binary("minimum", out, a_max)
+        return out
+    for bound, inside in ((a_min, "greater_equal"), (a_max, "less_equal")):
+        keep = binary("logical_or", binary("not_equal", out, out), binary(inside, out, bound))
+        out = where(keep, out, bound)
     return out
