@@ -112,13 +112,14 @@ def test_an_input_keeps_the_shallow_nodes_made_from_it_alone():
     gc.collect()
     assert mean() is not None and pair() is None and scaled() is None and deepest() is None
     assert kept_y() is None  # nodes kept on x hold x alone
-    kept = x._node.derived
+    kept = x._kept  # held by the tensor (the leaf has a weak reference to them)
+    assert x._node.derived() is kept
     assert 0 < len(kept) <= graph.KEEP_DERIVED
     assert all(n.leaves == (x._node,) and n.depth <= graph.KEEP_DEPTH for n in kept)
     assert fj.mean(x, axis=-1, keepdims=True)._node is mean()  # a loop finds them again
     for i in range(2 * graph.KEEP_DERIVED):  # past KEEP_DERIVED, the oldest go
         x + fj.full((4, 8), i, np.float32)  # (a constant: no leaf)
-    assert len(x._node.derived) == graph.KEEP_DERIVED
+    assert len(x._kept) == graph.KEEP_DERIVED
     assert mean() is None
 
 
@@ -140,10 +141,18 @@ def test_leaves_are_freed_without_the_garbage_collector():
         y = fj.exp(x).realize()
         buffer = weakref.ref(y._node.buffer)
         fj.exp(y) + 1
-        assert y._node.derived is False
+        assert y._node.derived is None
         del y
         assert buffer() is None
-        assert fj.asarray(np.ones(3))._node.derived is None  # (data from the user: kept)
+        # the user's own arrays: their tensors keep the nodes, so buffer and nodes go with
+        # the tensor, without a collection (a loop over batches must not hold every batch)
+        a = np.ones((4, 8), np.float32)
+        user_buffer = weakref.ref(a)
+        t = fj.asarray(a)
+        mean = weakref.ref(fj.mean(t, axis=-1, keepdims=True)._node)
+        assert t._node.derived() is t._kept and mean() is not None  # kept for a loop
+        del a, t
+        assert user_buffer() is None and mean() is None
     finally:
         gc.enable()
 

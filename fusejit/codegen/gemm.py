@@ -248,7 +248,8 @@ class GemmEmitter(_Emitter):
         bm, bn, tm, tn = c.block_m, c.block_n, self.tiles_m, self.tiles_n
         fn.used.update({"pid", "b", "tile", "group", "first_m", "group_rows", "pid_m", "pid_n",
                         "rows_m", "cols_n", "mask_m", "mask_n", "cols", "rows", "mask", "acc",
-                        "k", "k_a", "k_b", "mask_ka", "mask_kb", "mask_a", "mask_b", "part0"})
+                        "k", "k_first", "k_step", "k_a", "k_b", "mask_ka", "mask_kb", "mask_a",
+                        "mask_b", "part0"})
         out.append(f"pid = {self._pid()}")
         tile = "pid"
         bdims: tuple[str, ...] = ()
@@ -316,7 +317,11 @@ class GemmEmitter(_Emitter):
         else:
             steps = -(-k // bk)
             chunk = -(-steps // c.split_k) * bk  # whole steps per chunk
-            header = f"for k in range({split} * {chunk}, {split} * {chunk} + {chunk}, {bk}):"
+            # constant bounds, the chunk's start added in the body: Triton 3.6's interpreter
+            # cannot take a program id in range()
+            fn.out.append(f"k_first = {split} * {chunk}  # this chunk's first index along K")
+            header = f"for k_step in range(0, {chunk}, {bk}):"
+            body.insert(0, "k = k_first + k_step")
             k_masked = k % bk != 0 or chunk * c.split_k != k
         mask_ka = mask_kb = None
         if k_masked:

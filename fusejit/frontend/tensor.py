@@ -29,6 +29,7 @@ from ..ir.graph import (
     MAX_SCALAR_LEAVES,
     NAME_PATTERN,
     Node,
+    keep_derived,
     make,
     make1,
     make2,
@@ -55,7 +56,7 @@ ArrayLike = Any
 class Tensor:
     """A lazy n-dimensional array. Operations record; ``realize()`` computes."""
 
-    __slots__ = ("_node", "__weakref__")
+    __slots__ = ("_node", "_kept", "__weakref__")
     __array_priority__ = 1000  # so ndarray (op) Tensor defers to Tensor's reflected op
     __hash__ = None  # type: ignore[assignment]  # like ndarray: == is elementwise
 
@@ -273,7 +274,7 @@ def asarray(obj: ArrayLike, dtype: Any = None, name: str | None = None) -> Tenso
         dt = as_dtype(dtype if dtype is not None else obj.dtype, where="asarray")
         if obj.dtype != dt:
             obj = obj.astype(dt)
-        return Tensor(make_input(obj, dt, tuple(obj.shape), name))
+        return _user_input(make_input(obj, dt, tuple(obj.shape), name))
     try:
         arr = np.asarray(obj) if dtype is None else np.asarray(obj, dtype=dtype)
     except (ValueError, TypeError) as exc:
@@ -282,7 +283,15 @@ def asarray(obj: ArrayLike, dtype: Any = None, name: str | None = None) -> Tenso
     dt = as_dtype(arr.dtype, where="asarray")
     if arr.dtype != dt:  # byte-swapped input
         arr = arr.astype(dt)
-    return Tensor(make_input(arr, dt, tuple(arr.shape), name))
+    return _user_input(make_input(arr, dt, tuple(arr.shape), name))
+
+
+def _user_input(leaf: Node) -> Tensor:
+    """The tensor of a user's array: it keeps the nodes a loop will make from it again
+    (``graph.KEEP_DERIVED``), so that they live as long as it does, and no longer."""
+    t = Tensor(leaf)
+    t._kept = keep_derived(leaf)
+    return t
 
 
 def from_dlpack(x: Any, /, *, copy: bool | None = None, name: str | None = None) -> Tensor:

@@ -37,11 +37,14 @@ from .program import Instr, Param, Program, TensorType
 
 #: the attributes of a node without any (never mutated)
 _NO_ATTRS: dict[str, Any] = {}
-#: An input leaf keeps alive the last ``KEEP_DERIVED`` nodes made from it alone (its only
-#: leaf, no scalar params) at most ``KEEP_DEPTH`` ops deep: a loop that records the same
-#: expression again (``fj.layer_norm(x, w, b)``, ``x - x.mean()``) finds them in the table
-#: instead of making them anew. They hold no data (the leaf is theirs), and their number
-#: per leaf is bounded.
+#: The user's tensor of an input (``fj.asarray``) keeps alive the last ``KEEP_DERIVED``
+#: nodes made from its leaf alone (its only leaf, no scalar params) at most ``KEEP_DEPTH`` ops
+#: deep: a loop that records the same expression again (``fj.layer_norm(x, w, b)``,
+#: ``x - x.mean()``) finds them in the table instead of making them anew. They hold no data
+#: (the leaf is theirs), and their number per leaf is bounded. The tensor holds them
+#: (``KeptNodes``) and the leaf only a weak reference: held by the leaf, they would make it a
+#: reference cycle, and the user's buffer would outlive its tensor until a garbage collection
+#: (a loop over batches of device arrays would hold every batch).
 KEEP_DERIVED = 32
 KEEP_DEPTH = 8
 #: structural signature (op, attributes, dtype, shape, sources' signatures and leaf positions)
@@ -120,9 +123,9 @@ class Node:
     used: bool
     #: ops on the longest path from a leaf or constant (0 for those)
     depth: int
-    #: input leaves only: the last ``KEEP_DERIVED`` nodes made from this leaf alone, kept
-    #: alive (None: none yet; False: never, a computed result)
-    derived: list[Node] | bool | None
+    #: input leaves only: a weak reference to the ``KeptNodes`` that the leaf's tensor holds
+    #: (the last ``KEEP_DERIVED`` nodes made from this leaf alone), or None (none kept)
+    derived: Any
 
     def __repr__(self) -> str:
         return f"Node({self.op}, {ir_name(self.dtype)}{list(self.shape)})"
@@ -406,15 +409,27 @@ def leaves_of(node: Node) -> Any:
     return (node,) if leaves is None else leaves
 
 
+class KeptNodes(list):
+    """The nodes kept alive for a loop to find again (``KEEP_DERIVED``): held by the tensor
+    of their leaf, weakly referenced by the leaf."""
+
+    __slots__ = ("__weakref__",)
+
+
+def keep_derived(leaf: Node) -> KeptNodes:
+    """A new ``KeptNodes`` for an input ``leaf``, for its tensor to hold."""
+    kept = KeptNodes()
+    leaf.derived = weakref.ref(kept)
+    return kept
+
+
 def _keep(node: Node) -> None:
-    """Keep ``node`` alive on its only leaf, an input (see ``KEEP_DERIVED``)."""
+    """Keep ``node`` alive with its only leaf's tensor, when that leaf has one (see
+    ``KEEP_DERIVED``)."""
     leaf = node.leaves[0]
-    if leaf.op != "input":
-        return
-    kept = leaf.derived
-    if kept is None:
-        leaf.derived = [node]
-    elif kept is not False:  # (False: a result, see make_input)
+    ref = leaf.derived if leaf.op == "input" else None
+    kept = ref() if ref is not None else None
+    if kept is not None:
         kept.append(node)
         if len(kept) > KEEP_DERIVED:
             del kept[0]
@@ -531,9 +546,8 @@ def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str |
                sig: int | None = None, stream: Any = None, result: bool = False) -> Node:
     """A leaf holding data. Never merged with another leaf. ``stream``: the CuPy stream the
     buffer was computed on, when a device backend computed it. ``result``: the buffer is a
-    computed result (``realize``, ``fj.jit``), which keeps no nodes made from it alive
-    (``KEEP_DERIVED``): a loop makes a new one each time, and the nodes would make the leaf
-    a reference cycle, freed (its buffer with it) only by the garbage collector.
+    computed result (``realize``, ``fj.jit``); no nodes made from it are kept alive
+    (``KEEP_DERIVED``) either way unless its tensor asks (``keep_derived``).
 
     ``sig`` is the leaf's signature when the caller computed it before (``fj.jit`` wraps
     its outputs this way); it must be ``_intern(("input", name, dtype, shape))``.
@@ -545,7 +559,7 @@ def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str |
     node.stream = stream
     node.used = False
     node.depth = 0
-    node.derived = False if result else None
+    node.derived = None
     node.leaves = None  # (leaves_of: itself)
     node.sig = _intern(("input", name, dtype, shape)) if sig is None else sig
     return node
