@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import fusejit as fj
+from fusejit.codegen.triton_emitter import kernel_sources
 from fusejit.testing import assert_matches_numpy, matmul_error_bound, recorded_inputs
 
 rng = np.random.default_rng(11)
@@ -334,6 +335,30 @@ def test_reduced_precision_float32(interpret_backend, precision):
     (out,) = _run(lambda xp, a, b: xp.matmul(a, b, precision=precision) if xp is fj else a @ b,
                   [a, b], interpret_backend, **TILES)
     _close_to_product(out, a, b, F32, precision)
+
+
+@pytest.mark.parametrize("case", ["row_major", "batched", "row_scaled_a", "split_k", "k_major"])
+def test_tf32_with_b_transposed_through_registers(interpret_backend, case):
+    """A TF32 product of a row-major B is computed as (B^T A^T)^T (Hopper's TF32 MMA reads B
+    K-major); the same values in a batch, with a prologue on A and split over K. A K-major B
+    (``bt.T``) is multiplied as it is."""
+    a, b, s = _array((2, 64, 40), F32), _array((40, 48), F32), _array((64, 1), F32)
+    lhs = {"batched": a, "row_scaled_a": a[1] * s}.get(case, a[0])
+    if case == "k_major":  # B given as its transpose, [N, K] contiguous
+        fn, arrays = (lambda xp, a, bt: _tf32(xp, a, bt.T)), [lhs, np.ascontiguousarray(b.T)]
+    elif case == "row_scaled_a":
+        fn, arrays = (lambda xp, a, b, s: _tf32(xp, a * s, b)), [a[1], b, s]
+    else:
+        fn, arrays = (lambda xp, a, b: _tf32(xp, a, b)), [lhs, b]
+    source = kernel_sources(fj.plan(fn(fj, *[fj.asarray(x) for x in arrays])).program)[0].source
+    assert ("B^T A^T" in source) == (case != "k_major")
+    tiles = {**TILES, "split_k": 2} if case == "split_k" else TILES
+    (out,) = _run(fn, arrays, interpret_backend, **tiles)
+    _close_to_product(out, lhs, b, F32, "tf32")
+
+
+def _tf32(xp, a, b):
+    return xp.matmul(a, b, precision="tf32") if xp is fj else a @ b
 
 
 @pytest.mark.parametrize("case", ["transposed", "sliced", "negative_steps", "batched_broadcast",

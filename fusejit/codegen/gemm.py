@@ -304,6 +304,7 @@ class GemmEmitter(_Emitter):
         bm, bn, bk = c.block_m, c.block_n, c.block_k
         k = self.k
         acc_t = TL[self.acc_dtype]
+        acc_line = len(fn.out)  # (the operands may emit per-row values after it)
         fn.out.append(f"acc = tl.full([{bm}, {bn}], 0, {acc_t})")
         fn.body = []
         fn.memo_tile = {}
@@ -332,7 +333,7 @@ class GemmEmitter(_Emitter):
         b = self._operand(fn, 1, self.mask_n, mask_kb, "mask_b")
         swapped = self._swap_for_tf32()
         if swapped:
-            fn.out[-1] = f"acc = tl.full([{bn}, {bm}], 0, {acc_t})  # the product's transpose"
+            fn.out[acc_line] = f"acc = tl.full([{bn}, {bm}], 0, {acc_t})  # the product's transpose"
             body.append("one = tl.where(k >= 0, 1.0, 0.0)  # 1, which the compiler cannot fold")
             body.append(f'acc = tl.dot(tl.trans({b}) * one, tl.trans({a}), acc, '
                         f'input_precision="{self.precision}")  # %{self.mm.name} = matmul, '
