@@ -23,32 +23,20 @@ except ImportError:  # older layouts
 
 
 @triton.jit
-def sin_heavy_tl(x_ptr, y_ptr, n, block: tl.constexpr):
+def sin_heavy(x_ptr, y_ptr, n, a, b, block: tl.constexpr, libdevice_math: tl.constexpr,
+              scalar_args: tl.constexpr):
+    """Six rounds of ``sin(y) * a + cos(y) * b``: ``tl.sin``/``tl.cos`` or libdevice's, and
+    1.5 / 0.5 as constants or as the scalar arguments ``a`` and ``b`` (as fusejit passes them)."""
     offs = tl.program_id(0) * block + tl.arange(0, block)
     mask = offs < n
     y = tl.load(x_ptr + offs, mask=mask)
+    ka = a if scalar_args else 1.5
+    kb = b if scalar_args else 0.5
     for _ in tl.static_range(6):
-        y = tl.sin(y) * 1.5 + tl.cos(y) * 0.5
-    tl.store(y_ptr + offs, y, mask=mask)
-
-
-@triton.jit
-def sin_heavy_libdevice(x_ptr, y_ptr, n, block: tl.constexpr):
-    offs = tl.program_id(0) * block + tl.arange(0, block)
-    mask = offs < n
-    y = tl.load(x_ptr + offs, mask=mask)
-    for _ in tl.static_range(6):
-        y = libdevice.sin(y) * 1.5 + libdevice.cos(y) * 0.5
-    tl.store(y_ptr + offs, y, mask=mask)
-
-
-@triton.jit
-def sin_heavy_args(x_ptr, y_ptr, n, a, b, block: tl.constexpr):
-    offs = tl.program_id(0) * block + tl.arange(0, block)
-    mask = offs < n
-    y = tl.load(x_ptr + offs, mask=mask)
-    for _ in tl.static_range(6):
-        y = libdevice.sin(y) * a + libdevice.cos(y) * b
+        if libdevice_math:
+            y = libdevice.sin(y) * ka + libdevice.cos(y) * kb
+        else:
+            y = tl.sin(y) * ka + tl.cos(y) * kb
     tl.store(y_ptr + offs, y, mask=mask)
 
 
@@ -96,18 +84,17 @@ def main() -> None:
     x, y = torch.from_dlpack(x), torch.from_dlpack(y)
     ref = torch.from_dlpack(ref)
 
-    for name, kernel in (("tl.sin", sin_heavy_tl), ("libdevice", sin_heavy_libdevice),
-                         ("libdevice, scalar args", sin_heavy_args)):
+    for name, lib, args in (("tl.sin", False, False), ("libdevice", True, False),
+                            ("libdevice, scalar args", True, True)):
         for block, warps in ((1024, 4), (512, 4), (256, 2), (2048, 8)):
             for fuse in (False, True):
                 grid = (triton.cdiv(n, block),)
-                extra = (1.5, 0.5) if kernel is sin_heavy_args else ()
                 t0 = time.perf_counter()
 
-                def run(kernel=kernel, block=block, warps=warps, fuse=fuse, grid=grid,
-                        extra=extra) -> None:
-                    kernel[grid](x, y, n, *extra, block=block, num_warps=warps,
-                                 enable_fp_fusion=fuse)
+                def run(lib=lib, args=args, block=block, warps=warps, fuse=fuse,
+                        grid=grid) -> None:
+                    sin_heavy[grid](x, y, n, 1.5, 0.5, block=block, libdevice_math=lib,
+                                    scalar_args=args, num_warps=warps, enable_fp_fusion=fuse)
                 try:
                     us = events(run)
                     err = float((y - ref).abs().max())

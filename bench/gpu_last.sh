@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The last GPU session of a change, packed into the least device time: the gpu-marked tests
+# The GPU session of a change, in the least device time: the gpu-marked tests
 # beside the parallel cuda fuzz (they share the machine: 1 + PROCS processes on 16 cores),
 # then the benchmark suite alone (--quick), the GEMM benchmark (--quick), the host cost of
 # realize and fj.jit, and the CUDA-graph experiment. Logs are packed into $OUT/gpu-last.tgz;

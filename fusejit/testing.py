@@ -617,9 +617,7 @@ def sensitive_step(recipe: Recipe) -> int | None:
             result = _apply_step(np, step, values)
             if _rounding_sensitive(step, values, exact, result, scales):
                 return k
-            values.append(result)
-            exact.append(_exact_result(step, values, exact, result))
-            scales.append(_scale(step, scales, result))
+            _append_value(step, result, values, exact, scales)
     return None
 
 
@@ -976,9 +974,7 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
             except Exception:  # noqa: BLE001  (NumPy refuses: draw another step)
                 continue
             steps.append(step)
-            values.append(result)
-            exact.append(_exact_result(step, values, exact, result))
-            scales.append(_scale(step, scales, result))
+            _append_value(step, result, values, exact, scales)
         first = len(inputs)
         produced = list(range(first, len(values))) or [0]
         outputs = [produced[-1]]
@@ -1057,6 +1053,15 @@ def _scale(step: Step, scales: list[float], result: Any) -> float:
     if _op_name(step) not in _ADDITIVE:
         return own
     return max([own] + [scales[a.index] for a in step.args if isinstance(a, Ref)])
+
+
+def _append_value(step: Step, result: Any, values: list[Any], exact: list[bool],
+                  scales: list[float]) -> None:
+    """Record a step's ``result`` as the next value, with whether it is exact and the
+    magnitude its rounding error is relative to (``_rounding_sensitive``'s bookkeeping)."""
+    values.append(result)
+    exact.append(_exact_result(step, values, exact, result))
+    scales.append(_scale(step, scales, result))
 
 
 def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result: Any,

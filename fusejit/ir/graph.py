@@ -543,11 +543,10 @@ def merge_leaves(groups: list[Any]) -> tuple[tuple[Node, ...], tuple[Any, ...]]:
 
 
 def make_input(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], name: str | None,
-               sig: int | None = None, stream: Any = None, result: bool = False) -> Node:
+               sig: int | None = None, stream: Any = None) -> Node:
     """A leaf holding data. Never merged with another leaf. ``stream``: the CuPy stream the
-    buffer was computed on, when a device backend computed it. ``result``: the buffer is a
-    computed result (``realize``, ``fj.jit``); no nodes made from it are kept alive
-    (``KEEP_DERIVED``) either way unless its tensor asks (``keep_derived``).
+    buffer was computed on, when a device backend computed it. No nodes made from it are
+    kept alive (``KEEP_DERIVED``) unless its tensor asks (``keep_derived``).
 
     ``sig`` is the leaf's signature when the caller computed it before (``fj.jit`` wraps
     its outputs this way); it must be ``_intern(("input", name, dtype, shape))``.

@@ -266,13 +266,17 @@ def realize_one(t: Any) -> None:
     backend = _backends.get(name)
     if backend is None:
         backend = backend_instance(name)
+    outs, stream = _execute(backend, plan, leaves)
+    t._node = make_input(outs[0], node.dtype, node.shape, None, stream=stream)
+
+
+def _execute(backend: Backend, plan: Any, leaves: tuple[Any, ...]) -> tuple[list[Any], Any]:
+    """Run ``plan`` on its graph leaves: the outputs, and the CuPy stream they were queued on
+    (None on a host backend)."""
     if backend.device_memory:
         outs = backend.execute_leaves(plan.program, leaves, plan)
-        stream = backend.current_stream()  # the stream the kernels are queued on
-    else:
-        outs = backend.execute(plan.program, [leaf.buffer for leaf in leaves], plan)
-        stream = None
-    t._node = make_input(outs[0], node.dtype, node.shape, None, stream=stream, result=True)
+        return outs, backend.current_stream()
+    return backend.execute(plan.program, [leaf.buffer for leaf in leaves], plan), None
 
 
 def realize(*tensors: Any) -> tuple[Any, ...]:
@@ -297,24 +301,12 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
         plan = _plans.get(key)
         if plan is None:  # first time this structure is seen: build, fuse, remember
             plan = plan_of(nodes, key, leaves)
-        backend = current()
-        if backend.device_memory:
-            outs = backend.execute_leaves(plan.program, leaves, plan)
-            stream = backend.current_stream()  # the stream the kernels are queued on
-        else:
-            outs = backend.execute(plan.program, [leaf.buffer for leaf in leaves], plan)
-            stream = None
-        if len(tensors) == 1:
-            node = tensors[0]._node
-            tensors[0]._node = make_input(outs[0], node.dtype, node.shape, None, stream=stream,
-                                          result=True)
-            return tensors
+        outs, stream = _execute(current(), plan, leaves)
         by_node = {id(n): out for n, out in zip(nodes, outs)}
         for t in tensors:
             if id(t._node) in by_node:
                 node = t._node
-                t._node = make_input(by_node[id(node)], node.dtype, node.shape, None, stream,
-                                     result=True)
+                t._node = make_input(by_node[id(node)], node.dtype, node.shape, None, stream)
     return tensors
 
 

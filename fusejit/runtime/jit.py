@@ -388,7 +388,7 @@ class _Entry:
         single = self.single
         if single is not None:  # one tensor from the plan: the common case
             dtype, shape, sig = single
-            return _wrap(make_input(results[0], dtype, shape, None, sig, result=True))
+            return _wrap(make_input(results[0], dtype, shape, None, sig))
         tensors = []
         for kind, a, (dtype, shape, sig) in self.outputs:
             if kind == _OUT_PLAN:
@@ -399,7 +399,7 @@ class _Entry:
                 buffer = np.asarray(dyn[a], dtype)
             else:
                 buffer = a
-            tensors.append(_wrap(make_input(buffer, dtype, shape, None, sig, result=True)))
+            tensors.append(_wrap(make_input(buffer, dtype, shape, None, sig)))
         return _unflatten(self.treedef, iter(tensors))
 
 
