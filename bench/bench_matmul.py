@@ -8,7 +8,9 @@ Usage (on the GPU machine, from the repository root)::
 Cases (M x N x K): float16 8192^3, 16384x1024x4096 and 128x4096x4096, each as a plain
 product and as ``relu(a @ b + bias)`` (the epilogue fused by fusejit, torch.compile and XLA);
 float32 4096^3 in full precision (``ieee``: FMA units, as cuBLAS SGEMM) and TF32 (and
-fusejit's ``tf32x3``, alone). TFLOP/s count 2*M*N*K per call.
+fusejit's ``tf32x3``, alone); and a two-layer MLP, ``gelu(x @ w1 + b1) @ w2 + b2`` with x
+8192x2048, a hidden width of 8192 and GELU's tanh form (2 kernels in fusejit: each GEMM with
+its epilogue). TFLOP/s count 2*M*N*K per call (twice that for the MLP's two products).
 
 Every implementation runs in its own process, fusejit first (this process imports none of
 CuPy, torch or jax): ``fusejit`` times the default tiles (the heuristics' choice, as a user
@@ -54,6 +56,7 @@ CASES: dict[str, tuple[int, int, int, str, str, str]] = {
     "f16 16384x1024x4096 relu(ab+bias)": (16384, 1024, 4096, "float16", "ieee", "bias_relu"),
     "f16 128x4096x4096": (128, 4096, 4096, "float16", "ieee", "none"),
     "f16 128x4096x4096 relu(ab+bias)": (128, 4096, 4096, "float16", "ieee", "bias_relu"),
+    "f16 mlp 8192x2048 h8192": (8192, 8192, 2048, "float16", "ieee", "mlp"),
     "f32 4096^3 ieee": (4096, 4096, 4096, "float32", "ieee", "none"),
     "f32 4096^3 tf32": (4096, 4096, 4096, "float32", "tf32", "none"),
     "f32 4096^3 tf32x3": (4096, 4096, 4096, "float32", "tf32x3", "none"),
@@ -90,8 +93,11 @@ def _inputs(cp: Any, case: str) -> dict[str, Any]:
     a = (rng.standard_normal((m, k), dtype=cp.float32) * scale).astype(dtype)
     b = rng.standard_normal((k, n), dtype=cp.float32).astype(dtype)
     out = {"a": a, "b": b}
-    if epilogue == "bias_relu":
+    if epilogue in ("bias_relu", "mlp"):
         out["bias"] = rng.standard_normal(n, dtype=cp.float32).astype(dtype)
+    if epilogue == "mlp":  # the second layer: [hidden, K] back to the model width
+        out["w2"] = (rng.standard_normal((n, k), dtype=cp.float32) / n ** 0.5).astype(dtype)
+        out["b2"] = rng.standard_normal(k, dtype=cp.float32).astype(dtype)
     return out
 
 
@@ -106,9 +112,17 @@ def hash_case(case: str) -> int:
 def _reference(cp: Any, case: str, x: dict[str, Any]) -> Any:
     a, b = x["a"].astype(cp.float64), x["b"].astype(cp.float64)
     y = a @ b
+    if "w2" in x:
+        h = gelu(cp, y + x["bias"].astype(cp.float64))
+        return h @ x["w2"].astype(cp.float64) + x["b2"].astype(cp.float64)
     if "bias" in x:
         y = cp.maximum(y + x["bias"].astype(cp.float64), 0)
     return y
+
+
+def gelu(xp: Any, h: Any) -> Any:
+    """GELU's tanh form (jax.nn.gelu's default; torch's approximate="tanh")."""
+    return 0.5 * h * (1.0 + xp.tanh(0.7978845608028654 * (h + 0.044715 * (h * h * h))))
 
 
 def _error(cp: Any, out: Any, ref: Any) -> float:
@@ -118,7 +132,7 @@ def _error(cp: Any, out: Any, ref: Any) -> float:
 
 def _flops(case: str) -> float:
     m, n, k = CASES[case][:3]
-    return 2.0 * m * n * k
+    return 2.0 * m * n * k * (2 if CASES[case][5] == "mlp" else 1)
 
 
 def _time_events(cp: Any, fn: Any, budget_s: float = 1.0) -> float:
@@ -159,6 +173,9 @@ def _fusejit_program(fj: Any, case: str, x: dict[str, Any]) -> Any:
     y = fj.matmul(a, b, precision=precision)
     if epilogue == "bias_relu":
         y = fj.maximum(y + fj.asarray(x["bias"], name="bias"), 0)
+    if epilogue == "mlp":
+        h = gelu(fj, y + fj.asarray(x["bias"], name="bias"))
+        y = h @ fj.asarray(x["w2"], name="w2") + fj.asarray(x["b2"], name="b2")
     return y
 
 
@@ -251,6 +268,8 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool,
 
 def _cupy_product(cp: Any, x: dict[str, Any]) -> Any:
     y = cp.matmul(x["a"], x["b"])
+    if "w2" in x:
+        return gelu(cp, y + x["bias"]) @ x["w2"] + x["b2"]
     return cp.maximum(y + x["bias"], 0) if "bias" in x else y
 
 
@@ -290,10 +309,12 @@ def worker_torch(cases: list[str], deadline: float, quick: bool) -> dict[str, An
         x = _inputs(cp, case)
         ref = _reference(cp, case, x)
         tx = {name: torch.from_dlpack(v) for name, v in x.items()}
-        args = [tx[name] for name in ("a", "b", "bias") if name in tx]
+        args = [tx[name] for name in ("a", "b", "bias", "w2", "b2") if name in tx]
 
-        def fn(a: Any, b: Any, bias: Any = None) -> Any:
+        def fn(a: Any, b: Any, bias: Any = None, w2: Any = None, b2: Any = None) -> Any:
             y = a @ b
+            if w2 is not None:
+                return gelu(torch, y + bias) @ w2 + b2
             return torch.relu(y + bias) if bias is not None else y
 
         res: dict[str, Any] = {}
@@ -332,11 +353,14 @@ def worker_jax(cases: list[str], deadline: float, quick: bool) -> dict[str, Any]
             jx = {name: jax.dlpack.from_dlpack(v) for name, v in x.items()}
         except Exception:  # noqa: BLE001  (an older jax: through the host)
             jx = {name: jnp.asarray(cp.asnumpy(v)) for name, v in x.items()}
-        args = [jx[name] for name in ("a", "b", "bias") if name in jx]
+        args = [jx[name] for name in ("a", "b", "bias", "w2", "b2") if name in jx]
         prec = jax.lax.Precision.HIGHEST if precision == "ieee" else jax.lax.Precision.DEFAULT
 
-        def fn(a: Any, b: Any, bias: Any = None, prec: Any = prec) -> Any:
+        def fn(a: Any, b: Any, bias: Any = None, w2: Any = None, b2: Any = None,
+               prec: Any = prec) -> Any:
             y = jnp.matmul(a, b, precision=prec)
+            if w2 is not None:
+                return jnp.matmul(gelu(jnp, y + bias), w2, precision=prec) + b2
             return jnp.maximum(y + bias, 0) if bias is not None else y
 
         jfn = jax.jit(fn)

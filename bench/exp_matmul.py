@@ -1,6 +1,7 @@
 """GEMM experiments behind issue 11's misses (one process, fusejit and cuBLAS only).
 
-Run on the GPU machine: ``python3 bench/exp_matmul.py OUT_DIR [--budget SECONDS]``.
+Run on the GPU machine: ``python3 bench/exp_matmul.py OUT_DIR [--budget SECONDS]
+[--skip-epilogue] [--no-small-m]``.
 
 Three questions, each timed with CUDA events on the plan's launches alone:
 
@@ -70,6 +71,22 @@ def main() -> int:
     named: dict[str, Any] = {}
 
     # -- epilogue cost ------------------------------------------------------------------
+    if "--skip-epilogue" not in sys.argv:
+        epilogue_cost(timed, named, rng, cp, fj, rows)
+
+    # -- TF32 -----------------------------------------------------------------------------
+    tf32(timed, named, rng, cp, fj, rows, backend)
+
+    # -- small M ----------------------------------------------------------------------------
+    if "--no-small-m" not in sys.argv:
+        small_m(timed, named, rng, cp, fj, rows)
+    (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def epilogue_cost(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any,
+                  rows: list[dict[str, Any]]) -> None:
+    """float16 8192^3: bare against each epilogue, default tiles and 128x128x64."""
     m = n = k = 8192
     a = (rng.standard_normal((m, k), dtype=cp.float32) / k ** 0.5).astype(cp.float16)
     b = rng.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)
@@ -97,15 +114,17 @@ def main() -> int:
         y, ref = variants[name]
         timed(f"f16 8192^3 {name} default tma", y, ref, flops, (), tma=True)
     print(f"epilogue part: {time.perf_counter() - t0:.0f} s", flush=True)
-    ref_cublas = cp.matmul(a, b)
+    cp.matmul(a, b)  # warm-up
     cp.cuda.get_current_stream().synchronize()
     ms = _time_events(cp, lambda: cp.matmul(a, b), 0.6)
     rows.append({"label": "cuBLAS f16 8192^3", "ms": ms, "tflops": flops / ms / 1e9})
     print(json.dumps(rows[-1]), flush=True)
-    del a, b, prod, ref_cublas, variants
     named.clear()
 
-    # -- TF32 -----------------------------------------------------------------------------
+
+def tf32(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any,
+         rows: list[dict[str, Any]], backend: Any) -> None:
+    """float32 4096^3 in TF32: B row-major (the swapped product) and K-major, a few tiles."""
     m = n = k = 4096
     a = rng.standard_normal((m, k), dtype=cp.float32)
     b = rng.standard_normal((k, n), dtype=cp.float32)
@@ -114,7 +133,10 @@ def main() -> int:
     prod = a.astype(cp.float64) @ b.astype(cp.float64)
     flops = 2.0 * m * n * k
     fa, fb, fbt = fj.asarray(a, name="a"), fj.asarray(b, name="b"), fj.asarray(bt, name="bt")
-    timed("tf32 4096^3 B row-major default", fj.matmul(fa, fb, precision="tf32"), prod, flops)
+    for tiles in [(), (128, 256, 32, 8, 3, 1), (256, 128, 32, 8, 3, 1), (128, 128, 32, 4, 4, 1),
+                  (128, 128, 64, 8, 3, 1), (64, 256, 32, 4, 4, 1)]:
+        timed(f"tf32 4096^3 B row-major {tiles or 'default'}", fj.matmul(fa, fb, precision="tf32"),
+              prod, flops, tiles)
     for tiles in [(), (128, 256, 32, 8, 3, 1), (128, 256, 32, 8, 4, 1), (256, 128, 32, 8, 4, 1),
                   (128, 256, 16, 8, 6, 1)]:
         timed(f"tf32 4096^3 B K-major (bt.T) {tiles or 'default'}",
@@ -137,13 +159,12 @@ def main() -> int:
     rows.append({"label": "cuBLAS f32 4096^3 (CUPY_TF32=1 set late: may be ieee)", "ms": ms,
                  "tflops": flops / ms / 1e9})
     print(json.dumps(rows[-1]), flush=True)
-    del a, b, bt, prod
     named.clear()
 
-    # -- small M ----------------------------------------------------------------------------
-    if "--no-small-m" in sys.argv:
-        (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
-        return 0
+
+def small_m(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any,
+            rows: list[dict[str, Any]]) -> None:
+    """float16 128x4096x4096: a sweep of tiles and split-K."""
     m, n, k = 128, 4096, 4096
     a = (rng.standard_normal((m, k), dtype=cp.float32) / k ** 0.5).astype(cp.float16)
     b = rng.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)
@@ -157,8 +178,6 @@ def main() -> int:
     ms = _time_events(cp, lambda: cp.matmul(a, b), 0.6)
     rows.append({"label": "cuBLAS f16 128x4096x4096", "ms": ms, "tflops": flops / ms / 1e9})
     print(json.dumps(rows[-1]), flush=True)
-    (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

@@ -220,6 +220,8 @@ class _Fn:
         # function arguments and module-level names are never taken by a temporary
         self.used: set[str] = {*em.ptr_name, *em.out_name, *_RESERVED}
         self.masks: dict[int, str | None] = {0: None, 1: None, 2: None}
+        #: the reduced coordinates' mask of the open tile ("col_mask"), or None
+        self.col_mask: str | None = None
         self.scalar_vars: dict[str, str] = {}  # scalar param -> its value in this function
         self.used.update(em.ptr_name)  # argument names are never reused for temporaries
         self.low = Lowering(em.target, self._tmp, self._raw)
@@ -1192,6 +1194,7 @@ class _Emitter:
         elif masks:
             tile_mask = masks[0]
         fn.masks = {0: None, 1: row_mask, 2: tile_mask}
+        fn.col_mask = "col_mask" if col_masked else None
         red_shape = tuple(d.shape[i] for i in d.reduced)
         red_dims = fn.unravel("cols", red_shape) if red_shape else ()
         it_k, it_r = iter(fn.row_dims), iter(red_dims)
@@ -1246,7 +1249,10 @@ class _Emitter:
         if r.op == "m2":  # per lane: count, running mean, sum of squared deviations
             names = tuple(fn.fresh(f"acc_{self.var_name(r.name)}_{part}")
                           for part in ("n", "mean", "m2"))
-            fn.out.extend(f"{n} = tl.full([{bm}, {bn}], 0, {TL[dt]})" for n in names)
+            # the count depends on the reduced coordinate alone (which columns a lane has
+            # seen), so it is one row of the tile: a quarter or less of the per-element work
+            fn.out.append(f"{names[0]} = tl.full([1, {bn}], 0, {TL[dt]})")
+            fn.out.extend(f"{n} = tl.full([{bm}, {bn}], 0, {TL[dt]})" for n in names[1:])
             self.shift[r.name] = self._row_shift(fn, r, dt)
             return names
         name = fn.fresh(f"acc_{self.var_name(r.name)}")
@@ -1327,28 +1333,35 @@ class _Emitter:
 
     def _welford_update(self, fn: _Fn, r: Instr, x: str, dt: np.dtype,
                         acc: tuple[str, ...]) -> None:
-        """One tile step of Welford's update per lane on ``x - shift``: ``n += 1``,
-        ``mean += d / n``, ``m2 += d * (x - new mean)``; lanes outside the mask keep their state."""
+        """One tile step of Welford's update per lane on ``y = x - shift``: ``n += 1``,
+        ``mean += d / n``, ``m2 += d * (y - new mean)`` with ``d = y - mean``.
+
+        A lane outside the columns' mask takes ``y = mean``, so ``d`` is 0 and its mean and
+        m2 stay as they are with no select per update (NaN and inf propagate as before: a
+        lane whose mean is not finite has a NaN m2 already). Rows outside the row mask are
+        never stored, so the count follows the columns' mask alone."""
         n, mean, m2 = acc
         hint = self.var_name(r.name)
-        xv = self._masked(fn, r, x, dt)  # in dt, over the whole tile (masked lanes: unused)
+        src = self.types[r.args[0]].dtype
+        xv = x if src == dt else f"{x}.to({TL[dt]})"
+        if fn.lvl(x) < 2:  # constant along the reduced axes: every column still counts once
+            xv = f"tl.broadcast_to({xv}, [{self._bm}, {self._bn}])"
         shift = self.shift.get(r.name)
         if shift is not None:
-            xv = fn.emit(2, f"{xv} - {shift}", f"y_{hint}")
-        mask = fn.masks[2]
+            xv = f"{xv} - {shift}"
+        col_mask = fn.col_mask
+        if col_mask:
+            y = fn.emit(2, f"tl.where({col_mask}, {xv}, {mean})", f"y_{hint}")
+        else:
+            y = fn.emit(2, xv, f"y_{hint}")
         body = fn.body
-        delta = fn.emit(2, f"{xv} - {mean}", f"delta_{hint}")
+        delta = fn.emit(2, f"{y} - {mean}", f"delta_{hint}")
         # lanes are valid in a prefix of the steps, so a valid lane's count at step k is k + 1
         # for all of them: one reciprocal per step instead of a division per element
         inv = fn.emit(2, f"tl.full([], 1.0, {TL[dt]}) / (k // {self._bn} + 1)", f"inv_{hint}")
-        if mask:
-            body.append(f"{n} = {n} + {mask}.to({TL[dt]})")
-            body.append(f"{mean} = {mean} + tl.where({mask}, {delta} * {inv}, 0)")
-            body.append(f"{m2} = {m2} + tl.where({mask}, {delta} * ({xv} - {mean}), 0)")
-        else:
-            body.append(f"{n} = {n} + 1")
-            body.append(f"{mean} = {mean} + {delta} * {inv}")
-            body.append(f"{m2} = {m2} + {delta} * ({xv} - {mean})")
+        body.append(f"{n} = {n} + {col_mask}.to({TL[dt]})" if col_mask else f"{n} = {n} + 1")
+        body.append(f"{mean} = {mean} + {delta} * {inv}")
+        body.append(f"{m2} = {m2} + {delta} * ({y} - {mean})")
 
     def _chan_reduce(self, fn: _Fn, r: Instr, parts: tuple[str, ...], partial: bool) -> Any:
         """Combine (count, mean, m2) triples along the tile (Chan et al. for many groups):
