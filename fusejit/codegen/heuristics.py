@@ -64,6 +64,19 @@ SPLIT_MAX = 1024
 #: 216 (the two-launch split before: 76, 234, 217).
 SPLIT_OUTER_KEPT = 32
 
+#: Calls of libdevice's slow math (sin, cos, tanh...: tens of instructions each) per element
+#: from which a pointwise kernel is compute-bound: it takes half the block (4 elements per
+#: thread, fewer registers live across the calls, more programs to hide their latency). H200,
+#: six rounds of ``sin(y) * 1.5 + cos(y) * 0.5`` on 2**26 float32 (bench/exp_sin.py): 915 us
+#: in blocks of 1024, 791 in blocks of 512 (4 warps) or 256 (2 warps).
+HEAVY_MATH_CALLS = 4
+#: Values a reduction keeps per element of its tile: Welford's count, mean and m2 are three
+#: (the count is one tile row, but mean and m2 are two full tiles against a sum's one), so an
+#: outer reduction holding them takes half the tile to keep its registers. H200, std over
+#: axis 0 of 65536x1024 float32, split in 17 (bench/autotune_check.py): 75 us with 32x128
+#: tiles, 69 us with 32x64.
+WELFORD_STATE = 2
+
 #: Most candidates a kernel's tiling is chosen from (the heuristic's and its neighbours).
 MAX_CANDIDATES = 6
 #: Largest tile (elements) a reduction candidate may hold in registers.
@@ -92,11 +105,14 @@ class ReductionTiles:
     why: str = field(default="", compare=False)
 
 
-def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int) -> ReductionTiles:
+def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int,
+                    state: int = 1) -> ReductionTiles:
     """Tiles of a (non-split) reduction with ``rows`` outputs of ``cols`` elements each.
 
     ``outer``: the kept axis is the contiguous one. ``itemsize``: the widest
     element size in the region (8-byte types halve the tile to bound registers).
+    ``state``: accumulator tiles per reduction step (``WELFORD_STATE`` for var/std:
+    an outer reduction then halves its tile).
     """
     if target == "interpret":
         bn = next_pow2(cols)
@@ -113,8 +129,14 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
             # short rows: several per program, but keep enough programs to fill the GPU
             while bm > 1 and -(-rows // bm) < TARGET_PROGRAMS and bm * bn > 512:
                 bm //= 2
-            return ReductionTiles(bm, bn, warps_for(bm * bn), True,
-                                  f"row of {cols} in registers, {bm} row(s) per program")
+            warps = warps_for(bm * bn)
+            why = f"row of {cols} in registers, {bm} row(s) per program"
+            if itemsize <= 2 and warps > 2:
+                # each thread holds 64 bytes of the row, as float32's 16 elements: H200,
+                # softmax of 32768x4096 float16 (autotune_check), 149 us with 8 warps, 136 with 4
+                warps //= 2
+                why += f", {warps} warps for 2-byte elements"
+            return ReductionTiles(bm, bn, warps, True, why)
         if rows < TARGET_PROGRAMS:
             # few programs: each keeps more bytes in flight (H200, softmax of 256 rows of
             # 65536: 55.6 us in steps of 8192 against 62.6 us in steps of 4096, autotuned)
@@ -122,24 +144,29 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
         return ReductionTiles(1, tile, warps_for(tile), False,
                               f"row of {cols} > {limit}: looped in steps of {tile}")
     # outer: kept points across the tile (coalesced), as few per program as keeps the GPU busy
+    if state > 1:
+        tile //= state
     bm = next_pow2(-(-rows // TARGET_PROGRAMS))
     bm = min(max(OUTER_MIN_KEPT, min(OUTER_MAX_KEPT, bm)), next_pow2(rows))
     bn = max(1, min(next_pow2(cols), tile // bm))
     persistent = next_pow2(cols) <= bn
-    return ReductionTiles(bm, bn, warps_for(bm * bn), persistent,
-                          f"outer: {bm} kept points across the tile, {bn} reduced per step")
+    return ReductionTiles(bm, bn, warps_for(bm * bn * state), persistent,
+                          f"outer: {bm} kept points across the tile, {bn} reduced per step"
+                          + (" (Welford: half the tile)" if state > 1 else ""))
 
 
-def split_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int) -> tuple[int, int, int]:
-    """(block_m, block_n, num_warps) of a split reduction's launch (its partials' tiles)."""
+def split_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int,
+                state: int = 1) -> tuple[int, int, int]:
+    """(block_m, block_n, num_warps) of a split reduction's launch (its partials' tiles);
+    ``state`` as ``reduction_tiles``'s."""
     if target == "interpret":
         bm = min(next_pow2(rows), 64)
         return bm, max(1, min(next_pow2(cols), (1 << 16) // bm)), 4
     tile = TILE_ELEMENTS // (2 if itemsize >= 8 else 1)
     if outer:
         bm = max(1, min(next_pow2(rows), SPLIT_OUTER_KEPT))
-        bn = max(1, min(next_pow2(cols), tile // bm))
-        return bm, bn, warps_for(bm * bn)
+        bn = max(1, min(next_pow2(cols), tile // state // bm))
+        return bm, bn, warps_for(bm * bn * state)
     return 1, min(next_pow2(cols), tile), 8
 
 
@@ -203,10 +230,16 @@ def _pointwise_warps(block: int) -> int:
     return 4 if block >= 512 else max(1, block // 128)
 
 
-def pointwise_tiles(target: str, n: int) -> PointwiseTiles:
-    """The heuristic's tiles of a 1-D pointwise kernel over ``n`` elements."""
-    block = min(POINTWISE_BLOCK[target], next_pow2(n))
-    return PointwiseTiles(block, _pointwise_warps(block), "heuristic")
+def pointwise_tiles(target: str, n: int, heavy_calls: int = 0) -> PointwiseTiles:
+    """The heuristic's tiles of a 1-D pointwise kernel over ``n`` elements whose expression
+    calls libdevice's slow math ``heavy_calls`` times per element."""
+    block = POINTWISE_BLOCK[target]
+    why = "heuristic"
+    if target == "cuda" and heavy_calls >= HEAVY_MATH_CALLS:
+        block //= 2
+        why = f"heuristic: {heavy_calls} calls of slow math per element, half the block"
+    block = min(block, next_pow2(n))
+    return PointwiseTiles(block, _pointwise_warps(block), why)
 
 
 def tiles_2d(target: str, m: int, n: int) -> Tiles2D:
@@ -229,10 +262,10 @@ def _warps_ok(warps: int, tile: int) -> bool:
     return warps in (1, 2, 4, 8, 16) and warps * 32 <= max(tile, 32)
 
 
-def pointwise_candidates(target: str, n: int) -> list[PointwiseTiles]:
+def pointwise_candidates(target: str, n: int, heavy_calls: int = 0) -> list[PointwiseTiles]:
     """Tiles to time for a 1-D pointwise kernel: the heuristic's, then 2x and 4x the block,
     half the block, and twice the warps."""
-    h = pointwise_tiles(target, n)
+    h = pointwise_tiles(target, n, heavy_calls)
     if target != "cuda" or n < TUNE_MIN_ELEMENTS:
         return [h]
 
@@ -266,14 +299,14 @@ def tiles_2d_candidates(target: str, m: int, n: int) -> list[Tiles2D]:
 
 
 def reduction_candidates(target: str, rows: int, cols: int, outer: bool,
-                         itemsize: int) -> list[ReductionTiles]:
+                         itemsize: int, state: int = 1) -> list[ReductionTiles]:
     """Tiles to time for a (non-split) reduction (``reduction_tiles``'s arguments).
 
     Rows in registers: 2x and half the rows per program, other warps. Looped rows: 2x and
     half the step. Outer reductions: 2x and half the kept points across the tile (same tile
     size), 2x and half the reduced step, other warps.
     """
-    h = reduction_tiles(target, rows, cols, outer, itemsize)
+    h = reduction_tiles(target, rows, cols, outer, itemsize, state)
     if target != "cuda" or rows * cols < TUNE_MIN_ELEMENTS:
         return [h]
     full = next_pow2(cols)
@@ -302,13 +335,13 @@ def reduction_candidates(target: str, rows: int, cols: int, outer: bool,
 
 
 def split_candidates(target: str, rows: int, cols: int, outer: bool, itemsize: int,
-                     split: int | None = None) -> list[SplitTiles]:
+                     split: int | None = None, state: int = 1) -> list[SplitTiles]:
     """Tiles to time for a split reduction's partials launch: the heuristic's (``split_tiles``
     and ``choose_split``), then 2x and half the partials, other warps, 2x and half the step.
 
     ``split``: the partials a user wrote (``split=N``): kept, and then nothing is tuned.
     """
-    bm, bn, w = split_tiles(target, rows, cols, outer, itemsize)
+    bm, bn, w = split_tiles(target, rows, cols, outer, itemsize, state)
     row_blocks = -(-rows // bm)
     s = choose_split(rows, cols, row_blocks, bm) if split is None else min(split, SPLIT_MAX)
 

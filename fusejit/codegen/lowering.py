@@ -70,6 +70,10 @@ _LIBDEVICE_UNARY = {
     "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "sin": "sin", "cos": "cos",
 }
 
+#: ops whose ``cuda`` lowering is a libdevice call of tens of instructions (trigonometric,
+#: hyperbolic and their inverses, powers): what makes a pointwise kernel compute-bound
+SLOW_MATH = frozenset(_LIBDEVICE_UNARY) | {"pow", "atan2"}
+
 PI = "3.141592653589793"
 HALF_PI = "1.5707963267948966"
 

@@ -47,6 +47,7 @@ from .heuristics import (
     POINTWISE_BLOCK,
     SPLIT_MAX,
     TILE_2D,
+    WELFORD_STATE,
     GemmConfig,
     SplitTiles,
     choose_split,
@@ -56,7 +57,7 @@ from .heuristics import (
     split_candidates,
     tiles_2d_candidates,
 )
-from .lowering import BOOL, PTR, SCALAR_ARG, TL, Lowering, compute_dtype, float_literal
+from .lowering import BOOL, PTR, SCALAR_ARG, SLOW_MATH, TL, Lowering, compute_dtype, float_literal
 
 __all__ = ["EmittedKernel", "Launch", "emit_kernel", "kernel_sources", "describe_tiling",
            "choose_split",
@@ -844,7 +845,7 @@ class _Emitter:
         self.scratch: list[tuple[np.dtype, int]] = []
         d = self.domain
         n = math.prod(d.shape)
-        t = self.choose(pointwise_candidates(self.target, n))
+        t = self.choose(pointwise_candidates(self.target, n, self._heavy_calls()))
         block, num_warps = t.block, t.num_warps
         fn = _Fn(self)
         fn.out.append(f"pid = {self._pid()}")
@@ -861,7 +862,8 @@ class _Emitter:
             fn.out.append(f"tl.store({self.out_name[j]} + offs, "
                           f"{self.store_expr(v, self.types[y].dtype)}{mask})  # yield %{y}")
         self.tiling = [f"1-D blocks of {block} elements over the flat output "
-                       f"({max(1, -(-n // block))} programs, {num_warps} warps)"]
+                       f"({max(1, -(-n // block))} programs, {num_warps} warps)"
+                       + ("" if t.why in ("", "heuristic") else f": {t.why}")]
         return self._single_launch(fn, (max(1, -(-n // block)), 1, 1), num_warps)
 
     # -- reductions -------------------------------------------------------------------
@@ -880,10 +882,20 @@ class _Emitter:
         """(BLOCK_M rows, BLOCK_N columns, num_warps, persistent), from ``heuristics``."""
         d = self.domain
         t = self.choose(reduction_candidates(self.target, d.rows, d.reduce_size,
-                                             d.kind == "outer_reduction", self._itemsize()))
+                                             d.kind == "outer_reduction", self._itemsize(),
+                                             self._state()))
         self.tiling = [f"{t.block_m}x{t.block_n} tiles (kept x reduced), {t.num_warps} warps, "
                        f"{-(-d.rows // t.block_m)} programs: {t.why}"]
         return t.block_m, t.block_n, t.num_warps, t.persistent
+
+    def _state(self) -> int:
+        """Accumulator tiles per reduction step: ``WELFORD_STATE`` when a var/std (m2) is
+        among the region's reductions, else 1 (``heuristics.reduction_tiles``)."""
+        return WELFORD_STATE if any(i.op == "m2" for i in self.kernel.body) else 1
+
+    def _heavy_calls(self) -> int:
+        """Calls of libdevice's slow math per element (``heuristics.HEAVY_MATH_CALLS``)."""
+        return sum(1 for i in self.kernel.body if i.op in SLOW_MATH)
 
     def _itemsize(self) -> int:
         """The widest element size of any value in the region (bounds tile registers)."""
@@ -980,7 +992,7 @@ class _Emitter:
         split = self.kernel.attrs.get("split")
         t = self.choose(split_candidates(
             self.target, d.rows, d.reduce_size, d.kind == "outer_reduction", self._itemsize(),
-            split if isinstance(split, int) and split >= 1 else None))
+            split if isinstance(split, int) and split >= 1 else None, self._state()))
         return t.block_m, t.block_n, t.num_warps
 
     def split_reduction(self) -> tuple[list[_Fn], list[Launch]]:

@@ -1,0 +1,65 @@
+"""The GPU heuristics' shape- and work-dependent choices, read from the emitted launches.
+
+Each rule was measured on the H200 (the numbers are in ``fusejit/codegen/heuristics.py``);
+these tests pin which regions a rule applies to, so that a later change to the emitter cannot
+drop it silently. Emission only: nothing runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import fusejit as fj
+from fusejit.codegen.heuristics import reduction_tiles, split_tiles
+from fusejit.codegen.triton_emitter import emit_kernel
+from fusejit.fuse import plan_for
+
+
+def _emitted(t: fj.Tensor) -> list:
+    program = plan_for(fj.parse(fj.dump(t))).program
+    return [emit_kernel(k, None, "cuda") for k in program.kernels]
+
+
+def _lazy(shape: tuple[int, ...], dtype: type = np.float32) -> fj.Tensor:
+    return fj.asarray(np.zeros(shape, dtype))
+
+
+def test_slow_math_halves_the_pointwise_block() -> None:
+    x = _lazy((1 << 20,))
+    y = x
+    for _ in range(2):
+        y = fj.sin(y) * 1.5 + fj.cos(y) * 0.5
+    (heavy,) = _emitted(y)
+    (light,) = _emitted(fj.exp(x) * 2.0 + fj.tanh(x))  # exp is not slow math; one tanh
+    assert "1-D blocks of 512 elements" in heavy.source
+    assert "4 calls of slow math per element, half the block" in heavy.source
+    assert "1-D blocks of 1024 elements" in light.source
+
+
+def test_welford_halves_the_outer_tile_not_a_sum() -> None:
+    x = _lazy((65536, 1024))
+    (std,) = _emitted(x.std(axis=0))
+    (total,) = _emitted(x.sum(axis=0))
+    assert "32x64 tiles" in std.source
+    assert "32x128 tiles" in total.source
+    assert split_tiles("cuda", 1024, 65536, True, 4, state=2) == (32, 64, 8)
+    assert split_tiles("cuda", 1024, 65536, True, 4) == (32, 128, 8)
+    outer = reduction_tiles("cuda", 16384, 4096, True, 4, state=2)
+    assert outer.block_m * outer.block_n == 2048 and "Welford" in outer.why
+    # rows (inner reductions) keep their tiles: var over the last axis is at the bandwidth
+    assert reduction_tiles("cuda", 16384, 4096, False, 4, state=2) == \
+        reduction_tiles("cuda", 16384, 4096, False, 4)
+
+
+def test_two_byte_rows_in_registers_take_half_the_warps() -> None:
+    f16 = reduction_tiles("cuda", 32768, 4096, False, 2)
+    f32 = reduction_tiles("cuda", 32768, 4096, False, 4)
+    assert (f16.block_m, f16.block_n) == (f32.block_m, f32.block_n) == (1, 4096)
+    assert (f32.num_warps, f16.num_warps) == (8, 4)
+    x = _lazy((32768, 4096), np.float16)
+    e = fj.exp(x - x.max(axis=-1, keepdims=True))
+    (softmax,) = _emitted(e / e.sum(axis=-1, keepdims=True))
+    assert softmax.launches[0].num_warps == 4
+    # looped rows (too wide for registers) are not affected
+    assert reduction_tiles("cuda", 256, 1 << 18, False, 2).num_warps == \
+        reduction_tiles("cuda", 256, 1 << 18, False, 4).num_warps
