@@ -445,7 +445,10 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         # about 13 FMAs per 16-byte shared-memory load (8 warps: under 6)
         bm, bn, bk, warps, stages = 128, 128, 32, 4, 3
     elif dtype == "float32":
-        bm, bn, bk, warps, stages = 128, 128, 32, 8, 3
+        # TF32: H200, 4096^3 (bench/exp_matmul.py), TFLOP/s of 128x128 / 256x128 tiles: a
+        # row-major B (the swapped product, whose wgmma is then 128 x 256) 210 / 270, a
+        # K-major B 275 / 297 (4 stages)
+        bm, bn, bk, warps, stages = 256, 128, 32, 8, 3
     elif m >= 256 and n >= 256:
         bm, bn, bk, warps, stages = 128, 256, 64, 8, 3
     else:
