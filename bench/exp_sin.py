@@ -1,8 +1,10 @@
 """Why is the sin-heavy workload (six rounds of ``sin(y) * 1.5 + cos(y) * 0.5``, 2**26
 float32) slower than torch.compile's kernel? (issue 9's compute-heavy row.)
 
-Run on the GPU machine: ``python3 bench/exp_sin.py``. Times, with CUDA events, fusejit's
-plan and hand-written Triton kernels of the same math that differ in one thing each:
+Run on the GPU machine: ``python3 bench/exp_sin.py [--inductor]`` (``--inductor``: instead of
+the sweep, torch.compile's kernel of the same program, timed, and its Triton source).
+Times, with CUDA events, fusejit's plan and hand-written Triton kernels of the same math
+that differ in one thing each:
 ``tl.sin`` against libdevice ``sin``, FMA contraction on or off (fusejit compiles with it off,
 so that ``a * b + c`` rounds as NumPy's), constants against scalar arguments, and the block
 size per program. The hand-written kernels go through Triton's own launcher, which needs
@@ -11,7 +13,9 @@ torch (this script only: the package never imports it).
 
 from __future__ import annotations
 
+import sys
 import time
+from typing import Any
 
 import triton
 import triton.language as tl
@@ -83,6 +87,23 @@ def main() -> None:
     import torch
     x, y = torch.from_dlpack(x), torch.from_dlpack(y)
     ref = torch.from_dlpack(ref)
+
+    if "--inductor" in sys.argv:  # torch.compile's kernel: its time and its source
+        import torch._inductor.utils as inductor_utils
+
+        def torch_fn(v: Any) -> Any:
+            for _ in range(6):
+                v = torch.sin(v) * 1.5 + torch.cos(v) * 0.5
+            return v
+        compiled = torch.compile(torch_fn, dynamic=False)
+        out, codes = inductor_utils.run_and_get_code(compiled, x)
+        torch.cuda.synchronize()
+        print(f"torch.compile: {events(lambda: compiled(x)):8.1f} us, max diff to fusejit "
+              f"{float((out - ref).abs().max()):.1e}", flush=True)
+        for code in codes:
+            start = code.find("@triton.jit")
+            print(code[max(0, start - 600):start + 4000] if start >= 0 else code[:3000])
+        return
 
     for name, lib, args in (("tl.sin", False, False), ("libdevice", True, False),
                             ("libdevice, scalar args", True, True)):
