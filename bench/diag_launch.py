@@ -70,6 +70,14 @@ def main() -> None:
     keep: list[Any] = [None]
     fig["cupy.empty(1024, f32)"] = per_call(lambda: cp.empty(1024, np.float32))
     fig["cupy.empty((256,1024), f32)"] = per_call(lambda: cp.empty((256, 1024), np.float32))
+    pool_malloc = cp.get_default_memory_pool().malloc
+    ndarray = cp.ndarray
+    f32 = np.dtype(np.float32)
+    fig["cupy.ndarray(shape, dtype, cuda.alloc(n))"] = per_call(
+        lambda: ndarray((256, 1024), f32, cp.cuda.alloc(1 << 20)))
+    fig["cupy.ndarray(shape, dtype, pool.malloc(n))"] = per_call(
+        lambda: ndarray((256, 1024), f32, pool_malloc(1 << 20)))
+    fig["pool.malloc(n) alone"] = per_call(lambda: pool_malloc(1 << 20))
     fig["Function.__call__ (bound args)"] = per_call(
         lambda: fn(grid, block, args, shared_mem=shared))
 
