@@ -32,7 +32,8 @@ def test_slow_math_halves_the_pointwise_block() -> None:
     (heavy,) = _emitted(y)
     (light,) = _emitted(fj.exp(x) * 2.0 + fj.tanh(x))  # exp is not slow math; one tanh
     assert "1-D blocks of 512 elements" in heavy.source
-    assert "4 calls of slow math per element, half the block" in heavy.source
+    assert "4 calls of slow math per element: 2 elements per thread" in heavy.source
+    assert heavy.launches[0].num_warps == 8
     assert "1-D blocks of 1024 elements" in light.source
 
 

@@ -65,10 +65,11 @@ SPLIT_MAX = 1024
 SPLIT_OUTER_KEPT = 32
 
 #: Calls of libdevice's slow math (sin, cos, tanh...: tens of instructions each) per element
-#: from which a pointwise kernel is compute-bound: it takes half the block (4 elements per
-#: thread, fewer registers live across the calls, more programs to hide their latency). H200,
-#: six rounds of ``sin(y) * 1.5 + cos(y) * 0.5`` on 2**26 float32 (bench/exp_sin.py): 915 us
-#: in blocks of 1024, 791 in blocks of 512 (4 warps) or 256 (2 warps).
+#: from which a pointwise kernel is compute-bound: it takes 2 elements per thread (blocks of
+#: 512, 8 warps) instead of 8, so that fewer registers stay live across the calls and more
+#: warps hide their latency. H200, six rounds of ``sin(y) * 1.5 + cos(y) * 0.5`` on 2**26
+#: float32 (bench/exp_sin.py), us per block/warps: 1024/4 915, 512/4 791, 256/4 747, 128/4
+#: 718, 256/8 728, 512/8 688 (torch.compile's kernel: 670).
 HEAVY_MATH_CALLS = 4
 #: Values a reduction keeps per element of its tile: Welford's count, mean and m2 are three
 #: (the count is one tile row, but mean and m2 are two full tiles against a sum's one), so an
@@ -233,13 +234,13 @@ def _pointwise_warps(block: int) -> int:
 def pointwise_tiles(target: str, n: int, heavy_calls: int = 0) -> PointwiseTiles:
     """The heuristic's tiles of a 1-D pointwise kernel over ``n`` elements whose expression
     calls libdevice's slow math ``heavy_calls`` times per element."""
-    block = POINTWISE_BLOCK[target]
-    why = "heuristic"
+    block = min(POINTWISE_BLOCK[target], next_pow2(n))
     if target == "cuda" and heavy_calls >= HEAVY_MATH_CALLS:
-        block //= 2
-        why = f"heuristic: {heavy_calls} calls of slow math per element, half the block"
-    block = min(block, next_pow2(n))
-    return PointwiseTiles(block, _pointwise_warps(block), why)
+        block = min(512, block)
+        return PointwiseTiles(block, max(1, min(8, block // 64)),
+                              f"{heavy_calls} calls of slow math per element: "
+                              f"2 elements per thread")
+    return PointwiseTiles(block, _pointwise_warps(block), "heuristic")
 
 
 def tiles_2d(target: str, m: int, n: int) -> Tiles2D:
