@@ -1,7 +1,7 @@
 """GEMM experiments behind issue 11's misses (one process, fusejit and cuBLAS only).
 
 Run on the GPU machine: ``python3 bench/exp_matmul.py OUT_DIR [--budget SECONDS]
-[--skip-epilogue] [--no-small-m]``.
+[--skip-epilogue] [--no-small-m] [--mlp]`` (``--mlp``: the MLP's first layer alone).
 
 Three questions, each timed with CUDA events on the plan's launches alone:
 
@@ -74,6 +74,11 @@ def main() -> int:
     if "--skip-epilogue" not in sys.argv:
         epilogue_cost(timed, named, rng, cp, fj, rows)
 
+    if "--mlp" in sys.argv:
+        mlp_layer(timed, named, rng, cp, fj)
+        (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
+        return 0
+
     # -- TF32 -----------------------------------------------------------------------------
     tf32(timed, named, rng, cp, fj, rows, backend)
 
@@ -120,6 +125,35 @@ def epilogue_cost(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any,
     rows.append({"label": "cuBLAS f16 8192^3", "ms": ms, "tflops": flops / ms / 1e9})
     print(json.dumps(rows[-1]), flush=True)
     named.clear()
+
+
+def mlp_layer(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any) -> None:
+    """The MLP's first layer (float16 8192x2048 @ 2048x8192, K short): bare, + bias, GELU's
+    tanh form, and its pieces, at the default tiles and with TMA: where does its time go?"""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_matmul import gelu
+    m, n, k = 8192, 8192, 2048
+    a = (rng.standard_normal((m, k), dtype=cp.float32) / k ** 0.5).astype(cp.float16)
+    b = rng.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)
+    bias = rng.standard_normal(n, dtype=cp.float32).astype(cp.float16)
+    named.update(a=a, b=b, bias=bias)
+    fa, fb, fbias = fj.asarray(a, name="a"), fj.asarray(b, name="b"), fj.asarray(bias, name="bias")
+    prod = a.astype(cp.float64) @ b.astype(cp.float64)
+    pre = prod + bias.astype(cp.float64)
+    flops = 2.0 * m * n * k
+    y = fa @ fb + fbias
+    variants = {
+        "bare": (fa @ fb, prod),
+        "bias": (y, pre),
+        "bias_relu": (fj.maximum(y, 0), cp.maximum(pre, 0)),
+        "bias_tanh": (fj.tanh(y), cp.tanh(pre)),
+        "bias_cubic": (y + 0.044715 * (y * y * y), pre + 0.044715 * pre ** 3),
+        "bias_gelu": (gelu(fj, y), gelu(cp, pre)),
+        "bias_gelu_f32": (gelu(fj, y.astype(fj.float32)), gelu(cp, pre)),
+    }
+    for tma in (False, True):
+        for name, (v, ref) in variants.items():
+            timed(f"mlp layer 1 {name}{' tma' if tma else ''}", v, ref, flops, (), tma=tma)
 
 
 def tf32(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any,
