@@ -58,6 +58,39 @@ def test_libdevice_math_compiles():
     _compile(f, [x.astype(np.float16)])
 
 
+def _program_ptx(fn, arrays):
+    """The PTX of a program's one kernel (emitted for cuda, compiled for sm_90)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from fusejit.runtime import kernel_cache as kc
+    (kernel,) = _kernels(fn, arrays)
+    emitted = emit_kernel(kernel, None, "cuda")
+    (launch,) = emitted.launches
+    module = kc.import_source(kc.write_source(emitted), interpret=False)
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(launch.signature))}
+    src = ASTSource(getattr(module, launch.fn_name), launch.signature, {}, attrs)
+    options = {"num_warps": launch.num_warps, "enable_fp_fusion": False}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+
+
+def test_float16_tanh_is_the_hardware_tanh_and_wider_types_libdevice():
+    x = np.linspace(-3, 3, 4096)
+    half = _program_ptx(lambda xp, a: xp.tanh(a), [x.astype(np.float16)])
+    single = _program_ptx(lambda xp, a: xp.tanh(a), [x.astype(np.float32)])
+    assert "tanh.approx.f32" in half
+    assert "tanh.approx" not in single and "ex2.approx" in single  # libdevice's tanhf
+
+
+def test_float16_add_mul_are_native_float16_instructions():
+    x = np.linspace(-3, 3, 4096).astype(np.float16)
+    ptx = _program_ptx(lambda xp, a, b: a * b + a - b, [x, x[::-1].copy()])
+    assert "mul.rn.f16" in ptx or "mul.f16" in ptx
+    assert "add.rn.f16" in ptx or "add.f16" in ptx or "sub.f16" in ptx or "sub.rn.f16" in ptx
+    assert "cvt.f32.f16" not in ptx  # no round trip through float32
+
+
 def test_looped_and_large_rows_compile():
     # rows longer than the persistent limit: looped reductions, reduce-then-broadcast re-reads
     fn, _ = CANONICAL["softmax"]

@@ -270,3 +270,16 @@ def test_unary_special_values_cuda(name, dtype):
     # dtype (rsqrt(-0.0) in float64 was +inf here)
     import cupy as cp
     check_unary_special_values(cp.asarray, name, dtype)
+
+
+def test_float16_tanh_within_one_ulp_of_numpy_everywhere():
+    # float16 tanh is the hardware's tanh.approx.f32 rounded to float16: every finite float16
+    # input within one float16 ulp of NumPy's (float32 tanh rounded), specials exactly
+    import cupy as cp
+    x = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    x = x[np.isfinite(x)]
+    got = fj.tanh(fj.asarray(cp.asarray(x))).numpy()
+    expected = np.tanh(x)
+    ulps = np.abs(got.view(np.int16).astype(np.int32) - expected.view(np.int16).astype(np.int32))
+    same_sign = np.signbit(got) == np.signbit(expected)
+    assert same_sign.all() and ulps.max() <= 1, (x[ulps > 1][:8], got[ulps > 1][:8])
