@@ -53,6 +53,7 @@ def main() -> None:
     timed("build + plan key", lambda: structural_key([build()._node]))
     timed("launches only", lambda: backend.execute(plan.program, buffers, plan))
     timed("realize", lambda: build().realize())
+    timed("fj.realize(t) (general path)", lambda: fj.realize(build()))
     import gc
     gc.disable()
     timed("realize, gc disabled", lambda: build().realize())
