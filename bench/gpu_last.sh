@@ -2,7 +2,8 @@
 # The GPU session of a change, in the least device time: the gpu-marked tests
 # beside the parallel cuda fuzz (they share the machine: 1 + PROCS processes on 16 cores),
 # then the benchmark suite alone (--quick), the GEMM benchmark (--quick), the host cost of
-# realize and fj.jit, and the CUDA-graph experiment. Logs are packed into $OUT/gpu-last.tgz;
+# realize and fj.jit, the per-call comparison with the peers (dispatch.py) and where a large
+# realize's host time goes (diag_host.py). Logs are packed into $OUT/gpu-last.tgz;
 # the suite's table, plot and JSON are also copied to $OUT.
 #   bash bench/gpu_last.sh [FUZZ_SECONDS] [FUZZ_PROCS] [SUITE_BUDGET] [MATMUL_BUDGET]
 set -uo pipefail
@@ -42,6 +43,7 @@ timeout $((suite_s + 90)) python3 bench/suite.py --out "$work/suite" --quick --b
 timeout $((mm_s + 60)) python3 bench/bench_matmul.py --out "$work/matmul" --quick --budget "$mm_s" \
   > "$work/matmul.log" 2>&1; echo "matmul exit $?"; head -14 "$work/matmul/results.md"
 timeout 60 python3 bench/host_cost.py --backend cuda > "$work/host_cost.log" 2>&1; tail -12 "$work/host_cost.log"
-timeout 60 python3 bench/exp_cuda_graph.py > "$work/cuda_graph.log" 2>&1; cat "$work/cuda_graph.log"
+timeout 120 python3 bench/dispatch.py --json "$work/dispatch.json" > "$work/dispatch.log" 2>&1; tail -9 "$work/dispatch.log"
+timeout 60 python3 bench/diag_host.py > "$work/diag_host.log" 2>&1; cat "$work/diag_host.log"
 cp "$work"/suite/results.md "$work"/suite/results.png "$work"/suite/results.json "$out"/ 2>/dev/null
 tar czf "$out/gpu-last.tgz" -C /tmp gpu-last
