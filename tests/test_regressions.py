@@ -279,3 +279,22 @@ def test_clip_of_integers(backend, dtype):
     x = np.array([0, 7, 100, 3], dtype)
     for lo, hi in ((0, 3), (2, 50), (None, 7), (5, None)):
         assert_matches_numpy(fj.clip(fj.asarray(x), lo, hi), np.clip(x, lo, hi))
+
+
+# -- shifts keep their integer type ----------------------------------------------------------------
+# right_shift's out-of-range branch was tl.where(x < 0, -1, 0): two int literals, so int32, and
+# the shift's result became int32 for int8 input; a later square did not wrap at 8 bits:
+# maximum(square(right_shift(12, 0)), 1) in int8 was -112 (144 stored), NumPy 1 (interpret fuzz,
+# seed 9101, program 7263).
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "uint16", "int32", "int64"])
+@pytest.mark.parametrize("shift", ["right_shift", "left_shift"])
+def test_shifts_keep_the_integer_type(backend, dtype, shift):
+    x = np.array([12, -3, 100, 0, 7, 250, 60000, 3_000_000_000], dtype=np.int64).astype(dtype)
+    for amount in (0, 1, 3, 100):
+        y = fj.maximum(fj.square(getattr(fj, shift)(fj.asarray(x), amount)), 1)
+        with np.errstate(over="ignore"):
+            want = np.maximum(np.square(getattr(np, shift)(x, amount)), 1)
+        got = y.numpy()
+        assert got.dtype == want.dtype
+        assert_matches_numpy(got, want)

@@ -400,14 +400,18 @@ class Lowering:
         dt = o
         bits = dt.itemsize * 8
         s = self.tmp(f"{y}.to({TL[dt]})", "sh") if d[1] != dt else y
-        return f"tl.where(({s} >= {bits}) | ({s} < 0), 0, {x} << {s})"
+        # the out-of-range value typed as the result: a bare literal may widen it to int32
+        return f"tl.where(({s} >= {bits}) | ({s} < 0), tl.full([], 0, {TL[dt]}), {x} << {s})"
 
     def op_shr(self, a, d, o):
         x, y = a
         dt = o
         bits = dt.itemsize * 8
         s = self.tmp(f"{y}.to({TL[dt]})", "sh") if d[1] != dt else y
-        big = "0" if dt.kind == "u" else f"tl.where({x} < 0, -1, 0)"
+        # the out-of-range values typed as the result: tl.where(x < 0, -1, 0) of two literals
+        # is int32, which widened an int8 shift (a later square then did not wrap)
+        zero = f"tl.full([], 0, {TL[dt]})"
+        big = zero if dt.kind == "u" else f"tl.where({x} < 0, tl.full([], -1, {TL[dt]}), {zero})"
         return f"tl.where(({s} >= {bits}) | ({s} < 0), {big}, {x} >> {s})"
 
     def op_where(self, a, d, o):
