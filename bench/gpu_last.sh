@@ -6,13 +6,16 @@
 # realize's host time goes (diag_host.py). Logs are packed into $OUT/gpu-last.tgz;
 # the suite's table, plot and JSON are also copied to $OUT.
 #   bash bench/gpu_last.sh [FUZZ_SECONDS] [FUZZ_PROCS] [SUITE_BUDGET] [MATMUL_BUDGET]
+# PART=tests or PART=bench runs one half (each fits a 10-minute device call with room to spare).
 set -uo pipefail
-fuzz_s=${1:-120}; procs=${2:-13}; suite_s=${3:-160}; mm_s=${4:-70}
+part=${PART:-all}
+fuzz_s=${1:-120}; procs=${2:-13}; suite_s=${3:-160}; mm_s=${4:-90}
 out=${OUT:-gpu-out}; work=/tmp/gpu-last; mkdir -p "$out" "$work/fuzz"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
 export FUSEJIT_CACHE_DIR=/tmp/fusejit-cache
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$work/gpu.txt" 2>&1
+if [ "$part" != bench ]; then
 # (the timing test of "no device synchronization" runs alone afterwards: the fuzz's processes
 # would slow the host loop it times)
 timeout $((fuzz_s + 120)) python3 -m pytest -m gpu -q -p no:cacheprovider tests \
@@ -38,6 +41,8 @@ for line in open(sys.argv[1]):
 print(f"cuda fuzz total: {total} programs, {fails} failures, {excused} rounding-sensitive excused")
 PY
 ls "$work/fuzz/failures" 2>/dev/null | head
+fi
+if [ "$part" != tests ]; then
 timeout $((suite_s + 90)) python3 bench/suite.py --out "$work/suite" --quick --budget "$suite_s" \
   > "$work/suite.log" 2>&1; echo "suite exit $?"; grep -A8 "^## Summary" "$work/suite/results.md"
 timeout $((mm_s + 60)) python3 bench/bench_matmul.py --out "$work/matmul" --quick --budget "$mm_s" \
@@ -45,5 +50,6 @@ timeout $((mm_s + 60)) python3 bench/bench_matmul.py --out "$work/matmul" --quic
 timeout 60 python3 bench/host_cost.py --backend cuda > "$work/host_cost.log" 2>&1; tail -12 "$work/host_cost.log"
 timeout 120 python3 bench/dispatch.py --json "$work/dispatch.json" > "$work/dispatch.log" 2>&1; tail -9 "$work/dispatch.log"
 timeout 60 python3 bench/diag_host.py > "$work/diag_host.log" 2>&1; cat "$work/diag_host.log"
+fi
 cp "$work"/suite/results.md "$work"/suite/results.png "$work"/suite/results.json "$out"/ 2>/dev/null
-tar czf "$out/gpu-last.tgz" -C /tmp gpu-last
+tar czf "$out/gpu-last-$part.tgz" -C /tmp gpu-last
