@@ -80,6 +80,8 @@ WORKLOADS: dict[str, tuple[Callable[..., Any], Callable[[Any], list[Any]]]] = {
                            lambda cp: [_normal(cp, (8192, 8192)), _normal(cp, (8192, 8192))]),
     "std_cols_65536x1024": (lambda xp, x: x.std(axis=0), lambda cp: [_normal(cp, (65536, 1024))]),
     "softmax_f16_32768x4096": (_softmax, lambda cp: [_normal(cp, (32768, 4096), F16)]),
+    "sum_axes02_64x4096x256": (lambda xp, x: x.sum(axis=(0, 2)),
+                               lambda cp: [_normal(cp, (64, 4096, 256))]),
 }
 
 #: seconds each run may start workloads for (the whole script stays within --budget)
