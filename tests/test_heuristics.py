@@ -24,7 +24,7 @@ def _lazy(shape: tuple[int, ...], dtype: type = np.float32) -> fj.Tensor:
     return fj.asarray(np.zeros(shape, dtype))
 
 
-def test_slow_math_halves_the_pointwise_block() -> None:
+def test_slow_math_takes_two_elements_per_thread() -> None:
     x = _lazy((1 << 20,))
     y = x
     for _ in range(2):
