@@ -37,6 +37,7 @@ def main() -> int:
 
     import fusejit as fj
     from fusejit.fuse import plan_for
+    from fusejit.ir.graph import structural_key
     from fusejit.runtime import current
     fj.set_backend("cuda")
     backend = current()
@@ -51,8 +52,9 @@ def main() -> int:
             text = fj.dump(y, fused=True)
             prog = fj.parse(_retile(text, tiles, tma))
             plan = plan_for(prog)
-            # scalar params (the 0 of relu) are 0 in every variant here
-            buffers = [named[p.name] if p.name in named else 0.0 for p in prog.inputs]
+            # the recorded program's inputs in order: its leaves' arrays and scalar values
+            buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
+            assert len(buffers) == len(prog.inputs)
 
             def run() -> Any:
                 return backend.execute(plan.program, buffers, plan)
@@ -68,37 +70,41 @@ def main() -> int:
         print(json.dumps(row), flush=True)
 
     rng = cp.random.default_rng(1)
-    named: dict[str, Any] = {}
 
     # -- epilogue cost ------------------------------------------------------------------
     if "--skip-epilogue" not in sys.argv:
-        epilogue_cost(timed, named, rng, cp, fj, rows)
+        epilogue_cost(timed, rng, cp, fj, rows)
 
     if "--mlp" in sys.argv:
-        mlp_layer(timed, named, rng, cp, fj)
+        mlp_layer(timed, rng, cp, fj)
         (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
         return 0
 
     # -- TF32 -----------------------------------------------------------------------------
-    tf32(timed, named, rng, cp, fj, rows, backend)
+    tf32(timed, rng, cp, fj, rows, backend)
 
     # -- small M ----------------------------------------------------------------------------
     if "--no-small-m" not in sys.argv:
-        small_m(timed, named, rng, cp, fj, rows)
+        small_m(timed, rng, cp, fj, rows)
     (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
     return 0
 
 
-def epilogue_cost(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any,
-                  rows: list[dict[str, Any]]) -> None:
-    """float16 8192^3: bare against each epilogue, default tiles and 128x128x64."""
-    m = n = k = 8192
+def _f16_operands(rng: Any, cp: Any, fj: Any, m: int, n: int, k: int) -> tuple[Any, ...]:
+    """float16 A [m, k] (scaled: products of unit size), B [k, n] and a bias [n] on the
+    device, the same as fusejit tensors, and their product in float64."""
     a = (rng.standard_normal((m, k), dtype=cp.float32) / k ** 0.5).astype(cp.float16)
     b = rng.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)
     bias = rng.standard_normal(n, dtype=cp.float32).astype(cp.float16)
-    named.update(a=a, b=b, bias=bias)
     fa, fb, fbias = fj.asarray(a, name="a"), fj.asarray(b, name="b"), fj.asarray(bias, name="bias")
-    prod = a.astype(cp.float64) @ b.astype(cp.float64)
+    return a, b, bias, fa, fb, fbias, a.astype(cp.float64) @ b.astype(cp.float64)
+
+
+def epilogue_cost(timed: Any, rng: Any, cp: Any, fj: Any,
+                  rows: list[dict[str, Any]]) -> None:
+    """float16 8192^3: bare against each epilogue, default tiles and 128x128x64."""
+    m = n = k = 8192
+    a, b, bias, fa, fb, fbias, prod = _f16_operands(rng, cp, fj, m, n, k)
     flops = 2.0 * m * n * k
     t0 = time.perf_counter()
     variants = {
@@ -124,21 +130,15 @@ def epilogue_cost(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any,
     ms = _time_events(cp, lambda: cp.matmul(a, b), 0.6)
     rows.append({"label": "cuBLAS f16 8192^3", "ms": ms, "tflops": flops / ms / 1e9})
     print(json.dumps(rows[-1]), flush=True)
-    named.clear()
 
 
-def mlp_layer(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any) -> None:
+def mlp_layer(timed: Any, rng: Any, cp: Any, fj: Any) -> None:
     """The MLP's first layer (float16 8192x2048 @ 2048x8192, K short): bare, + bias, GELU's
     tanh form, and its pieces, at the default tiles and with TMA: where does its time go?"""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_matmul import gelu
     m, n, k = 8192, 8192, 2048
-    a = (rng.standard_normal((m, k), dtype=cp.float32) / k ** 0.5).astype(cp.float16)
-    b = rng.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)
-    bias = rng.standard_normal(n, dtype=cp.float32).astype(cp.float16)
-    named.update(a=a, b=b, bias=bias)
-    fa, fb, fbias = fj.asarray(a, name="a"), fj.asarray(b, name="b"), fj.asarray(bias, name="bias")
-    prod = a.astype(cp.float64) @ b.astype(cp.float64)
+    a, b, bias, fa, fb, fbias, prod = _f16_operands(rng, cp, fj, m, n, k)
     pre = prod + bias.astype(cp.float64)
     flops = 2.0 * m * n * k
     y = fa @ fb + fbias
@@ -156,14 +156,13 @@ def mlp_layer(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any) -> 
             timed(f"mlp layer 1 {name}{' tma' if tma else ''}", v, ref, flops, (), tma=tma)
 
 
-def tf32(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any,
+def tf32(timed: Any, rng: Any, cp: Any, fj: Any,
          rows: list[dict[str, Any]], backend: Any) -> None:
     """float32 4096^3 in TF32: B row-major (the swapped product) and K-major, a few tiles."""
     m = n = k = 4096
     a = rng.standard_normal((m, k), dtype=cp.float32)
     b = rng.standard_normal((k, n), dtype=cp.float32)
     bt = cp.ascontiguousarray(b.T)  # [N, K], K contiguous
-    named.update(a=a, b=b, bt=bt)
     prod = a.astype(cp.float64) @ b.astype(cp.float64)
     flops = 2.0 * m * n * k
     fa, fb, fbt = fj.asarray(a, name="a"), fj.asarray(b, name="b"), fj.asarray(bt, name="bt")
@@ -193,16 +192,14 @@ def tf32(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any,
     rows.append({"label": "cuBLAS f32 4096^3 (CUPY_TF32=1 set late: may be ieee)", "ms": ms,
                  "tflops": flops / ms / 1e9})
     print(json.dumps(rows[-1]), flush=True)
-    named.clear()
 
 
-def small_m(timed: Any, named: dict[str, Any], rng: Any, cp: Any, fj: Any,
+def small_m(timed: Any, rng: Any, cp: Any, fj: Any,
             rows: list[dict[str, Any]]) -> None:
     """float16 128x4096x4096: a sweep of tiles and split-K."""
     m, n, k = 128, 4096, 4096
     a = (rng.standard_normal((m, k), dtype=cp.float32) / k ** 0.5).astype(cp.float16)
     b = rng.standard_normal((k, n), dtype=cp.float32).astype(cp.float16)
-    named.update(a=a, b=b)
     prod = a.astype(cp.float64) @ b.astype(cp.float64)
     flops = 2.0 * m * n * k
     fa, fb = fj.asarray(a, name="a"), fj.asarray(b, name="b")

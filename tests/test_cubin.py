@@ -58,14 +58,13 @@ def test_libdevice_math_compiles():
     _compile(f, [x.astype(np.float16)])
 
 
-def _program_ptx(fn, arrays):
-    """The PTX of a program's one kernel (emitted for cuda, compiled for sm_90)."""
+def _kernel_ptx(kernel):
+    """The PTX of one kernel region (emitted for cuda, one launch, compiled for sm_90)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from fusejit.runtime import kernel_cache as kc
-    (kernel,) = _kernels(fn, arrays)
     emitted = emit_kernel(kernel, None, "cuda")
     (launch,) = emitted.launches
     module = kc.import_source(kc.write_source(emitted), interpret=False)
@@ -73,6 +72,12 @@ def _program_ptx(fn, arrays):
     src = ASTSource(getattr(module, launch.fn_name), launch.signature, {}, attrs)
     options = {"num_warps": launch.num_warps, "enable_fp_fusion": False}
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+
+
+def _program_ptx(fn, arrays):
+    """The PTX of a program's one kernel."""
+    (kernel,) = _kernels(fn, arrays)
+    return _kernel_ptx(kernel)
 
 
 def test_float16_tanh_is_the_hardware_tanh_and_wider_types_libdevice():
@@ -141,19 +146,8 @@ def test_split_finishing_in_steps_compiles():
 
 
 def _split_ptx(fn, arrays):
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    from fusejit.runtime import kernel_cache as kc
     (kernel,) = [k for k in _kernels(fn, arrays) if k.kind == "split_reduction"]
-    emitted = emit_kernel(kernel, None, "cuda")
-    (launch,) = emitted.launches
-    module = kc.import_source(kc.write_source(emitted), interpret=False)
-    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(launch.signature))}
-    src = ASTSource(getattr(module, launch.fn_name), launch.signature, {}, attrs)
-    options = {"num_warps": launch.num_warps, "enable_fp_fusion": False}
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+    return _kernel_ptx(kernel)
 
 
 @pytest.mark.parametrize("case", ["full_sum", "batch_norm", "column_sums"])
