@@ -283,3 +283,19 @@ def test_float16_tanh_within_one_ulp_of_numpy_everywhere():
     ulps = np.abs(got.view(np.int16).astype(np.int32) - expected.view(np.int16).astype(np.int32))
     same_sign = np.signbit(got) == np.signbit(expected)
     assert same_sign.all() and ulps.max() <= 1, (x[ulps > 1][:8], got[ulps > 1][:8])
+
+
+def test_float16_add_sub_mul_bit_for_bit():
+    # float16 + - * are native float16 instructions on the GPU: correctly rounded, so NumPy's
+    # float16 results exactly, subnormals and signed zeros included
+    import cupy as cp
+    rng = np.random.default_rng(16)
+    bits = rng.integers(0, 1 << 16, size=(3, 1 << 18), dtype=np.uint16)
+    a, b, c = (v.view(np.float16) for v in bits)
+    fa, fb, fc = (fj.asarray(cp.asarray(v)) for v in (a, b, c))
+    with np.errstate(all="ignore"):
+        for got, want in ((fa * fb, a * b), (fa + fb, a + b), (fa - fc, a - c),
+                          (fa * fb + fc, a * b + c), ((fa - fb) * fc, (a - b) * c)):
+            got = got.numpy()
+            same = (got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got) & np.isnan(want))
+            assert same.all(), (got[~same][:5], want[~same][:5])
