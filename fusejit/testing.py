@@ -1084,7 +1084,7 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
     nudge = [i for i in floats if name in _ACCUMULATING or not exact[i]]
     if nudge:
         rng = np.random.default_rng(len(values))
-        nudged = list(values)
+        draws = []
         for i in nudge:
             v = np.asarray(values[i])
             # a few ulps, as far as an honest difference in rounding goes (float16: about one),
@@ -1095,9 +1095,16 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
             # random signs and sizes: a fixed size can happen to be a whole period of the step
             # (13 ulps of 2e27 is a multiple of 52, so remainder(x, 52) did not move)
             steps = rng.choice([-1.0, 1.0], (2, *v.shape)) * rng.uniform(0.5, 1.0, (2, *v.shape))
-            nudged[i] = (v.astype(np.float64) * (1 + size * steps[0]) + scale * steps[1]).astype(v.dtype)
-        if not _close(_apply_step(np, step, nudged), result, rtol, atol):
-            return True
+            draws.append((i, v, size, scale, steps))
+        # each nudge and its opposite: floor(625 - 1 ulp) moves, floor(625 + 1 ulp) does not,
+        # and one random direction missed it (floor(power(var(x), 2.0)), interpret fuzz 9303)
+        for direction in (1.0, -1.0):
+            nudged = list(values)
+            for i, v, size, scale, steps in draws:
+                nudged[i] = (v.astype(np.float64) * (1 + direction * size * steps[0])
+                             + direction * scale * steps[1]).astype(v.dtype)
+            if not _close(_apply_step(np, step, nudged), result, rtol, atol):
+                return True
     if name in _EXACT_OPS or all(_dtype(values[i]) == np.float64 for i in floats):
         return False
     wide = list(values)

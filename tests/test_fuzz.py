@@ -370,6 +370,24 @@ def test_a_sine_of_a_large_computed_argument_is_excused_not_failed(monkeypatch: 
     assert outcome is not None and outcome.kind == "mismatch" and excused == [1]
 
 
+def test_floor_of_a_computed_integer_is_sensitive_in_either_direction() -> None:
+    """``floor(power(var([0, 10]), 2.0))`` in float64 (interpret --jit fuzz, seed 9303): NumPy's
+    pow gives 625 exactly, the interpreter's float64 pow 625 - 3 ulps, and floor moves by 1.
+    One random nudge happened to push upward, where floor does not move: the filter now tries
+    each nudge and its opposite, so the step is found (and the program excused, or not drawn)."""
+    from fusejit.testing import _rounding_sensitive, sensitive_step
+
+    x = np.array([[0], [10]], np.int8)
+    recipe = Recipe((x,), (Step("function", "var", (Ref(0),), (("axis", None),)),
+                           Step("function", "power", (Ref(1), 2.0)),
+                           Step("function", "floor", (Ref(2),))), outputs=(3,))
+    assert sensitive_step(recipe) == 2
+    floor = Step("function", "floor", (Ref(0),))
+    for value in (625.0, -3.0, 1.0):  # any integer computed inexactly: either side of it
+        assert _rounding_sensitive(floor, [np.array(value)], [False], np.floor(value))
+    assert not _rounding_sensitive(floor, [np.array(624.5)], [False], np.floor(624.5))
+
+
 def test_a_variance_that_overflows_inside_is_not_drawn() -> None:
     """Equal float64 values near 4e244 (interpret fuzz, seed 777): NumPy's two passes square a
     one-ulp residue of the mean and return inf, the one-pass form returns 0. A finite input
