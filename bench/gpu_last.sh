@@ -6,9 +6,10 @@
 # realize's host time goes (diag_host.py). Logs are packed into $OUT/gpu-last.tgz;
 # the suite's table, plot and JSON are also copied to $OUT.
 #   bash bench/gpu_last.sh [FUZZ_SECONDS] [FUZZ_PROCS] [SUITE_BUDGET] [MATMUL_BUDGET]
+# JIT_PROCS (default 3) of the fuzz processes run with --jit.
 # PART=tests or PART=bench runs one half (each fits a 10-minute device call with room to spare).
 set -uo pipefail
-part=${PART:-all}
+part=${PART:-all}; jit_procs=${JIT_PROCS:-3}
 fuzz_s=${1:-120}; procs=${2:-13}; suite_s=${3:-160}; mm_s=${4:-90}
 out=${OUT:-gpu-out}; work=/tmp/gpu-last; mkdir -p "$out" "$work/fuzz"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
@@ -21,8 +22,10 @@ if [ "$part" != bench ]; then
 timeout $((fuzz_s + 120)) python3 -m pytest -m gpu -q -p no:cacheprovider tests \
   -k "not no_device_synchronization" > "$work/gpu-tests.log" 2>&1 &
 for i in $(seq 1 "$procs"); do
+  mode=""  # the last JIT_PROCS processes run every program through fj.jit
+  [ "$i" -gt $((procs - jit_procs)) ] && mode="--jit"
   timeout $((fuzz_s + 60)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" --seed $((2000 + i)) \
-    --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/fuzz-$i.log" 2>&1 &
+    $mode --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/fuzz-$i.log" 2>&1 &
 done
 wait
 timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_jit.py -k "no_device_synchronization" \
@@ -31,14 +34,19 @@ grep -E "passed|failed" "$work/gpu-tests.log" | tail -3; grep -E "^FAILED|^ERROR
 grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log > "$work/fuzz/summary.txt"
 python3 - "$work/fuzz/summary.txt" <<'PY'
 import re, sys
-total = fails = excused = 0
+counts = {}
 for line in open(sys.argv[1]):
+    mode = "fj.jit" if "--jit" in line else "realize"
+    total, fails, excused = counts.get(mode, (0, 0, 0))
     m = re.search(r"(\d+) programs.*mismatch (\d+), error (\d+), crash (\d+)", line)
     if m:
         total += int(m[1]); fails += int(m[2]) + int(m[3]) + int(m[4])
     e = re.search(r"(\d+) rounding-sensitive", line)
     excused += int(e[1]) if e else 0
-print(f"cuda fuzz total: {total} programs, {fails} failures, {excused} rounding-sensitive excused")
+    counts[mode] = (total, fails, excused)
+for mode, (total, fails, excused) in counts.items():
+    print(f"cuda fuzz total ({mode}): {total} programs, {fails} failures, "
+          f"{excused} rounding-sensitive excused")
 PY
 ls "$work/fuzz/failures" 2>/dev/null | head
 fi
