@@ -47,36 +47,11 @@ import fusejit as fj
 from fusejit import fuse
 from fusejit.fuse import cost
 
+# the chains CI runs at 20,000 steps (tests/test_deep.py), here at 10,000 and 100,000
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tests.test_deep import mixed_chain, pointwise_chain  # noqa: E402
+
 STAGES = ("record", "dump", "parse", "plan", "realize numpy", "realize interpret")
-
-
-def pointwise_chain(xp: Any, x: Any, steps: int) -> Any:
-    """``y * 1.0001 + 0.5``, ``sin`` and ``abs`` in turn."""
-    y = x
-    for i in range(steps):
-        y = y * 1.0001 + 0.5 if i % 2 == 0 else xp.sin(y) if i % 4 == 1 else xp.abs(y)
-    return y
-
-
-def mixed_chain(xp: Any, x: Any, steps: int) -> Any:
-    """Reductions broadcast back over rows and columns, transposes, flips and reshapes."""
-    y = x
-    n = x.shape[0]
-    for i in range(steps):
-        r = i % 6
-        if r == 0:
-            y = y - y.max(axis=1, keepdims=True)
-        elif r == 1:
-            y = y.T
-        elif r == 2:
-            y = y * 0.5 + y.sum(axis=0, keepdims=True) * 1e-3
-        elif r == 3:
-            y = xp.tanh(y)
-        elif r == 4:
-            y = y[:, ::-1]
-        else:
-            y = y.reshape(n // 2, n * 2).reshape(n, n)
-    return y
 
 
 CHAINS: dict[str, tuple[Callable[..., Any], np.ndarray]] = {

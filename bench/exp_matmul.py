@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_matmul import _retile, _tiles_of, _time_events  # noqa: E402
+from bench_matmul import _retile, _tiles_of, _time_events, gelu  # noqa: E402
 
 
 def main() -> int:
@@ -135,8 +135,6 @@ def epilogue_cost(timed: Any, rng: Any, cp: Any, fj: Any,
 def mlp_layer(timed: Any, rng: Any, cp: Any, fj: Any) -> None:
     """The MLP's first layer (float16 8192x2048 @ 2048x8192, K short): bare, + bias, GELU's
     tanh form, and its pieces, at the default tiles and with TMA: where does its time go?"""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_matmul import gelu
     m, n, k = 8192, 8192, 2048
     a, b, bias, fa, fb, fbias, prod = _f16_operands(rng, cp, fj, m, n, k)
     pre = prod + bias.astype(cp.float64)

@@ -1,12 +1,12 @@
-"""Reduction families on the GPU: fusejit's kernels (and a tile sweep) beside torch.compile.
+"""Reduction families on the GPU: fusejit's kernels beside torch.compile and jax.jit.
 
-Usage (GPU machine): python3 bench/exp_reductions.py OUT_DIR [--sweep]
+Usage (GPU machine): python3 bench/exp_reductions.py OUT_DIR
 Runs fusejit first in this process (torch is imported only in a child process
 afterwards, so its threads never slow fusejit's host work), then torch.compile
 and jax.jit on the same workloads in children. Kernel time is the cached plan's
 launches alone, measured with CUDA events over 20 back-to-back calls, median of
 7 rounds. GB/s counts each input read once and each output written once.
-``--sweep`` also times candidate tiles for the outer-reduction families.
+(Tiles are compared by ``FUSEJIT_AUTOTUNE=1`` and ``bench/autotune_check.py``.)
 """
 
 from __future__ import annotations
@@ -98,20 +98,10 @@ def event_time(fn: Callable[[], Any], rounds: int = 7, reps: int = 20) -> float:
     return float(np.median(times))
 
 
-def _fresh_caches() -> None:
-    import fusejit.fuse as fuse
-    import fusejit.runtime as runtime
-    import fusejit.runtime.kernel_cache as kernel_cache
-    runtime._plans.clear()
-    kernel_cache._emit_cache.clear()
-    fuse.clear_cache()
-
-
-def fusejit_side(out_dir: str, sweep: bool) -> dict[str, Any]:
+def fusejit_side(out_dir: str) -> dict[str, Any]:
     import cupy as cp
 
     import fusejit as fj
-    import fusejit.codegen.heuristics as heur
     from fusejit.ir.graph import structural_key
     from fusejit.runtime import _plans, current
     fj.set_backend("cuda")
@@ -151,56 +141,6 @@ def fusejit_side(out_dir: str, sweep: bool) -> dict[str, Any]:
             r = {"error": repr(exc)[:300]}
         results[name] = r
         print(name, json.dumps(r), flush=True)
-    if sweep:
-        base_split, base_red = heur.split_tiles, heur.reduction_tiles
-        sweep_res = {}
-        for bm in (32, 64, 128, 256):
-            for tile in (2048, 4096, 8192):
-                for warps in (4, 8):
-                    def split_tiles(target, rows, cols, outer, itemsize, bm=bm, tile=tile,
-                                    warps=warps):
-                        if not outer:
-                            return base_split(target, rows, cols, outer, itemsize)
-                        b = min(bm, heur.next_pow2(rows))
-                        return b, max(1, min(heur.next_pow2(cols), tile // b)), warps
-                    heur.split_tiles = split_tiles
-                    import fusejit.codegen.triton_emitter as em
-                    em.split_tiles = split_tiles
-                    _fresh_caches()
-                    for name in ("sum_axis0_16384x4096", "sum_axis1_16x4096x1024",
-                                 "sum_axis02_64x1024x1024"):
-                        shape, dtype, kind = WORKLOADS[name]
-                        try:
-                            r = measure(name, shape, dtype, kind)
-                        except Exception as exc:  # noqa: BLE001
-                            r = {"error": repr(exc)[:200]}
-                        sweep_res[f"split {name} bm={bm} tile={tile} w={warps}"] = r
-                        print("sweep", name, bm, tile, warps, f"{r.get('us', 0):.1f}us",
-                              f"{r.get('frac_copy', 0):.2f}", flush=True)
-        heur.split_tiles = base_split
-        em.split_tiles = base_split
-        for bm in (32, 64, 128):
-            for tile in (2048, 4096, 8192):
-                def red_tiles(target, rows, cols, outer, itemsize, bm=bm, tile=tile):
-                    if not outer:
-                        return base_red(target, rows, cols, outer, itemsize)
-                    b = min(bm, heur.next_pow2(rows))
-                    bn = max(1, min(heur.next_pow2(cols), tile // b))
-                    return heur.ReductionTiles(b, bn, heur.warps_for(b * bn),
-                                               heur.next_pow2(cols) <= bn, "sweep")
-                em.reduction_tiles = red_tiles
-                _fresh_caches()
-                for name in ("var_axis0_16384x4096", "sum_axis1_256x512x512"):
-                    shape, dtype, kind = WORKLOADS[name]
-                    try:
-                        r = measure(name, shape, dtype, kind)
-                    except Exception as exc:  # noqa: BLE001
-                        r = {"error": repr(exc)[:200]}
-                    sweep_res[f"outer {name} bm={bm} tile={tile}"] = r
-                    print("sweep", name, bm, tile, f"{r.get('us', 0):.1f}us",
-                          f"{r.get('frac_copy', 0):.2f}", flush=True)
-        em.reduction_tiles = base_red
-        results["sweep"] = sweep_res
     return results
 
 
@@ -238,7 +178,7 @@ def main() -> int:
         return 0
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
-    res = {"fusejit": fusejit_side(out_dir, "--sweep" in sys.argv)}
+    res = {"fusejit": fusejit_side(out_dir)}
     for peer in ("torch", "jax"):
         p = subprocess.run([sys.executable, __file__, "--peer", peer], capture_output=True,
                            text=True, timeout=420)

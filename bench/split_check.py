@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from exp_reductions import event_time  # noqa: E402
 
 #: name -> (shape, dtype, what): functions of (xp, x) below
 WORKLOADS: dict[str, tuple[tuple[int, ...], str, str]] = {
@@ -57,23 +62,6 @@ def program(what: str, xp: Any, x: Any) -> Any:
         e = xp.exp(x - x.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
     raise KeyError(what)
-
-
-def event_time(fn: Any, rounds: int = 7, reps: int = 20) -> float:
-    import cupy as cp
-    for _ in range(3):
-        fn()
-    cp.cuda.get_current_stream().synchronize()
-    times = []
-    for _ in range(rounds):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        for _ in range(reps):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b) / 1e3 / reps)
-    return float(np.median(times))
 
 
 def _bits(a: Any) -> Any:
