@@ -258,6 +258,33 @@ def test_launches_go_on_the_current_stream_and_exports_name_it(fake: FakeCupy) -
     assert fake.cuda.get_current_stream() is fake.cuda.Stream.null  # the blocks restored it
 
 
+def test_fj_realize_and_jit_results_remember_their_stream_not_as_a_signature(fake: FakeCupy) -> None:
+    # fj.realize passed the stream where make_input takes the leaf's signature: every result
+    # of fj.realize on cuda had the same "signature" (the stream), so programs over results of
+    # different shapes shared a plan; fj.jit's results did not remember their stream at all
+    from fusejit.ir.graph import structural_key
+    s = fake.cuda.Stream(non_blocking=True)
+    jitted = fj.jit(lambda x: x * 2 + 1)
+    with s:
+        a, b = fj.asarray(np.ones(4, np.float32)) * 2, fj.asarray(np.ones(8, np.float32)) * 2
+        fj.realize(a, b)
+        c = jitted(np.ones(4, np.float32))
+        d, = jitted(np.ones((2, 3), np.float32)),
+    for t in (a, b, c, d):
+        assert t._node.stream is s and t.__cuda_array_interface__["stream"] == s.ptr
+    assert structural_key([fj.sum(a)._node])[0] != structural_key([fj.sum(b)._node])[0]
+    assert fj.plan(fj.sum(b)).program.inputs[0].type.shape == (8,)
+
+
+def test_a_fortran_ordered_host_argument_reaches_the_kernel_as_bound(fake: FakeCupy) -> None:
+    # fj.jit binds a host argument as the C-ordered upload it will be; CuPy kept a Fortran-ordered
+    # host array's order, so the kernel, specialized for C strides, read it transposed
+    host = np.asfortranarray(np.arange(64, dtype=np.float32).reshape(8, 8))
+    fj.jit(lambda x: x * 2 + 1)(host)
+    (x_arg,) = [a for a in fake.launch_args[-1] if isinstance(a, fake.ndarray)][:1]
+    assert x_arg.flags.c_contiguous and np.array_equal(x_arg.get(), host)
+
+
 def test_a_buffer_fusejit_did_not_compute_names_the_current_stream(fake: FakeCupy) -> None:
     t = fj.asarray(fake.asarray(np.ones(4, np.float32)))  # a CuPy array: made by the user
     with fake.cuda.Stream() as s:

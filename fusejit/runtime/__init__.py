@@ -306,7 +306,8 @@ def realize(*tensors: Any) -> tuple[Any, ...]:
         for t in tensors:
             if id(t._node) in by_node:
                 node = t._node
-                t._node = make_input(by_node[id(node)], node.dtype, node.shape, None, stream)
+                t._node = make_input(by_node[id(node)], node.dtype, node.shape, None,
+                                     stream=stream)
     return tensors
 
 

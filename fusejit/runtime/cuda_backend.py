@@ -223,7 +223,9 @@ class CudaBackend:
                 found = dev.small[key] = cp.asarray(bits).view(host.dtype)
             return found
         try:
-            return cp.asarray(host)
+            # C order always (CuPy keeps a Fortran-ordered host array's order), so that an
+            # upload's strides are known before it is made (fj.jit binds host arguments so)
+            return cp.asarray(np.ascontiguousarray(host))
         except self._oom as exc:
             raise _out_of_memory(exc, dev.id, host.nbytes,
                                  f"copying a {host.dtype}{list(host.shape)} input there") from None

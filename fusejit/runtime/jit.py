@@ -370,7 +370,7 @@ class _Entry:
     """
 
     __slots__ = ("template", "from_args", "from_floats", "computed", "runner", "outputs",
-                 "single", "treedef", "guards", "classes", "variants", "plan")
+                 "single", "treedef", "guards", "classes", "variants", "stream_of")
 
     def __init__(self) -> None:
         self.variants: dict[tuple, _Entry] = {}
@@ -385,21 +385,23 @@ class _Entry:
         for i, fn in self.computed:
             buffers[i] = fn(dyn)
         results = self.runner(buffers) if self.runner is not None else []
+        # the stream the plan ran on (a device backend's): exports of the results wait for it
+        stream = self.stream_of() if self.stream_of is not None else None
         single = self.single
         if single is not None:  # one tensor from the plan: the common case
             dtype, shape, sig = single
-            return _wrap(make_input(results[0], dtype, shape, None, sig))
+            return _wrap(make_input(results[0], dtype, shape, None, sig, stream))
         tensors = []
         for kind, a, (dtype, shape, sig) in self.outputs:
             if kind == _OUT_PLAN:
-                buffer = results[a]
+                buffer, at = results[a], stream
             elif kind == _OUT_ARG:
-                buffer = dyn[a]
+                buffer, at = dyn[a], None
             elif kind == _OUT_SCALAR:  # a dynamic scalar returned as it came: this call's value
-                buffer = np.asarray(dyn[a], dtype)
+                buffer, at = np.asarray(dyn[a], dtype), None
             else:
-                buffer = a
-            tensors.append(_wrap(make_input(buffer, dtype, shape, None, sig)))
+                buffer, at = a, None
+            tensors.append(_wrap(make_input(buffer, dtype, shape, None, sig, at)))
         return _unflatten(self.treedef, iter(tensors))
 
 
@@ -440,7 +442,8 @@ def _build_entry(label: str, result: Any, rec: Recording, backend_name: str,
     entry.treedef = treedef
     entry.guards = tuple(rec.guards)
     entry.classes = tuple(cls for _, _, cls in rec.guards)
-    entry.plan = None
+    entry.stream_of = backend.current_stream if getattr(backend, "device_memory", False) \
+        else None
     template: list[Any] = []
     from_args: list[tuple[int, int]] = []
     from_floats: list[tuple[int, int, Any]] = []
@@ -448,7 +451,7 @@ def _build_entry(label: str, result: Any, rec: Recording, backend_name: str,
     binders: list[tuple[int, Any, Any]] = []
     if pending:
         key, leaves = structural_key(pending)
-        plan = entry.plan = plan_of(pending, key, leaves)
+        plan = plan_of(pending, key, leaves)
         device = getattr(backend, "device_memory", False)
         for i, leaf in enumerate(leaves):
             arg = leaf.arg if (leaf.op == "scalar" or id(leaf) in rec.traced) else None
