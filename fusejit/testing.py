@@ -97,7 +97,8 @@ import numpy as np
 
 __all__ = ["Recipe", "Step", "Ref", "InputView", "programs", "check_program", "assert_matches_numpy",
            "random_array", "array_source", "numpy_reference", "TOLERANCES", "tolerance",
-           "program_tolerance", "run_numpy", "run_fusejit", "recorded_inputs", "MATMUL_OPS",
+           "program_tolerance", "output_tolerances", "output_mismatches", "run_numpy",
+           "run_fusejit", "recorded_inputs", "MATMUL_OPS",
            "matmul_error_bound",
            "MATMUL_UNIT_ROUNDOFF"]
 
@@ -600,25 +601,56 @@ def _numpy_values(recipe: Recipe) -> list[Any]:
     return values
 
 
-def sensitive_step(recipe: Recipe) -> int | None:
+def _ancestors(recipe: Recipe, outputs: Sequence[int]) -> set[int]:
+    """The value indices that ``outputs`` (value indices) are computed from, themselves
+    included (inputs first, then step results, as ``Ref`` counts them)."""
+    n = len(recipe.inputs)
+    found, stack = set(), list(outputs)
+    while stack:
+        i = stack.pop()
+        if i not in found:
+            found.add(i)
+            if i >= n:
+                stack.extend(a.index for a in recipe.steps[i - n].args if isinstance(a, Ref))
+    return found
+
+
+def sensitive_step(recipe: Recipe, outputs: Sequence[int] | None = None) -> int | None:
     """The index of the first step of ``recipe`` whose NumPy result is sensitive to rounding
-    (``programs``' ``stable`` filter, re-applied to a whole recipe), or None.
+    (``programs``' ``stable`` filter, re-applied to a whole recipe), or None; with
+    ``outputs`` (value indices), only a step those outputs are computed from counts.
 
     The fuzzer asks this of a program that mismatched: a drawn program passes the filter
     step by step, but a shrunk one, or one whose draw met the filter's random nudges at a
     lucky spot, may not; its mismatch is then a different rounding, not a bug.
     """
     values: list[Any] = recipe.fresh_inputs()
-    exact = [True] * len(values)
+    n = len(values)
+    counts = _ancestors(recipe, outputs) if outputs is not None else None
+    exact = [True] * n
     scales = [_magnitude(v) for v in values]
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for k, step in enumerate(recipe.steps):
             result = _apply_step(np, step, values)
-            if _rounding_sensitive(step, values, exact, result, scales):
+            if (counts is None or n + k in counts) and \
+                    _rounding_sensitive(step, values, exact, result, scales):
                 return k
             _append_value(step, result, values, exact, scales)
     return None
+
+
+def _tolerance_of(recipe: Recipe, values: list[Any], indices: Sequence[int]) -> tuple[float, float]:
+    """``(rtol, atol)`` of the least precise float dtype among ``values[indices]``; with a
+    matrix product among them, ``atol`` times the largest finite magnitude among them."""
+    chosen = [np.asarray(values[i]) for i in indices]
+    rtol, atol = max((tolerance(a.dtype) for a in chosen), default=(0.0, 0.0))
+    n = len(recipe.inputs)
+    if any(i >= n and recipe.steps[i - n].name in ("matmul", "@") for i in indices):
+        finite = [float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0)) for a in chosen
+                  if a.dtype.kind == "f"]
+        atol *= max([1.0, *finite])
+    return rtol, atol
 
 
 def program_tolerance(recipe: Recipe) -> tuple[float, float]:
@@ -628,15 +660,19 @@ def program_tolerance(recipe: Recipe) -> tuple[float, float]:
     rounding error, so it is compared at float16's tolerance. With a matrix
     product in the recipe, ``atol`` scales with the largest finite magnitude of any
     value: a sum of products is exact only to its terms' size (its result can
-    cancel to 0 while its terms do not).
+    cancel to 0 while its terms do not). ``output_tolerances`` gives each output the
+    tolerance of the values it is computed from alone.
     """
     values = _numpy_values(recipe)
-    rtol, atol = max((tolerance(np.asarray(v).dtype) for v in values), default=(0.0, 0.0))
-    if any(s.kind == "matmul_t" or s.name in ("matmul", "@") for s in recipe.steps):
-        finite = [float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0)) for a in
-                  (np.asarray(v) for v in values) if a.dtype.kind == "f"]
-        atol *= max([1.0, *finite])
-    return rtol, atol
+    return _tolerance_of(recipe, values, range(len(values)))
+
+
+def output_tolerances(recipe: Recipe) -> list[tuple[float, float]]:
+    """``program_tolerance`` per output, over only the values that output is computed
+    from: a float16 or matrix-product step elsewhere in the program does not loosen it."""
+    values = _numpy_values(recipe)
+    return [_tolerance_of(recipe, values, sorted(_ancestors(recipe, [i])))
+            for i in recipe.outputs]
 
 
 def recorded_inputs(*tensors: Any) -> list[Any]:
@@ -685,26 +721,37 @@ def check_program(recipe: Recipe, backend: str | None = None, *, rtol: float | N
     """Assert that fusejit (on ``backend``, default the current one) computes what NumPy does.
 
     Every output is compared with ``assert_matches_numpy``: ints and bools
-    exactly, floats at the tolerance of the least precise float dtype in the
-    whole recipe (``program_tolerance``) unless ``rtol``/``atol`` are given.
+    exactly, floats at the tolerance of the least precise float dtype among the
+    values the output is computed from (``output_tolerances``) unless ``rtol``/``atol`` are given.
     The error message shows the recipe as Python source with its inputs. With
     ``jit``, the recipe runs through ``fj.jit`` (recorded once, replayed once).
     """
     expected = run_numpy(recipe)
     actual = run_fusejit(recipe, backend, jit=jit)
-    _check_outputs(recipe, actual, expected, program_tolerance(recipe), rtol=rtol, atol=atol)
+    mismatches = output_mismatches(recipe, actual, expected, output_tolerances(recipe),
+                                   rtol=rtol, atol=atol)
+    if mismatches:
+        raise AssertionError(mismatches[0][1])
 
 
-def _check_outputs(recipe: Recipe, actual: Sequence[Any], expected: Sequence[np.ndarray],
-                   loosest: tuple[float, float], *, rtol: float | None = None,
-                   atol: float | None = None, show_recipe: bool = True) -> None:
-    """``check_program``'s comparison of computed outputs (the fuzzer shares it)."""
-    assert len(actual) == len(expected)
-    for i, (a, e) in enumerate(zip(actual, expected)):
-        default = max(tolerance(e.dtype), loosest) if e.dtype.kind == "f" else (0.0, 0.0)
+def output_mismatches(recipe: Recipe, actual: Sequence[Any], expected: Sequence[np.ndarray],
+                      tolerances: Sequence[tuple[float, float]], *, rtol: float | None = None,
+                      atol: float | None = None, show_recipe: bool = True
+                      ) -> list[tuple[int, str]]:
+    """``check_program``'s comparison of computed outputs (the fuzzer shares it): per output
+    that differs from NumPy's, its value index and the message of ``assert_matches_numpy``.
+    ``tolerances``: per output (``output_tolerances``), unless ``rtol``/``atol`` are given."""
+    assert len(actual) == len(expected) == len(tolerances)
+    found = []
+    for i, (a, e, tol) in enumerate(zip(actual, expected, tolerances)):
+        default = max(tolerance(e.dtype), tol) if e.dtype.kind == "f" else (0.0, 0.0)
         where = f"output {i} (v{recipe.outputs[i]})" + (f" of\n{recipe!r}" if show_recipe else "")
-        assert_matches_numpy(a, e, rtol=default[0] if rtol is None else rtol,
-                             atol=default[1] if atol is None else atol, err_msg=where)
+        try:
+            assert_matches_numpy(a, e, rtol=default[0] if rtol is None else rtol,
+                                 atol=default[1] if atol is None else atol, err_msg=where)
+        except AssertionError as exc:
+            found.append((recipe.outputs[i], str(exc)))
+    return found
 
 
 # -- the strategy -------------------------------------------------------------------

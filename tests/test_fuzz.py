@@ -388,6 +388,34 @@ def test_floor_of_a_computed_integer_is_sensitive_in_either_direction() -> None:
     assert not _rounding_sensitive(floor, [np.array(624.5)], [False], np.floor(624.5))
 
 
+def test_each_output_is_compared_at_the_tolerance_of_what_it_is_computed_from() -> None:
+    """A matrix product (absolute tolerance scaled by the largest magnitude) or a float16 step
+    elsewhere in a program loosened every output's check: ``x + x`` next to ``exp(x)`` and
+    ``x @ x`` was compared with an absolute tolerance of 5e29. And a mismatch is excused only
+    by a rounding-sensitive step of a mismatched output's own computation."""
+    from fusejit.testing import output_tolerances, program_tolerance, sensitive_step, tolerance
+
+    x = np.full((2, 2), 80.0, np.float32)
+    recipe = Recipe((x, np.ones(2, np.float16)),
+                    (Step("function", "exp", (Ref(0),)), Step("function", "matmul", (Ref(0), Ref(0))),
+                     Step("function", "add", (Ref(0), Ref(0))), Step("function", "add", (Ref(1), Ref(1)))),
+                    outputs=(4, 3, 5))
+    rtol32, atol32 = tolerance(np.float32)
+    assert program_tolerance(recipe)[1] > 1e29  # the whole program's: kept for that question
+    plain, product, half = output_tolerances(recipe)
+    assert plain == (rtol32, atol32)
+    assert product == (rtol32, atol32 * 12800.0)  # the product's own values (2 * 80 * 80)
+    assert half == tolerance(np.float16)
+    # floor(625 - 3 ulps) is sensitive, but an output that does not use it is not excused by it
+    y = np.array([[0], [10]], np.int8)
+    sensitive = Recipe((y,), (Step("function", "var", (Ref(0),), (("axis", None),)),
+                              Step("function", "power", (Ref(1), 2.0)),
+                              Step("function", "floor", (Ref(2),)),
+                              Step("function", "negative", (Ref(0),))), outputs=(3, 4))
+    assert sensitive_step(sensitive) == 2 and sensitive_step(sensitive, [3]) == 2
+    assert sensitive_step(sensitive, [4]) is None
+
+
 def test_a_variance_that_overflows_inside_is_not_drawn() -> None:
     """Equal float64 values near 4e244 (interpret fuzz, seed 777): NumPy's two passes square a
     one-ulp residue of the mean and return inf, the one-pass form returns 0. A finite input
