@@ -298,3 +298,19 @@ def test_shifts_keep_the_integer_type(backend, dtype, shift):
         got = y.numpy()
         assert got.dtype == want.dtype
         assert_matches_numpy(got, want)
+
+
+# -- a float axis is refused whatever ran before ------------------------------------------------
+# mean memoized what it records by its raw axis argument, and 1.0 == 1 as a dict key: after
+# fj.mean(x, axis=1), fj.mean(x, axis=1.0) returned a result where NumPy (and a cold fusejit)
+# refuse the axis; a bare float axis also escaped as a raw TypeError
+
+@pytest.mark.parametrize("axis", [1.0, (1.0,), (0, 1.0)])
+def test_a_float_axis_is_an_axis_error_cold_and_warm(backend, axis):
+    x = fj.asarray(np.ones((2, 3), np.float32))
+    for warm in (None, 1, (1,), (0, 1)):
+        if warm is not None:
+            fj.mean(x, axis=warm)
+        for reduce in (fj.mean, fj.sum, fj.var):
+            with pytest.raises(fj.AxisError, match="axis must be an integer"):
+                reduce(x, axis=axis)

@@ -6,6 +6,7 @@ float64, ``mean`` of float16 accumulates in float32 and returns float16).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -193,21 +194,20 @@ def _accumulation_dtype(dt: np.dtype) -> np.dtype:
     return _F32 if dt == _F16 else dt
 
 
-def _mean_node(x: Tensor, axes: tuple[int, ...], keepdims: bool, acc: np.dtype) -> Node:
-    total = _reduce("sum", cast_node(x._node, acc), axes, keepdims, acc)
-    n = const_node(_count(x.shape, axes), acc, total.shape)
-    return make("div", (total, n), {}, acc, total.shape)
-
-
 def mean(x: Any, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -> Tensor:
     """Arithmetic mean over ``axis`` (NaN for an empty axis, as NumPy)."""
     x = _tensor(x)
     node = x._node
-    try:
-        key: tuple | None = (node.dtype, node.shape, axis, keepdims, dtype)
-        found = _MEANS.get(key)
-    except TypeError:  # (an axis list, a dtype given as an unhashable object)
-        key = found = None
+    key: tuple | None = None
+    found = None
+    # memoized for axes given as ints only: 1.0 == 1 as a key, but NumPy refuses a float axis
+    if axis is None or type(axis) is int or (
+            type(axis) is tuple and builtins.all(type(a) is int for a in axis)):
+        try:
+            key = (node.dtype, node.shape, axis, keepdims, dtype)
+            found = _MEANS.get(key)
+        except TypeError:  # (a dtype given as an unhashable object)
+            key = None
     if found is None:
         axes = normalize_axes(axis, x.ndim)
         out_dt = as_dtype(dtype, where="mean") if dtype is not None else \

@@ -392,6 +392,8 @@ def normalize_axes(axis: int | Iterable[int] | None, ndim: int) -> tuple[int, ..
         return tuple(range(ndim))
     if isinstance(axis, (int, np.integer)):
         return (normalize_axis(int(axis), ndim),)
+    if not isinstance(axis, Iterable):  # (a float axis: NumPy's TypeError, as a FusejitError)
+        raise AxisError(f"axis must be an integer, a tuple of integers or None, got {axis!r}")
     axes = tuple(normalize_axis(a, ndim) for a in axis)
     if len(set(axes)) != len(axes):
         raise AxisError(f"repeated axis in {tuple(axis)}")
