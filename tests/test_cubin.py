@@ -358,3 +358,18 @@ def test_tf32_gemm_of_a_row_major_b_copies_whole_16_bytes():
     ptx = _ptx("f32_tf32")
     assert "wgmma.mma_async" in ptx and ".tf32" in ptx
     assert "cp.async.ca" not in ptx, "4-byte async copies: B is copied element by element"
+
+
+def test_split_final_masks_rows_past_the_end_of_the_last_row_block():
+    """48 columns summed over 65536 rows: row blocks of 32, combined 16 rows at a time on
+    cuda (the final tile's limit), so the last block's second slice is rows 48-63. The final
+    function masked rows only when 16 did not divide 48: it read partials and wrote outputs
+    past their ends (found by review; the interpreter combines whole blocks and cannot see it)."""
+    x = np.zeros((65536, 48), np.float32)
+    (kernel,) = _kernels(_column_sums, [x])
+    source = emit_kernel(kernel, None, "cuda").source
+    final = source[source.index("_final("):]
+    assert "for sub in range(0, 32, 16):" in source
+    assert "row_mask = rows < 48" in final
+    assert final.count("mask=row_mask") == 2  # the partials read and the output written
+    _compile(_column_sums, [x])

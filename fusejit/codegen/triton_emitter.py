@@ -1106,10 +1106,10 @@ class _Emitter:
         reduction from all their partials, then the epilogue; returns the function, its rows
         per call and the params it reads."""
         d = self.domain
-        rows = d.rows
+        rows, bm = d.rows, self._bm
         sb = next_pow2(n_split)
         limit = (1 << 16) if self.target == "interpret" else 4096
-        fbm = max(1, min(self._bm, limit // sb))
+        fbm = max(1, min(bm, limit // sb))
         self._bm, self._bn = fbm, sb
         g = _Fn(self)
         g.used.update({"first", "rows", "row_mask", "parts", "part_mask", "mask", *part_names})
@@ -1119,7 +1119,7 @@ class _Emitter:
         g.rows = "rows"
         masks = []
         row_mask = None
-        if rows % fbm:
+        if rows % bm:  # (the row block's last slices of fbm rows may pass the end too)
             out.append(f"row_mask = rows < {rows}")
             row_mask = "row_mask"
             masks.append(row_mask)
