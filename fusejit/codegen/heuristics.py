@@ -218,7 +218,7 @@ class Tiles2D:
 @dataclass(frozen=True)
 class SplitTiles:
     """A split reduction's partials launch: ``block_m x block_n`` tiles, ``num_warps``, and
-    ``split`` partials per output (the final launch combines them)."""
+    ``split`` partials per output (the last program of each row block combines them)."""
 
     block_m: int
     block_n: int

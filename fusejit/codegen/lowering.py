@@ -4,7 +4,9 @@ Each lowering returns an expression string; helpers it needs (floor-division
 fix-ups, formulas for math the interpreter lacks) are emitted as temporaries
 through the ``tmp`` callback so that generated code stays one readable
 statement per step. float16 math is computed in float32 and rounded back to
-float16 after every op, which is what NumPy's float16 loops do.
+float16 after every op, which is what NumPy's float16 loops do; ``+ - *`` use the
+float16 instructions, whose correct rounding gives the same result, and on ``cuda``
+float16 ``tanh`` is the hardware's (within one float16 ulp: ``op_tanh``).
 
 Math that Triton maps to libdevice (tanh, pow, expm1, ...) has two lowerings:
 ``cuda`` calls libdevice; ``interpret`` uses formulas built from exp, log,
@@ -434,18 +436,22 @@ class Lowering:
             return f"{x}.to(tl.float32).to({TL[dst]})"
         return f"{x}.to({TL[dst]})"
 
-    # math with a libdevice lowering on cuda and formulas in the interpreter -----
-    def math(self, op: str, args: list[str], dt: np.dtype) -> str:
-        """libdevice-only math: libdevice on ``cuda``, float64 formulas in the interpreter."""
-        if self.target == "cuda" and op == "tanh" and dt == F16:
+    def op_tanh(self, a, d, o):
+        dt = d[0]
+        if self.target == "cuda" and dt == F16:
             # the hardware's tanh (one MUFU.TANH against libdevice's ~20 dependent steps):
             # relative error under 2**-10.98, so with float16's rounding the result is within
             # one float16 ulp of NumPy's (which rounds float32 tanh). GELU's tanh form in a
             # float16 GEMM epilogue: H200, 8192x2048 @ 2048x8192 + bias, 600 TFLOP/s bare,
             # 467 with libdevice's tanh (bench/exp_matmul.py --mlp)
             return self.down(f'tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", '
-                             f'[{self.up(args[0], dt)}], dtype=tl.float32, is_pure=True, pack=1)',
+                             f'[{self.up(a[0], dt)}], dtype=tl.float32, is_pure=True, pack=1)',
                              dt)
+        return self.math("tanh", a, dt)
+
+    # math with a libdevice lowering on cuda and formulas in the interpreter -----
+    def math(self, op: str, args: list[str], dt: np.dtype) -> str:
+        """libdevice-only math: libdevice on ``cuda``, float64 formulas in the interpreter."""
         if self.target == "cuda":
             ups = [self.up(x, dt) for x in args]
             name = _LIBDEVICE_UNARY.get(op, op)

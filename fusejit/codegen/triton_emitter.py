@@ -45,7 +45,6 @@ from ..ir.program import Instr, Kernel, TensorType
 from .heuristics import (
     PERSISTENT_LIMIT,
     POINTWISE_BLOCK,
-    SPLIT_MAX,
     TILE_2D,
     WELFORD_STATE,
     GemmConfig,
@@ -224,7 +223,6 @@ class _Fn:
         #: the reduced coordinates' mask of the open tile ("col_mask"), or None
         self.col_mask: str | None = None
         self.scalar_vars: dict[str, str] = {}  # scalar param -> its value in this function
-        self.used.update(em.ptr_name)  # argument names are never reused for temporaries
         self.low = Lowering(em.target, self._tmp, self._raw)
         self._cur_level = 0
         self._indent = 0
@@ -986,14 +984,14 @@ class _Emitter:
                 and all(self.types[y].shape in (d.kept_shape, d.keepdims_shape)
                         and y in d.row_dependent for y in self.kernel.yields))
 
-    def _split_blocks(self) -> tuple[int, int, int]:
-        """(BLOCK_M rows, BLOCK_N columns, num_warps) of a split reduction's partials."""
+    def _split_tiles(self) -> SplitTiles:
+        """The tiles and partials per output of a split reduction's launch."""
         d = self.domain
         split = self.kernel.attrs.get("split")
         t = self.choose(split_candidates(
             self.target, d.rows, d.reduce_size, d.kind == "outer_reduction", self._itemsize(),
             split if isinstance(split, int) and split >= 1 else None, self._state()))
-        return t.block_m, t.block_n, t.num_warps
+        return t
 
     def split_reduction(self) -> tuple[list[_Fn], list[Launch]]:
         """One launch over (row blocks x chunks); the last program of each row block finishes it.
@@ -1017,16 +1015,12 @@ class _Emitter:
         L2, never a line another row block's finish left in this SM's L1). No program
         waits for another, so any scheduling order completes.
         """
-        self.split_mode = True
         d = self.domain
         rows, cols = d.rows, d.reduce_size
-        bm, bn, num_warps = self._split_blocks()
+        t = self._split_tiles()  # its step already fits the chunk of one of t.split partials
+        bm, bn, num_warps = t.block_m, t.block_n, t.num_warps
         row_blocks = -(-rows // bm)
-        want = self.kernel.attrs.get("split")
-        want = choose_split(rows, cols, row_blocks, bm) if not isinstance(want, int) or want < 1 \
-            else min(int(want), SPLIT_MAX)
-        per = max(1, -(-cols // want))          # elements per partial before rounding to tiles
-        bn = max(1, min(bn, next_pow2(per)))
+        per = max(1, -(-cols // t.split))        # elements per partial before rounding to tiles
         chunk = -(-per // bn) * bn               # a whole number of tiles
         n_split = max(1, -(-cols // chunk))
         self._bm, self._bn = bm, bn
@@ -1569,7 +1563,6 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
     else:
         em = _Emitter(kernel, list(strides), target, tiles, origin)
     em.need_mul = False
-    em.split_mode = False
     em.helpers = set()
     em._bm = em._bn = 0
     emitted = em.emit()
