@@ -204,7 +204,7 @@ def test_make_scalar_op_is_make2_of_a_fresh_scalar(monkeypatch):
                 a = make()
                 s = graph.make_scalar(np.float32(2), f32)
                 pair = (s, a) if first else (a, s)
-                want = graph.make2("mul", *pair, f32, a.shape, graph._NO_ATTRS, (), None, True)
+                want = graph.make2("mul", *pair, f32, a.shape)
                 got = graph.make_scalar_op("mul", make(), np.float32(2), f32, f32, a.shape, first)
                 assert _shape(got, first) == _shape(want, first), (name, first, share)
                 assert got.srcs[0 if first else 1].copies is True and got.depth == want.depth

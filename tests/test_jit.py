@@ -518,3 +518,18 @@ def test_a_dynamic_scalar_returned_unchanged_is_each_calls_value(backend: str) -
         for t in (a, b):
             assert t.shape == () and t.dtype == np.float64 and float(t.numpy()) == float(s)
     assert f.recordings == 1
+
+
+def test_a_dynamic_exponent_is_guarded_once() -> None:
+    # x ** a with an exponent of no special class classified a twice (the operator's
+    # square/sqrt/reciprocal check, then power's 0.5 check), so every later call checked
+    # the same guard twice
+    with fj.using_backend("numpy"):
+        f = fj.jit(lambda x, a: x ** a)
+        x = np.full(3, 2.0, np.float32)
+        f(x, 3.0)
+        np.testing.assert_array_equal(f(x, 1.5).numpy(), x ** np.float32(1.5))
+        (entry,) = f._cache.values()
+        assert len(entry.guards) == 1 and f.recordings == 1
+        np.testing.assert_array_equal(f(x, 0.5).numpy(), np.sqrt(x))
+        assert f.recordings == 2  # another class of exponent: a variant

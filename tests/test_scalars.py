@@ -282,3 +282,25 @@ def test_gpu_text_scalar_params() -> None:
             assert_matches_numpy(u.get(), x.astype(np.uint64) + np.uint64(2**64 - 3))
         y, _ = parse(SCALARS).run(cp.asarray(X), np.float32(2.5), 3)
         assert_matches_numpy(y.get(), X * 2.5 + 3)
+
+
+def test_a_scalar_parameter_operand_records_the_same_graph_every_time() -> None:
+    # the tensor-op-tensor fast path memoized a recording with a scalar parameter as its
+    # operand and replayed it with the cast-and-broadcast of a 0-d input: the first
+    # x * s recorded mul(x, s), every later one mul(x, expand(reshape(s))), another plan
+    from fusejit.frontend.tensor import _FAST, Tensor
+    from fusejit.ir.graph import make_scalar
+    f32 = np.dtype(np.float32)
+    memos = _FAST["multiply"]
+    saved = [dict(m) for m in memos]
+    for m in memos:
+        m.clear()  # as in a fresh process: the first recording of this kind
+    try:
+        x = fj.asarray(np.ones((3, 4), np.float32))
+        nodes = [(x * Tensor(make_scalar(np.float32(v), f32)))._node for v in (1.5, 2.5, 3.5)]
+    finally:
+        for m, old in zip(memos, saved):
+            m.clear()
+            m.update(old)
+    assert {n.sig for n in nodes} == {nodes[0].sig}
+    assert all(n.srcs[1].op == "scalar" for n in nodes)

@@ -219,11 +219,6 @@ for _name, _fn, _symbol in (("add", operator.add, "+"), ("sub", operator.sub, "-
     setattr(DynamicFloat, f"__r{_name}__", _binary_method(_fn, _symbol, True))
 
 
-def source_of(x: Any) -> Source | None:
-    """Where a later call takes the value of ``x`` (None: ``x`` is a fixed value)."""
-    return x.source if type(x) is DynamicFloat else None
-
-
 def plain_value(x: Any) -> Any:
     """The value of a scalar as recorded (a DynamicFloat's current value as a plain float)."""
     return float.__float__(x) if type(x) is DynamicFloat else x
@@ -276,5 +271,7 @@ def guard(x: DynamicFloat, classify: Callable[[float], Any]) -> Any:
     cls = classify(value)
     rec = RECORDING.get()
     if rec is not None:
-        rec.guards.append((x.source, classify, cls))
+        guard = (x.source, classify, cls)
+        if guard not in rec.guards:  # (``x ** a`` asks twice: the operator, then power)
+            rec.guards.append(guard)
     return cls

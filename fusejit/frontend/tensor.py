@@ -718,7 +718,11 @@ def _binary(ufunc: str, a: ArrayLike, b: ArrayLike, fast_key: tuple | None) -> T
     if is_bool(in_a) and is_bool(in_b):
         op = _BOOL_BINARY.get(op, op)
     if op in ("shl", "shr") or in_a == in_b:
-        if fast_key is not None and ufunc != "power":
+        # (a tensor-op-tensor recording is not memoized with a scalar parameter as an operand:
+        # ``coerce`` leaves it unbroadcast, which the fast path's cast-and-broadcast, shared
+        # with 0-d inputs, would not)
+        if fast_key is not None and ufunc != "power" and (
+                fast_key[0] != "tt" or (na.op != "scalar" and nb.op != "scalar")):
             _remember_fast(ufunc, fast_key, op, in_a, in_b, out, shape)
         return Tensor(make(op, (na, nb), {}, out, shape))
     raise DTypeError(f"{ufunc}: unsupported operand dtypes {in_a} and {in_b}")  # pragma: no cover

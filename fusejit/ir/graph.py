@@ -5,7 +5,7 @@ elimination for free): ``make`` looks a node up by its key (op, attributes,
 dtype, shape and the identity of its sources) before creating it. Leaves
 (``input`` nodes holding data, ``scalar`` nodes holding a value) are never
 merged, so they are never looked up; nor is a node over a scalar leaf made for
-it alone (``make2``'s ``fresh``: a Python scalar meeting a tensor), which no
+it alone (``make_scalar_op``: a Python scalar meeting a tensor), which no
 other node can equal.
 
 Each node also gets, at creation, a *signature*: a small int naming its
@@ -252,25 +252,18 @@ def make1(op: str, a: Node, dtype: np.dtype, shape: tuple[int, ...],
 
 
 def make2(op: str, a: Node, b: Node, dtype: np.dtype, shape: tuple[int, ...],
-          attrs: dict[str, Any] = _NO_ATTRS, frozen: tuple = (), note: str | None = None,
-          fresh: bool = False) -> Node:
+          attrs: dict[str, Any] = _NO_ATTRS, frozen: tuple = (), note: str | None = None) -> Node:
     """``make(op, (a, b), attrs, dtype, shape, note)`` (``frozen``: the attributes and note
-    as ``make`` freezes them); the defaults are the hot path of binary ops.
-
-    ``fresh``: one operand is a scalar leaf just made for this node and read by no other
-    (``binary``'s Python scalars): no node can have this structure yet, and the leaf is
-    never met again, so the node is not looked up or entered in the table (it is unique).
-    """
-    if not fresh:
-        key = (op, id(a), id(b), frozen, dtype, shape)
-        if a.used and b.used:  # (else no node has this key yet)
-            ref = _NODES.get(key)
-            if ref is not None:
-                node = ref()
-                # sources are held by the node, so their ids cannot have been reused while
-                # it lives
-                if node is not None:
-                    return node
+    as ``make`` freezes them); the defaults are the hot path of binary ops (a Python scalar
+    operand takes ``make_scalar_op``)."""
+    key = (op, id(a), id(b), frozen, dtype, shape)
+    if a.used and b.used:  # (else no node has this key yet)
+        ref = _NODES.get(key)
+        if ref is not None:
+            node = ref()
+            # sources are held by the node, so their ids cannot have been reused while it lives
+            if node is not None:
+                return node
     node = _new(Node)
     node.op, node.srcs, node.attrs, node.dtype, node.shape = op, (a, b), attrs, dtype, shape
     node.buffer = node.name = None
@@ -334,16 +327,15 @@ def make2(op: str, a: Node, b: Node, dtype: np.dtype, shape: tuple[int, ...],
     node.sig = sig if sig is not None else _intern(signature)
     if note is not None:
         NOTES[node.sig] = note
-    if not fresh:
-        _NODES[key] = _ref(node)
-        if len(_NODES) > _sweep_at:
-            _sweep()
+    _NODES[key] = _ref(node)
+    if len(_NODES) > _sweep_at:
+        _sweep()
     return node
 
 
 def make_scalar_op(op: str, a: Node, value: Any, sdtype: np.dtype, dtype: np.dtype,
                    shape: tuple[int, ...], first: bool = False) -> Node:
-    """``make2(op, a, make_scalar(value, sdtype), dtype, shape, fresh=True)`` (the scalar
+    """``make2(op, a, make_scalar(value, sdtype), dtype, shape)`` (the scalar
     first when ``first``) in one step: the hot path of a tensor meeting a Python scalar.
 
     The node's leaves, tag and signature are the ones ``make2`` gives (a test compares them).

@@ -250,8 +250,8 @@ def realize_one(t: Any) -> None:
     op = node.op
     if op == "input":
         return
-    if op == "scalar" or RECORDING.get() is not None:
-        realize(t)  # (the general path: a NumPy scalar, or raising RecordingError)
+    if op == "scalar":  # (while recording, Tensor.realize has raised before this)
+        realize(t)  # (the general path: a NumPy scalar as an array)
         return
     key = (node.sig,)  # structural_key([node])
     leaves = node.leaves
