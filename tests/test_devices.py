@@ -494,4 +494,5 @@ def test_split_reduction_counters_zeroed_once_per_stream(fake: FakeCupy) -> None
         assert counters() is first
     assert other is not first and len(fake.launches) == 4  # one launch per realize
     assert fake.zeroed == [(0, 0, (1,)), (0, s.ptr, (1,))]  # one row block: one counter
-    assert not first.get().any() and not other.get().any()
+    # (that the last program zeroes them again needs kernels that run: test_gpu's split
+    # reductions run twice on the same counters and must give the same bits)

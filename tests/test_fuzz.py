@@ -38,11 +38,10 @@ from fusejit.testing import (  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-#: Programs of the fixed sample (backend, seed 0, index) that fail for known emitter bugs being
-#: fixed elsewhere; any other failure fails the test. The indices follow the generator: a
-#: change to ``fusejit.testing.programs`` redraws the sample, and this list with it.
-#: (backend, program index) of known failures of the sample, with what goes wrong: none now
-#: (programs 92 and 156 of the interpret sample failed before the stride-0 load fixes)
+#: (backend, program index) of the fixed sample (seed 0) known to fail, with what goes wrong:
+#: none now (programs 92 and 156 of the interpret sample failed before the stride-0 load
+#: fixes); any other failure fails the test. The indices follow the generator: a change to
+#: ``fusejit.testing.programs`` redraws the sample.
 KNOWN_FAILURES: dict[tuple[str, int], str] = {}
 
 

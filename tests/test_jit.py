@@ -487,25 +487,6 @@ def test_gpu_no_device_synchronization_on_jit_and_realize(monkeypatch: pytest.Mo
             assert issued < 0.6 * total, (path, issued, total)  # a sync per call: issued ~ total
 
 
-@pytest.mark.gpu
-@gpu
-def test_gpu_jit_host_cost_report(capsys: pytest.CaptureFixture[str]) -> None:
-    """Prints the per-call host cost of the issue's targets (measured, not asserted: the
-    figures depend on the machine; bench/host_cost.py --backend cuda gives the full set)."""
-    import os
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
-    from host_cost import measure
-    previous = runtime._selected
-    try:
-        figures = measure("cuda", quick=True)
-    finally:
-        runtime._selected = previous  # measure() sets the process-wide backend
-    with capsys.disabled():
-        print()
-        for name, value in figures.items():
-            print(f"  {name:42s} {value:8.2f} us")
-
-
 def test_a_dynamic_scalar_returned_unchanged_is_each_calls_value(backend: str) -> None:
     """A float argument returned as it came (a 0-d NumPy array in a random program reaches
     fj.jit as a NumPy scalar: ``flip(flip(v))`` is ``v``) is a 0-d tensor of that call's value,
