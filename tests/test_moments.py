@@ -79,7 +79,7 @@ def test_var_float32_error_against_float64(backend, shape, axis):
 
 def test_batch_norm_matches_numpy(backend):
     x = np.random.default_rng(9).standard_normal((300, 70)).astype(np.float32) * 3 + 5
-    assert_matches_numpy(batch_norm(fj, fj.asarray(x)), batch_norm(np, x), rtol=1e-4, atol=1e-4)
+    assert_matches_numpy(batch_norm(fj, fj.asarray(x)), batch_norm(np, x))
 
 
 def test_m2_in_ir_text():
@@ -188,6 +188,7 @@ def test_means_of_one_shape_over_other_axes_and_dtypes():
                 numpy_kw = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()}
                 got, want = fj.mean(fj.asarray(x), **kw).numpy(), np.mean(x, **numpy_kw)
                 assert got.dtype == want.dtype and got.shape == want.shape, kw
-                np.testing.assert_allclose(got, want, rtol=1e-3)
+                # float16 results within an ulp; float32 and float64 at their own tolerance
+                assert_matches_numpy(got, want, rtol=1e-3 if want.dtype == np.float16 else None)
     with pytest.raises(fj.AxisError):
         fj.mean(fj.asarray(arrays[0]), axis=3)

@@ -160,7 +160,7 @@ def test_repeated_runs_are_bit_identical_and_leave_the_counters_zero():
     with np.errstate(all="ignore"):
         expected = _split_outputs(np, x[:, :15].astype(np.float64))
     for g, e in zip(runs[0], expected):
-        assert_matches_numpy(g, np.asarray(e).astype(g.dtype), atol=1e-3)
+        assert_matches_numpy(g, np.asarray(e).astype(g.dtype))
 
 
 def test_a_counter_not_left_zero_would_finish_early():
