@@ -310,6 +310,25 @@ def test_out_of_memory_allocating_outputs(fake: FakeCupy) -> None:
 
 
 @pytest.mark.parametrize("fake", [{"memory": 1 << 20}], indirect=True)
+def test_out_of_memory_in_a_jit_replay_and_a_repeated_realize(fake: FakeCupy) -> None:
+    """The plan runner names what it could not allocate itself, on every path that replays it
+    (fj.jit's calls and a realize whose leaves are bound already)."""
+    small = fake.asarray(np.ones(1000, np.float32))
+    with fj.using_backend("cuda"):
+        f = fj.jit(lambda x: x * 2 + 1)
+        f(small)
+        x = fj.asarray(small)
+        (x * 3 + 1).realize()  # recorded, planned and bound: the next call replays
+        # leave less than one more output of 4,000 bytes
+        filler = fake.asarray(np.ones((fake.memory_limit - fake.allocated[0] - 3000) // 4,
+                                      np.float32))
+        for call in (lambda: f(small), lambda: (x * 3 + 1).realize()):
+            with pytest.raises(fj.DeviceMemoryError, match="allocating the outputs of kernel "):
+                call()
+    del filler
+
+
+@pytest.mark.parametrize("fake", [{"memory": 1 << 20}], indirect=True)
 def test_out_of_memory_copying_an_input(fake: FakeCupy) -> None:
     x = fj.asarray(np.ones((512, 1024), np.float32))  # 2 MiB of host data
     with fj.using_backend("cuda"), pytest.raises(fj.DeviceMemoryError, match=re.escape(

@@ -291,11 +291,7 @@ class CudaBackend:
                     break  # another specialization, or not on this device yet
                 append(kept[0])
             else:
-                try:
-                    return run(arrays)
-                except self._oom as exc:
-                    raise _out_of_memory(exc, dev_id, _asked(exc),
-                                         f"while running @{program.name}") from None
+                return run(arrays)  # (it names what it could not allocate)
         return self._execute_leaves(program, leaves, dev_id)
 
     def _execute_leaves(self, program: Program, leaves: tuple[Any, ...], dev_id: int
@@ -460,7 +456,7 @@ class CudaBackend:
         outputs = [(slot_of[name], slot_of[name] < n_in) for name in program.outputs]
         n_slots = len(slot_spec)
         pad = [None] * (n_slots - n_in)
-        empty, oom, device_id = self.cp.empty, self._oom, dev.id
+        empty, oom, device_id, name = self.cp.empty, self._oom, dev.id, program.name
         stream_of, held = self.cp.cuda.get_current_stream, {}
         sizes = [n for _, n in counter_slots]
         # per launch: function, grid, block, shared memory and a getter of its arguments
@@ -489,7 +485,11 @@ class CudaBackend:
                 fn(grid, block, args(slots), shared_mem=shared)
             if single is not None:
                 return [slots[single]]
-            return [slots[i].copy() if is_input else slots[i] for i, is_input in outputs]
+            try:  # (an output that is an input is returned as a copy)
+                return [slots[i].copy() if is_input else slots[i] for i, is_input in outputs]
+            except oom as exc:
+                raise _out_of_memory(exc, device_id, _asked(exc), f"while running @{name}") \
+                    from None
 
         run.counters = held  # type: ignore[attr-defined]  (read by checks: left zero?)
         return run

@@ -532,16 +532,8 @@ def _runner(backend: Any, plan: Any, binders: tuple, dyn: list[Any]) -> Callable
                 backend.bind(program, [_bound(binder, dyn) for binder in binders], dev)
                 return functools.partial(backend.execute, program, plan=plan)
             spec.append(entry)
-    run = backend.plan_runner(program, tuple(spec), dev, prepared=True)
-    oom, name, dev_id = backend._oom, program.name, dev.id
-
-    def replay(bufs: list[Any]) -> list[Any]:
-        try:
-            return run(bufs)
-        except oom as exc:
-            from .cuda_backend import _asked, _out_of_memory
-            raise _out_of_memory(exc, dev_id, _asked(exc), f"while running @{name}") from None
-    return replay
+    # (the runner names what it could not allocate: nothing to wrap per call)
+    return backend.plan_runner(program, tuple(spec), dev, prepared=True)
 
 
 def _bound(binder: tuple[int, Any, Any], dyn: list[Any]) -> Any:
