@@ -41,7 +41,7 @@ import numpy as np
 
 from ..ir.domain import SPLIT_REDUCTION, Domain, region_domain
 from ..ir.ops import REDUCE, SPLITTABLE
-from ..ir.program import Instr, Kernel, TensorType
+from ..ir.program import Instr, Kernel, TensorType, contiguous_strides
 from .heuristics import (
     PERSISTENT_LIMIT,
     POINTWISE_BLOCK,
@@ -162,17 +162,9 @@ def _as_int64(value: int) -> int:
     return (int(value) + 2**63) % 2**64 - 2**63
 
 
-def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= d
-    return tuple(reversed(strides))
-
-
 def _same_strides(strides: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     """Whether a buffer of ``shape`` with ``strides`` is C-contiguous (size-1 dims ignored)."""
-    return all(s == c for s, c, d in zip(strides, _contiguous(shape), shape) if d != 1)
+    return all(s == c for s, c, d in zip(strides, contiguous_strides(shape), shape) if d != 1)
 
 
 @dataclass
@@ -263,7 +255,7 @@ class _Fn:
         if key in memo:
             return memo[key]
         dims: list[str] = []
-        strides = _contiguous(shape)
+        strides = contiguous_strides(shape)
         first = True
         for d, s in zip(shape, strides):
             if d == 1:
@@ -279,7 +271,7 @@ class _Fn:
 
     def ravel(self, dims: tuple[str, ...], shape: tuple[int, ...]) -> str:
         terms = [d if s == 1 else f"{d} * {s}"
-                 for d, s, n in zip(dims, _contiguous(shape), shape) if n != 1 and d != "0"]
+                 for d, s, n in zip(dims, contiguous_strides(shape), shape) if n != 1 and d != "0"]
         if not terms:
             return "0"
         if len(terms) == 1 and terms[0] in self.level:
@@ -698,7 +690,7 @@ class _Emitter:
             return [(src, tuple(tuple(a + st * c for c, a, st in zip(at, start, step))
                                 for at in ats))]
         if op == "reshape":
-            strides = _contiguous(instr.shape)
+            strides = contiguous_strides(instr.shape)
             flats = [sum(c * s for c, s in zip(at, strides)) for at in ats]
             return [(src, tuple(tuple(int(v) for v in np.unravel_index(f, sshape)) if sshape
                                 else () for f in flats))]
@@ -1551,7 +1543,7 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
     where the tiles came from, for the header's last ``# tiling:`` line.
     """
     if strides is None:
-        strides = [_contiguous(p.type.shape) for p in kernel.params]
+        strides = [contiguous_strides(p.type.shape) for p in kernel.params]
     if isinstance(tiles, GemmConfig):
         kernel, tiles = replace(kernel, attrs={**kernel.attrs, **tiles.attrs()}), None
     elif isinstance(tiles, SplitTiles):

@@ -22,6 +22,15 @@ from ..dtypes import ir_name
 from ..errors import InputError
 
 
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The element strides of a C-contiguous array of ``shape``."""
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
 @dataclass(frozen=True)
 class TensorType:
     """dtype and shape of one value."""

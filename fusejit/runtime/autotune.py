@@ -47,7 +47,7 @@ from ..codegen import EmittedKernel, describe_tiling, emit_kernel
 from ..codegen.heuristics import config_fields
 from ..codegen.lowering import scalar_arg
 from ..errors import BackendError
-from ..ir.program import Kernel
+from ..ir.program import Kernel, contiguous_strides
 from . import kernel_cache as kc
 
 log = logging.getLogger("fusejit.autotune")
@@ -164,17 +164,9 @@ def tuned(backend: Any, kernel: Kernel, spec: tuple[Any, ...], dev: Any,
 def describe(kernel: Kernel) -> list[str]:
     """``describe_tiling`` of ``kernel`` on ``cuda`` (contiguous buffers), with the tiles and
     times autotune chose in this process when it tuned (or reused) this kernel."""
-    strides = tuple(() if p.scalar else _contiguous(p.type.shape) for p in kernel.params)
+    strides = tuple(() if p.scalar else contiguous_strides(p.type.shape) for p in kernel.params)
     tiles, origin = _recent.get((kc.kernel_key(kernel), strides), (None, None))
     return describe_tiling(kernel, "cuda", tiles, origin)
-
-
-def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= d
-    return tuple(reversed(out))
 
 
 # -- measuring ------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ import numpy as np
 
 from ..codegen.lowering import SCALAR_ARG, scalar_arg
 from ..errors import BackendError, DeviceError, DeviceMemoryError
-from ..ir.program import Kernel, Program
+from ..ir.program import Kernel, Program, contiguous_strides
 from . import autotune
 from . import kernel_cache as kc
 from .compile import compile_launch
@@ -431,7 +431,7 @@ class CudaBackend:
 
         def new_slot(shape: tuple[int, ...], dtype: np.dtype, what: str) -> int:
             allocs.append((len(slot_spec), shape, dtype, what))
-            slot_spec.append((_contiguous_strides(shape), True))  # fresh: contiguous, aligned
+            slot_spec.append((contiguous_strides(shape), True))  # fresh: contiguous, aligned
             return len(slot_spec) - 1
 
         for kernel in program.body:  # a plan's program holds kernel blocks only
@@ -686,14 +686,6 @@ def array_spec(array: Any) -> tuple[tuple[int, ...], bool] | None:
         if st % itemsize:
             return None
     return tuple([st // itemsize for st in strides]), array.data.ptr % 16 == 0
-
-
-def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= d
-    return tuple(reversed(out))
 
 
 def _failed_alloc(allocs: list[tuple[int, tuple[int, ...], np.dtype, str]], slots: list[Any]) -> str:

@@ -513,7 +513,8 @@ def _runner(backend: Any, plan: Any, binders: tuple, dyn: list[Any]) -> Callable
     program = plan.program
     if backend.name != "cuda":
         return functools.partial(backend.execute, program, plan=plan)
-    from .cuda_backend import _contiguous_strides, array_spec
+    from ..ir.program import contiguous_strides
+    from .cuda_backend import array_spec
     # the signature fixes every input's specialization (strides, alignment, device) for all
     # calls: the replay is the plan runner itself, with nothing to check per call
     dev = backend.device()
@@ -522,7 +523,7 @@ def _runner(backend: Any, plan: Any, binders: tuple, dyn: list[Any]) -> Callable
         if p.scalar:
             spec.append(None)
         elif kind == _UPLOAD:  # a host argument, copied to a fresh (aligned) device array
-            spec.append((_contiguous_strides(p.type.shape), True))
+            spec.append((contiguous_strides(p.type.shape), True))
         else:
             array = dyn[a] if kind == _FROM_ARG else a
             entry = array_spec(array)
