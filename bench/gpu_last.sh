@@ -2,8 +2,9 @@
 # The GPU session of a change, in the least device time: the gpu-marked tests
 # beside the parallel cuda fuzz (they share the machine: 1 + PROCS processes on 16 cores),
 # then the benchmark suite alone (--quick), the GEMM benchmark (--quick), the host cost of
-# realize and fj.jit, the per-call comparison with the peers (dispatch.py) and where a large
-# realize's host time goes (diag_host.py). Logs are packed into $OUT/gpu-last.tgz;
+# realize and fj.jit, the per-call comparison with the peers (dispatch.py), where a large
+# realize's host time goes (diag_host.py) and the one-read wide-row softmax experiment
+# (exp_wide_softmax.py). Logs are packed into $OUT/gpu-last.tgz;
 # the suite's table, plot and JSON are also copied to $OUT.
 #   bash bench/gpu_last.sh [FUZZ_SECONDS] [FUZZ_PROCS] [SUITE_BUDGET] [MATMUL_BUDGET]
 # JIT_PROCS (default 3) of the fuzz processes run with --jit.
@@ -58,6 +59,7 @@ timeout $((mm_s + 60)) python3 bench/bench_matmul.py --out "$work/matmul" --quic
 timeout 60 python3 bench/host_cost.py --backend cuda > "$work/host_cost.log" 2>&1; tail -12 "$work/host_cost.log"
 timeout 120 python3 bench/dispatch.py --json "$work/dispatch.json" > "$work/dispatch.log" 2>&1; tail -9 "$work/dispatch.log"
 timeout 60 python3 bench/diag_host.py > "$work/diag_host.log" 2>&1; cat "$work/diag_host.log"
+timeout 150 python3 bench/exp_wide_softmax.py > "$work/wide_softmax.log" 2>&1; cat "$work/wide_softmax.log"
 fi
 cp "$work"/suite/results.md "$work"/suite/results.png "$work"/suite/results.json "$out"/ 2>/dev/null
 tar czf "$out/gpu-last-$part.tgz" -C /tmp gpu-last
