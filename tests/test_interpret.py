@@ -100,6 +100,44 @@ def test_looped_reduction_interpret(monkeypatch):
     _check(fn, make(4))
 
 
+def test_looped_passes_alternate_direction(monkeypatch):
+    """A looped pass over a row that follows a forward one runs backwards (the tiles read
+    last are the likeliest in L2), unless its reductions need the forward order: argmax
+    keeps the first index of a tie, Welford's counts assume the ragged tile comes last.
+    Rows of 37 in tiles of 16: the ragged tile is first on the way back."""
+    from fusejit.codegen import triton_emitter
+    monkeypatch.setitem(triton_emitter.PERSISTENT_LIMIT, "interpret", 16)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 37)).astype(np.float32)
+    ties = np.clip(np.round(x), -1, 1)  # equal maxima in several tiles of each row
+    ties[1, 5] = ties[1, 30] = np.nan  # and a NaN that wins twice
+
+    def loops(out):
+        (kernel,) = fj.plan(out).program.kernels
+        src = triton_emitter.emit_kernel(kernel, None, "interpret").source
+        return ["back" if "k_up" in line else "fwd" for line in src.splitlines()
+                if line.strip().startswith("for k")]
+
+    def above_mean(xp, a):  # the mean, then how many lie above it, then the scaled row
+        return a * (a > a.mean(axis=1, keepdims=True)).sum(axis=1, keepdims=True)
+
+    cases = {
+        "softmax": (lambda xp, a: CANONICAL["softmax"][0](xp, a), x, ["fwd", "back"]),
+        "above mean": (above_mean, x, ["fwd", "back", "fwd"]),
+        "var then scale": (lambda xp, a: a / a.var(axis=1, keepdims=True), x, ["fwd", "back"]),
+        "argmax of centered": (lambda xp, a: xp.argmax(a - a.max(axis=1, keepdims=True), axis=1),
+                               ties, ["fwd", "fwd"]),
+        "var of centered": (lambda xp, a: xp.var(a - a.max(axis=1, keepdims=True), axis=1), x,
+                            ["fwd", "fwd"]),
+    }
+    for name, (fn, data, want) in cases.items():
+        assert loops(fn(fj, fj.asarray(data))) == want, name
+        _check(fn, [data])
+    # (the data exercise both rules: maxima tied across tiles, a NaN that is first at 5)
+    assert all(len(set(np.flatnonzero(row == 1) // 16)) > 1 for row in ties[[0, 2]])
+    assert np.argmax(ties[1]) == 5
+
+
 def test_hypothesis_random_programs():
     """Random programs on the interpret backend against NumPy itself (values, dtypes, shapes)."""
     hypothesis = pytest.importorskip("hypothesis")

@@ -143,7 +143,8 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
             # 65536: 55.6 us in steps of 8192 against 62.6 us in steps of 4096, autotuned)
             tile *= 2
         return ReductionTiles(1, tile, warps_for(tile), False,
-                              f"row of {cols} > {limit}: looped in steps of {tile}")
+                              f"row of {cols} > {limit}: looped in steps of {tile} "
+                              f"(a pass after a forward one runs backwards)")
     # outer: kept points across the tile (coalesced), as few per program as keeps the GPU busy
     if state > 1:
         tile //= state
