@@ -21,7 +21,8 @@ programs. This experiment holds each chunk of a row in registers across a wait:
 
 Memory traffic is a copy's: one read, one write. Each variant (chunks per row, warps) is
 checked against NumPy and timed with CUDA events beside a CuPy copy of the same bytes and
-fusejit's own plan for the same program.
+fusejit's own plan for the same program, whose second pass over a row runs backwards
+(``heuristics.ALTERNATE_PASSES``: the tiles read last may still be in L2), and forwards.
 
 Run (GPU machine): ``python3 bench/exp_wide_softmax.py [--rows R] [--cols C]``.
 Without a GPU: ``python3 bench/exp_wide_softmax.py --compile-only`` compiles every
@@ -202,19 +203,28 @@ def gpu_run(rows: int, cols: int) -> int:
     want = reference(cp.asnumpy(x))
 
     fj.set_backend("cuda")
-    tx = fj.asarray(x)
-    out = fj.softmax(tx, axis=-1)
+    from fusejit import fuse, runtime
+    from fusejit.codegen import heuristics
     from fusejit.ir.graph import structural_key
-    from fusejit.runtime import current
-    plan = fj.plan(out)
-    _, leaves = structural_key([out._node])
-    bufs = [leaf.buffer for leaf in leaves]
-    backend = current()
-    got = backend.execute(plan.program, bufs, plan)[0]
-    err = float(np.abs(cp.asnumpy(got) - want).max())
-    us = events(lambda: backend.execute(plan.program, bufs, plan))
-    print(f"fusejit plan ({len(plan.kernels)} kernels)      {us:8.1f} us  "
-          f"{100 * copy_us / us:5.1f}% of copy  max abs error {err:.1e}", flush=True)
+    from fusejit.runtime import kernel_cache
+    # fusejit's plan with its second pass backwards (the default) and forwards
+    for alternate in (True, False):
+        heuristics.ALTERNATE_PASSES = alternate
+        fuse.clear_cache()
+        runtime._plans.clear()
+        kernel_cache._emit_cache.clear()
+        out = fj.softmax(fj.asarray(x), axis=-1)
+        plan = fj.plan(out)
+        _, leaves = structural_key([out._node])
+        bufs = [leaf.buffer for leaf in leaves]
+        backend = runtime.current()
+        got = backend.execute(plan.program, bufs, plan)[0]
+        err = float(np.abs(cp.asnumpy(got) - want).max())
+        us = events(lambda b=backend, p=plan, f=bufs: b.execute(p.program, f, p))
+        print(f"fusejit plan ({len(plan.kernels)} kernel{'s' * (len(plan.kernels) > 1)}, second "
+              f"pass {'backwards' if alternate else 'forwards'}) {us:8.1f} us  "
+              f"{100 * copy_us / us:5.1f}% of copy  max abs error {err:.1e}", flush=True)
+    heuristics.ALTERNATE_PASSES = True
 
     tx_, ty_ = torch.from_dlpack(x), torch.from_dlpack(y)
     for chunks, warps in VARIANTS:

@@ -39,6 +39,10 @@ SMS = 132
 #: Programs to aim for: 4 per SM, so that every SM has work and the tail is short.
 TARGET_PROGRAMS = 4 * SMS
 
+#: Whether a looped pass over a row that follows a forward pass runs backwards, so that
+#: the tiles read last, the likeliest still in L2, are re-read first
+#: (``triton_emitter._Emitter._close_loop``; ``bench/exp_wide_softmax.py`` times both).
+ALTERNATE_PASSES = True
 #: Largest row (next power of two) kept in registers by one program, by target.
 PERSISTENT_LIMIT = {"cuda": 16384, "interpret": 1 << 16}
 #: Elements per program of a 1-D pointwise kernel.

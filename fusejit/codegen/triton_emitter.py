@@ -42,6 +42,7 @@ import numpy as np
 from ..ir.domain import SPLIT_REDUCTION, Domain, region_domain
 from ..ir.ops import REDUCE, SPLITTABLE
 from ..ir.program import Instr, Kernel, TensorType, contiguous_strides
+from . import heuristics
 from .heuristics import (
     PERSISTENT_LIMIT,
     POINTWISE_BLOCK,
@@ -920,7 +921,8 @@ class _Emitter:
         backwards = [True]  # (the first pass runs forwards)
 
         def close_pass(stage_ops: set[str]) -> None:
-            backwards[0] = not backwards[0] and stage_ops <= ORDER_FREE_REDUCTIONS
+            backwards[0] = (heuristics.ALTERNATE_PASSES and not backwards[0]
+                            and stage_ops <= ORDER_FREE_REDUCTIONS)
             self._close_loop(fn, cols, bn, backwards=backwards[0])
 
         for stage in stages:
