@@ -1140,16 +1140,21 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
             size = min(8 * float(np.finfo(v.dtype).eps), tolerance(v.dtype)[0] / 8)
             scale = 0.0 if exact[i] else size * (scales[i] if scales is not None else _magnitude(v))
             # random signs and sizes: a fixed size can happen to be a whole period of the step
-            # (13 ulps of 2e27 is a multiple of 52, so remainder(x, 52) did not move)
-            steps = rng.choice([-1.0, 1.0], (2, *v.shape)) * rng.uniform(0.5, 1.0, (2, *v.shape))
+            # (13 ulps of 2e27 is a multiple of 52, so remainder(x, 52) did not move). One sign
+            # per element for both parts of its nudge: with a sign each, the relative and the
+            # absolute part cancelled (a float16 var of 11.62 nudged by 0.0145 - 0.0142, so
+            # floor_divide(151, var) was not seen to move: interpret fuzz 9608)
+            signs = rng.choice([-1.0, 1.0], v.shape)
+            steps = signs * rng.uniform(0.5, 1.0, (2, *v.shape))
             draws.append((i, v, size, scale, steps))
         # each nudge and its opposite: floor(625 - 1 ulp) moves, floor(625 + 1 ulp) does not,
         # and one random direction missed it (floor(power(var(x), 2.0)), interpret fuzz 9303)
         for direction in (1.0, -1.0):
             nudged = list(values)
             for i, v, size, scale, steps in draws:
-                nudged[i] = (v.astype(np.float64) * (1 + direction * size * steps[0])
-                             + direction * scale * steps[1]).astype(v.dtype)
+                wide = v.astype(np.float64)
+                nudged[i] = (wide + direction * (np.abs(wide) * size * steps[0]
+                                                 + scale * steps[1])).astype(v.dtype)
             if not _close(_apply_step(np, step, nudged), result, rtol, atol):
                 return True
     if name in _EXACT_OPS or all(_dtype(values[i]) == np.float64 for i in floats):

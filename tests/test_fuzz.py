@@ -387,6 +387,30 @@ def test_floor_of_a_computed_integer_is_sensitive_in_either_direction() -> None:
     assert not _rounding_sensitive(floor, [np.array(624.5)], [False], np.floor(624.5))
 
 
+def test_a_nudge_moves_a_value_one_way_not_two_ways_that_cancel() -> None:
+    """``floor_divide(v0, var(sqrt(v0)))`` with v0 683 uint8 values (interpret fuzz, seed
+    9608): NumPy's float16 var is 11.62, one ulp above the correctly rounded 11.61 that fusejit
+    gives, and ``151 // var`` is 12 against 13. The filter's nudge of the var had a random sign
+    for its relative part and another for its absolute part; on a scalar they cancelled (the
+    var moved by 0.0003, not the 2 ulps meant), so the step looked stable and the program
+    failed. Both parts now move an element the same way."""
+    from fusejit.testing import _rounding_sensitive, sensitive_step
+
+    v0 = np.random.default_rng(4).integers(0, 201, 683).astype(np.uint8)  # (the same case)
+    recipe = Recipe((v0,), (Step("function", "sqrt", (Ref(0),)),
+                            Step("function", "var", (Ref(1),), (("axis", None),)),
+                            Step("function", "floor_divide", (Ref(0), Ref(2)))), outputs=(3,))
+    var = np.var(np.sqrt(v0))
+    rounded = np.float16(np.var(np.sqrt(v0).astype(np.float64)))  # 11.71 against 11.72
+    assert var.dtype == np.float16 and var != rounded  # (the data's premise)
+    assert (np.floor_divide(v0, var) != np.floor_divide(v0, rounded)).any()
+    assert sensitive_step(recipe) == 2
+    divide = Step("function", "floor_divide", (Ref(0), Ref(1)))
+    for scale in (14.0, 11.7, 30.0):  # whatever the absolute part's size, no cancellation
+        assert _rounding_sensitive(divide, [v0, var], [True, False], np.floor_divide(v0, var),
+                                   [201.0, scale])
+
+
 def test_each_output_is_compared_at_the_tolerance_of_what_it_is_computed_from() -> None:
     """A matrix product (absolute tolerance scaled by the largest magnitude) or a float16 step
     elsewhere in a program loosened every output's check: ``x + x`` next to ``exp(x)`` and
