@@ -1153,8 +1153,11 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
             nudged = list(values)
             for i, v, size, scale, steps in draws:
                 wide = v.astype(np.float64)
-                nudged[i] = (wide + direction * (np.abs(wide) * size * steps[0]
-                                                 + scale * steps[1])).astype(v.dtype)
+                with np.errstate(invalid="ignore"):
+                    moved = wide + direction * (np.abs(wide) * size * steps[0]
+                                                + scale * steps[1])
+                # (infinities and NaNs stay as they are: -inf + inf would be a NaN)
+                nudged[i] = np.where(np.isfinite(wide), moved, wide).astype(v.dtype)
             if not _close(_apply_step(np, step, nudged), result, rtol, atol):
                 return True
     if name in _EXACT_OPS or all(_dtype(values[i]) == np.float64 for i in floats):

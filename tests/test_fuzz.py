@@ -409,6 +409,10 @@ def test_a_nudge_moves_a_value_one_way_not_two_ways_that_cancel() -> None:
     for scale in (14.0, 11.7, 30.0):  # whatever the absolute part's size, no cancellation
         assert _rounding_sensitive(divide, [v0, var], [True, False], np.floor_divide(v0, var),
                                    [201.0, scale])
+    # infinities are not nudged (-inf plus a nudge's inf part was a NaN: every step over an
+    # inexact infinity looked sensitive)
+    v = np.array([-np.inf, 1.5, np.inf], np.float32)
+    assert not _rounding_sensitive(Step("function", "add", (Ref(0), Ref(0))), [v], [False], v + v)
 
 
 def test_each_output_is_compared_at_the_tolerance_of_what_it_is_computed_from() -> None:
