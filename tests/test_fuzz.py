@@ -436,6 +436,29 @@ def test_a_computed_value_within_rounding_of_zero_may_be_zero() -> None:
                                    np.divide(zero, var), [0.0, 0.984375]) is sensitive
 
 
+def test_a_normalized_nearly_constant_row_carries_its_residue_over_sqrt_eps() -> None:
+    """``floor_divide(layer_norm(x, axis=0), -54)`` for 72 copies of 1.2e-297 (interpret fuzz,
+    seed 9611): the centered values are a residue of a few ulps (NumPy's 8e-311 after the
+    division by sqrt(eps), fusejit's 0), and the quotient's floor is -1 against -0. The
+    layer norm's error scale was its input's (1e-297), which made the nudges of the
+    residue 40 times too small; it is now the input's over the smallest sqrt(var + eps). A
+    row of spread values keeps its scale."""
+    from fusejit.testing import _append_value, sensitive_step
+
+    x = np.broadcast_to(np.array(1.2377647424447475e-297), (8, 9, 4)).transpose(0, 2, 1)
+    recipe = Recipe((x, np.array([-54], np.int16)),
+                    (Step("function", "layer_norm", (Ref(0),), (("axis", -3),)),
+                     Step("function", "floor_divide", (Ref(2), Ref(1))),
+                     Step("function", "max", (Ref(3),), (("axis", (-2, -1, -3)),))),
+                    outputs=(4,))
+    assert sensitive_step(recipe) == 1
+    norm = Step("function", "layer_norm", (Ref(0),), (("axis", -1),))
+    for row, factor in ((np.full(16, 3.0), 1 / np.sqrt(1e-5)), (np.arange(16.0), 1.0)):
+        values, exact, scales = [row], [True], [16.0]
+        _append_value(norm, np.asarray(np.zeros(16)), values, exact, scales)
+        assert scales[-1] >= 16.0 * factor * 0.99 and (factor > 1 or scales[-1] <= 16.0 * 1.01)
+
+
 def test_each_output_is_compared_at_the_tolerance_of_what_it_is_computed_from() -> None:
     """A matrix product (absolute tolerance scaled by the largest magnitude) or a float16 step
     elsewhere in a program loosened every output's check: ``x + x`` next to ``exp(x)`` and
