@@ -26,8 +26,10 @@ registers across a wait:
 
 Memory traffic is a copy's: one read, one write. Each variant (chunks per row, warps) is
 checked against NumPy and timed with CUDA events beside a CuPy copy of the same bytes and
-fusejit's own plan for the same program, whose second pass over a row runs backwards
-(``heuristics.ALTERNATE_PASSES``: the tiles read last may still be in L2), and forwards.
+fusejit's own plan for the same program: its looped row kernel, whose second pass over a
+row runs backwards (``heuristics.ALTERNATE_PASSES``: the tiles read last may still be in
+L2) or forwards, and its cooperative row kernel (``heuristics.COOPERATIVE_ROWS``, this
+experiment's design in the emitter).
 
 Run (GPU machine): ``python3 bench/exp_wide_softmax.py [--rows R] [--cols C]``.
 Without a GPU: ``python3 bench/exp_wide_softmax.py --compile-only`` compiles every
@@ -236,10 +238,10 @@ def interpret_check(rows: int, cols: int) -> int:
     return int(failed > 0)
 
 
-def gpu_run(rows: int, cols: int) -> int:
-    """Time every variant beside a copy and fusejit's plan (GPU machine)."""
+def gpu_run(rows: int, cols: int, backend: str = "cuda") -> int:
+    """Time every variant beside a copy and fusejit's plan (GPU machine). (``backend``
+    "interpret" with ``cupy`` standing for NumPy: a dry run of fusejit's part on the CPU.)"""
     import cupy as cp
-    import torch
 
     import fusejit as fj
 
@@ -265,30 +267,73 @@ def gpu_run(rows: int, cols: int) -> int:
           flush=True)
     want = reference(cp.asnumpy(x))
 
-    fj.set_backend("cuda")
+    fj.set_backend(backend)
     from fusejit import fuse, runtime
     from fusejit.codegen import heuristics
     from fusejit.ir.graph import structural_key
     from fusejit.runtime import kernel_cache
-    # fusejit's plan with its second pass backwards (the default) and forwards
-    for alternate in (True, False):
+    from fusejit.testing import assert_matches_numpy
+
+    def plan_of(fn: Any, arrays: list[Any], alternate: bool, cooperative: bool) -> Any:
+        """Plan ``fn`` afresh under the switches; a function running its launches alone."""
         heuristics.ALTERNATE_PASSES = alternate
+        heuristics.COOPERATIVE_ROWS = cooperative
         fuse.clear_cache()
         runtime._plans.clear()
         kernel_cache._emit_cache.clear()
-        out = fj.softmax(fj.asarray(x), axis=-1)
+        out = fn(fj, *[fj.asarray(a) for a in arrays])
         plan = fj.plan(out)
-        _, leaves = structural_key([out._node])
-        bufs = [leaf.buffer for leaf in leaves]
+        bufs = [leaf.buffer for leaf in structural_key([out._node])[1]]
         backend = runtime.current()
-        got = backend.execute(plan.program, bufs, plan)[0]
-        err = float(np.abs(cp.asnumpy(got) - want).max())
-        us = events(lambda b=backend, p=plan, f=bufs: b.execute(p.program, f, p))
-        print(f"fusejit plan ({len(plan.kernels)} kernel{'s' * (len(plan.kernels) > 1)}, second "
-              f"pass {'backwards' if alternate else 'forwards'}) {us:8.1f} us  "
-              f"{100 * copy_us / us:5.1f}% of copy  max abs error {err:.1e}", flush=True)
-    heuristics.ALTERNATE_PASSES = True
+        return plan, lambda: backend.execute(plan.program, bufs, plan)[0]
 
+    w = cp.random.standard_normal(cols, dtype=cp.float32)
+    b = cp.random.standard_normal(cols, dtype=cp.float32)
+    programs = {
+        "softmax": (lambda xp, a: xp.softmax(a, axis=-1), [x], want),
+        "layer_norm": (lambda xp, a, w, b: xp.layer_norm(a, w, b), [x, w, b], None),
+    }
+    # fusejit's plans: the looped row kernel with its second pass backwards (the default) and
+    # forwards, then the cooperative row kernel (heuristics.COOPERATIVE_ROWS)
+    for name, (fn, arrays, expected) in programs.items():
+        for alternate, cooperative in ((True, False), (False, False), (True, True)):
+            plan, run = plan_of(fn, arrays, alternate, cooperative)
+            got = cp.asnumpy(run())
+            if expected is None:  # (the looped kernel's answer is the reference here)
+                expected = got
+            err = float(np.abs(got - expected).max())
+            us = events(run)
+            kind = "cooperative rows" if cooperative else \
+                f"second pass {'backwards' if alternate else 'forwards'}"
+            print(f"fusejit {name} ({len(plan.kernels)} kernel(s), {kind}) {us:8.1f} us  "
+                  f"{100 * copy_us / us:5.1f}% of copy  max abs difference {err:.1e}", flush=True)
+    # the cooperative kernel against NumPy at other shapes and dtypes (waits on the GPU)
+    rng = np.random.default_rng(3)
+    for shape, dtype in (((3, 100003), np.float32), ((64, 1 << 17), np.float32),
+                         ((1, 1 << 19), np.float32), ((16, 1 << 18), np.float16),
+                         ((8, 40000), np.float64)):
+        host = (rng.standard_normal(shape) * 3).astype(dtype)
+        hw = rng.standard_normal(shape[1]).astype(dtype)
+        for name, fn in (("softmax", lambda xp, a, w: xp.softmax(a, axis=-1)),
+                         ("layer_norm", lambda xp, a, w: xp.layer_norm(a, w)),
+                         ("rms_norm", lambda xp, a, w: xp.rms_norm(a, w))):
+            try:
+                plan, run = plan_of(fn, [cp.asarray(host), cp.asarray(hw)], True, True)
+                coop = any("cooperative" in line for line in plan.explain().splitlines())
+                got = cp.asnumpy(run())
+                with fj.using_backend("numpy"):
+                    want_np = fn(fj, fj.asarray(host), fj.asarray(hw)).numpy()
+                assert_matches_numpy(got, want_np)
+                print(f"cooperative {name} {shape} {np.dtype(dtype).name}: matches NumPy "
+                      f"(cooperative kernel: {coop})", flush=True)
+            except Exception as exc:  # noqa: BLE001  (report it, check the rest)
+                print(f"cooperative {name} {shape} {np.dtype(dtype).name}: FAILED "
+                      f"{type(exc).__name__}: {exc}"[:400], flush=True)
+    heuristics.ALTERNATE_PASSES, heuristics.COOPERATIVE_ROWS = True, False
+    if backend != "cuda":
+        return 0
+
+    import torch  # (after fusejit's part: its threads would slow fusejit's host work)
     tx_, ty_ = torch.from_dlpack(x), torch.from_dlpack(y)
     for chunks, warps in VARIANTS:
         block = block_for(cols, chunks)

@@ -161,6 +161,59 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
                           + (" (Welford: half the tile)" if state > 1 else ""))
 
 
+# -- cooperative rows ----------------------------------------------------------------------
+#
+# A row too wide for one program's registers is read twice by a looped row kernel when its
+# values go back over the row (softmax, layer norm: the statistics, then the outputs), three
+# memory passes where a copy makes two. A *cooperative* row kernel spreads each row over
+# several programs that each hold one chunk in registers: every program writes its chunk's
+# partial statistics, waits (atomic counters) until the row's other programs have, combines
+# them and writes its chunk's outputs, one read per element. Programs take their row and
+# chunk from a ticket counter in the order they start, so the programs of the lowest
+# unfinished row are always resident and a wait ends; a program that waits past a bound
+# gives its chunk to the row's last program, which reads it again (right in any schedule,
+# Triton's interpreter included). Off until timed on the H200 (``bench/exp_wide_softmax.py``
+# times fusejit's kernel both ways beside a hand-written one).
+
+#: Whether wide rows whose values go back over the row run as cooperative row kernels.
+COOPERATIVE_ROWS = False
+#: Elements of a row one program of a cooperative row kernel holds (float32; 8-byte types
+#: half), by target.
+COOP_CHUNK = {"cuda": 8192, "interpret": 1 << 16}
+#: Most programs per row (the partials a program combines), and in all (counters per row).
+COOP_MAX_CHUNKS = 64
+COOP_MAX_PROGRAMS = 1 << 16
+#: Spins a program waits for its row's other programs before it gives its chunk up (a GPU
+#: spin is about a microsecond: a second; never reached when the row's programs are resident).
+COOP_SPIN_LIMIT = 1 << 20
+#: The tile in which a row's last program re-reads a chunk given up (few registers).
+COOP_REDO_BLOCK = 1024
+
+
+@dataclass(frozen=True)
+class CoopTiles:
+    """A cooperative row kernel: ``chunks`` programs per row, each holding ``block``
+    elements of it, ``num_warps`` warps."""
+
+    chunks: int
+    block: int
+    num_warps: int
+    why: str = field(default="", compare=False)
+
+
+def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int) -> CoopTiles | None:
+    """The chunks of a cooperative row kernel for ``rows`` rows of ``cols`` elements, or None
+    when one does not fit (more than ``COOP_MAX_CHUNKS`` per row, or too many programs)."""
+    limit = min(COOP_CHUNK[target], PERSISTENT_LIMIT[target]) // (2 if itemsize >= 8 else 1)
+    block = max(1, min(next_pow2(-(-cols // 2)), limit))
+    chunks = -(-cols // block)
+    if chunks < 2 or chunks > COOP_MAX_CHUNKS or rows * chunks > COOP_MAX_PROGRAMS:
+        return None
+    warps = 4 if target == "interpret" else min(8, warps_for(block))
+    return CoopTiles(chunks, block, warps, f"each row over {chunks} programs of {block} "
+                                           f"elements held in registers")
+
+
 def split_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int,
                 state: int = 1) -> tuple[int, int, int]:
     """(block_m, block_n, num_warps) of a split reduction's launch (its partials' tiles);

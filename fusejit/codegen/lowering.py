@@ -80,11 +80,18 @@ PI = "3.141592653589793"
 HALF_PI = "1.5707963267948966"
 
 
+#: NaN as generated source spells it: a literal, not a module constant. Triton checks that a
+#: kernel and the functions it calls saw the same value of each global they share, with
+#: ``!=``, and NaN is never equal to itself: a ``NAN`` constexpr used by a kernel and by a
+#: function it calls failed to compile ("Global variable NAN has value constexpr[nan] ...").
+NAN = 'float("nan")'
+
+
 def float_literal(value: float) -> str:
-    """Exact Python spelling of a float (module constants for inf and nan)."""
+    """Exact Python spelling of a float (the module constant ``INF``, and ``NAN``)."""
     value = float(value)
     if value != value:
-        return "NAN"
+        return NAN
     if value == float("inf"):
         return "INF"
     if value == float("-inf"):
@@ -537,7 +544,7 @@ class Lowering:
             # past 2**28, acosh(x) = log(2x) to double precision (and x * x would overflow)
             r = self.tmp(f"tl.where({x} > 268435456.0, tl.log({x}) + 0.6931471805599453, "
                          f"tl.log({x} + tl.sqrt({x} * {x} - 1.0)))", "ach")
-            return f"tl.where({x} < 1.0, NAN, {r})"
+            return f"tl.where({x} < 1.0, {NAN}, {r})"
         if op == "atanh":
             r = self._log1p(self.tmp(f"2.0 * {x} / (1.0 - {x})", "w"))
             return f"0.5 * {r}"
@@ -545,10 +552,10 @@ class Lowering:
             return self._atan(x)
         if op == "asin":
             r = self._atan(self.tmp(f"{x} / tl.sqrt(1.0 - {x} * {x})", "w"))
-            return f"tl.where(tl.abs({x}) <= 1.0, {r}, NAN)"
+            return f"tl.where(tl.abs({x}) <= 1.0, {r}, {NAN})"
         if op == "acos":
             r = self._atan(self.tmp(f"tl.sqrt((1.0 - {x}) / (1.0 + {x}))", "w"))
-            return f"tl.where(tl.abs({x}) <= 1.0, 2.0 * {r}, NAN)"
+            return f"tl.where(tl.abs({x}) <= 1.0, 2.0 * {r}, {NAN})"
         if op == "atan2":
             # IEEE atan2, as NumPy: quadrants from the signs (signbit, so -0.0 counts), the
             # axes and the infinities handled apart from atan(y / x)
@@ -584,7 +591,7 @@ class Lowering:
                               f"{mag} * -1.0, {mag}), {mag}), {mag})", "pw")
             bad = self.tmp(f"tl.where({a} < 0, tl.where({a} != -INF, tl.where({bint}, 0, 1), 0), 0)",
                            "nan")
-            r = self.tmp(f"tl.where({bad} == 1, NAN, {signed})", "pw")
+            r = self.tmp(f"tl.where({bad} == 1, {NAN}, {signed})", "pw")
             # (-1) ** +-inf is 1 (0 * log2(1) would be nan)
             r = self.tmp(f"tl.where({aa} == 1.0, tl.where(tl.abs({b}) == INF, 1.0, {r}), {r})", "pw")
             return f"tl.where({b} == 0, 1.0, tl.where({a} == 1.0, 1.0, {r}))"

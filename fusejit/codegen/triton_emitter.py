@@ -44,20 +44,34 @@ from ..ir.ops import REDUCE, SPLITTABLE
 from ..ir.program import Instr, Kernel, TensorType, contiguous_strides
 from . import heuristics
 from .heuristics import (
+    COOP_REDO_BLOCK,
+    COOP_SPIN_LIMIT,
     PERSISTENT_LIMIT,
     POINTWISE_BLOCK,
     TILE_2D,
     WELFORD_STATE,
+    CoopTiles,
     GemmConfig,
     SplitTiles,
     choose_split,
+    cooperative_tiles,
     next_pow2,
     pointwise_candidates,
     reduction_candidates,
     split_candidates,
     tiles_2d_candidates,
 )
-from .lowering import BOOL, PTR, SCALAR_ARG, SLOW_MATH, TL, Lowering, compute_dtype, float_literal
+from .lowering import (
+    BOOL,
+    NAN,
+    PTR,
+    SCALAR_ARG,
+    SLOW_MATH,
+    TL,
+    Lowering,
+    compute_dtype,
+    float_literal,
+)
 
 __all__ = ["EmittedKernel", "Launch", "emit_kernel", "kernel_sources", "describe_tiling",
            "choose_split",
@@ -427,9 +441,9 @@ class _Fn:
             # range is written as the int64 of the same bits
             s = float_literal(start) if dt.kind == "f" else str(_as_int64(start))
             t = float_literal(step) if dt.kind == "f" else str(_as_int64(step))
-            # INF and NAN are module constexprs, which `+` with a tensor turns into a
-            # constexpr again (no .to()): give a non-finite start or step as a tensor
-            s, t = (f"tl.full([], {v}, tl.float64)" if v.endswith(("INF", "NAN")) else v
+            # INF and NAN are constexprs, which `+` with a tensor turns into a constexpr
+            # again (no .to()): give a non-finite start or step as a tensor
+            s, t = (f"tl.full([], {v}, tl.float64)" if v.endswith("INF") or v == NAN else v
                     for v in (s, t))
             # a coordinate fixed by a view is a literal: a Python int has no .to()
             base = f"tl.full([], {d}, tl.int64)" if d.lstrip("-").isdigit() else f"{d}.to(tl.int64)"
@@ -444,7 +458,7 @@ class _Fn:
             elif op == "m2":  # one element: its squared deviation from itself (NaN for inf)
                 expr = f"({x} - {x}) * ({x} - {x})"
             elif op == "sumexp":  # one element: exp(x - x), NaN for inf and NaN
-                expr = f"tl.where({x} == {x} + 1, NAN, 1.0) + 0 * {x}"
+                expr = f"tl.where({x} == {x} + 1, {NAN}, 1.0) + 0 * {x}"
             else:
                 expr = self.low.cast(x, src, instr.dtype)
             return self.emit(max(self.lvl(x), self.lvl(self.flat_of(coords))), expr, hint, comment)
@@ -635,6 +649,9 @@ class _Emitter:
             return self.pointwise()
         if k.kind == SPLIT_REDUCTION and self._can_split():
             return self.split_reduction()
+        coop = self._cooperative_tiles()
+        if coop is not None:
+            return self.cooperative_reduction(coop)
         return self.reduction()
 
     #: lines the kind adds to the header comment, after the target (how it tiles the region)
@@ -656,7 +673,7 @@ class _Emitter:
         uses_lib = any(f.low.uses_libdevice for f in fns)
         if uses_lib:
             lines.append("from triton.language.extra import libdevice")
-        lines += ["", "INF = tl.constexpr(float(\"inf\"))", "NAN = tl.constexpr(float(\"nan\"))", ""]
+        lines += ["", "INF = tl.constexpr(float(\"inf\"))", ""]
         for i, f in enumerate(fns):
             lines += ["", "", *f.source] if i else ["", *f.source]
         source = "\n".join(lines) + "\n"
@@ -1112,17 +1129,265 @@ class _Emitter:
         sb = next_pow2(n_split)
         limit = (1 << 16) if self.target == "interpret" else 4096
         fbm = max(1, min(bm, limit // sb))
-        self._bm, self._bn = fbm, sb
         g = _Fn(self)
-        g.used.update({"first", "rows", "row_mask", "parts", "part_mask", "mask", *part_names})
+        g.used.update({"first", *part_names})
         out = g.out
-        out.append(f"rows = first + tl.arange(0, {fbm})[:, None]  # flat kept index")
+        row_mask = self._open_partials(g, "first", fbm, rows % bm != 0, n_split)
+        self._combine_partials(g, stage, slots, n_split)
+        m = f", mask={row_mask}" if row_mask else ""
+        for j, y in enumerate(self.kernel.yields):
+            v = g.value(y, self.row_coords(g, self.types[y].shape))
+            out.append(f"tl.store({self.out_name[j]} + rows, "
+                       f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+        used = self._used_params(g.out)
+        g.source = self._header(name, ["first"] + part_names + [self.ptr_name[i] for i in used]
+                                + self.out_name)
+        g.source += ["    " + line for line in g.out]
+        return g, fbm, used
+
+    # -- cooperative rows ---------------------------------------------------------------
+    def _cooperative_tiles(self) -> CoopTiles | None:
+        """The chunks of a cooperative row kernel for this region (``heuristics``: wide
+        rows whose values go back over the row), or None (it runs as ``reduction``)."""
+        d = self.domain
+        if not heuristics.COOPERATIVE_ROWS or self.tiles is not None \
+                or d.kind != "inner_reduction" or self.kernel.kind == SPLIT_REDUCTION:
+            return None
+        stages = self._stages()
+        if len(stages) != 1 or not all(r.op in SPLITTABLE for r in stages[0]):
+            return None
+        if not any(self.types[y].shape == d.shape for y in self.kernel.yields):
+            return None  # (row values only: a split reduction's job)
+        looped = reduction_candidates(self.target, d.rows, d.reduce_size, False,
+                                      self._itemsize(), self._state())[0]
+        if looped.persistent:
+            return None
+        return cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize())
+
+    def cooperative_reduction(self, t: CoopTiles) -> tuple[list[_Fn], list[Launch]]:
+        """Each row over ``t.chunks`` programs that read their chunk once (``heuristics``,
+        "cooperative rows"): one launch, one read and one write per element.
+
+        A program takes a ticket (``counters[0]``, in start order): row ``ticket //
+        chunks``, chunk ``ticket % chunks``. It loads its chunk as one tile, stores the
+        chunk's partial of each reduction (the split reduction's partials: sums, (max, sum)
+        for sumexp, (count, mean, m2) for m2, from the tile it holds) and arrives at its
+        row's counter. On ``cuda`` it then waits until the row's programs have all
+        arrived, at most ``COOP_SPIN_LIMIT`` spins; when they have, ``<name>_stats``
+        combines the row's partials in chunk order (the same bits in every program) and
+        the program writes its chunk's outputs from the tile it still holds. Otherwise it
+        flags its chunk given up. Then it settles on a second counter; the row's last to
+        settle calls ``<name>_finish``, which writes the row's own outputs and re-reads the
+        chunks given up (the interpreter runs programs one after another: there every chunk
+        of a row but the last is given up, so this path is checked on the CPU too), and
+        zeroes the row's counters and flags; the grid's last program zeroes the ticket.
+
+        Memory ordering as in ``split_reduction``: a CTA barrier before each atomic that
+        publishes stores (release), acquire on the counts read, partials and flags loaded
+        with ``.cg``. Counters: ticket, programs done, then per row its arrivals, per row
+        its settled programs, and per chunk its flag (``EmittedKernel.counters``).
+        """
+        d = self.domain
+        rows, cols = d.rows, d.reduce_size
+        n_split, bn, num_warps = t.chunks, t.block, t.num_warps
+        (stage,) = self._stages()
+        parts = {"m2": ("n", "mean", "m2"), "sumexp": ("max", "sum")}
+        slots = {r.name: ([f"part_{self.var_name(r.name)}_{s}" for s in parts[r.op]]
+                          if r.op in parts else [f"part_{self.var_name(r.name)}"]) for r in stage}
+        part_names = [p for r in stage for p in slots[r.name]]
+        self.scratch = [(self._acc_dtype(r), n_split * rows) for r in stage
+                        for _ in slots[r.name]]
+        arrivals, settled, given_up = 2, 2 + rows, 2 + 2 * rows
+        self.counters = 2 + 2 * rows + rows * n_split
+        fn = _Fn(self)
+        fn.used.update({"ticket", "pid", "chunk", "rows", "row_mask", "cols", "col_mask", "mask",
+                        "arrived", "spins", "counters", *part_names})
+        out = fn.out
+        self._bm, self._bn = 1, bn
+        out.append('ticket = tl.atomic_add(counters, 1, sem="relaxed")  # in the order programs '
+                   'start')
+        out.append(f"pid = ticket // {n_split}{'.to(tl.int64)' if self.idx64 else ''}  # the row")
+        out.append(f"chunk = ticket % {n_split}  # its chunk of {bn} elements, of {n_split}")
+        row_mask = self._open_rows(fn, 1, rows)
+        coords = self._open_tile(fn, f"chunk * {bn} + ", False, cols % bn != 0, row_mask)
+        at = "chunk + rows" if rows == 1 else f"chunk * {rows} + rows"
+        for r in stage:
+            for part, v in zip(slots[r.name], self._partial_tile(fn, r, fn.value(r.args[0], coords))):
+                out.append(f"tl.store({part} + {at}, {v})  # partial of %{r.name}")
+        out.append("tl.debug_barrier()  # every thread's partials are stored before the arrival")
+        out.append(f'arrived = tl.atomic_add(counters + {arrivals} + pid, 1, sem="acq_rel") + 1'
+                   f"  # programs of the row arrived")
+        if self.target == "cuda":  # (the interpreter runs one program at a time: no waiting)
+            out.append("spins = 0")
+            out.append(f"while (arrived < {n_split}) & (spins < {COOP_SPIN_LIMIT}):  "
+                       f"# the row's other programs, resident: they arrive")
+            out.append(f'    arrived = tl.atomic_add(counters + {arrivals} + pid, 0, '
+                       f'sem="acquire")')
+            out.append("    spins += 1")
+            out.append("tl.debug_barrier()")
+        stats_name, finish_name = f"{self.name}_stats", f"{self.name}_finish"
+        stats = self._coop_stats(stats_name, stage, slots, part_names, n_split)
+        out.append(f"if arrived >= {n_split}:  # every partial of the row is stored: "
+                   f"the chunk held is written")
+        mark = len(out)
+        names = [fn.fresh(self.var_name(r.name)) for r in stage]
+        out.append(f"{', '.join(names)} = {stats_name}(pid, {', '.join(part_names)})")
+        for r, name in zip(stage, names):
+            fn.rowvals[r.name] = name
+            fn.level[name] = 1
+        for j, y in enumerate(self.kernel.yields):
+            if self.types[y].shape == d.shape:
+                v = fn.value(y, coords)
+                m = f", mask={fn.masks[2]}" if fn.masks[2] else ""
+                out.append(f"tl.store({self.out_name[j]} + {fn.flat_of(coords)}, "
+                           f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+        out[mark:] = ["    " + line for line in out[mark:]]
+        out.append("else:  # waited too long: the row's last program writes this chunk")
+        out.append(f"    tl.store(counters + {given_up} + pid * {n_split} + chunk, 1)")
+        out.append("tl.debug_barrier()  # the flag is stored before this program settles")
+        finish, finish_params = self._coop_finish(finish_name, stats_name, part_names,
+                                                  n_split, bn, given_up)
+        call = ", ".join(part_names + [self.ptr_name[i] for i in finish_params]
+                         + ["counters"] + self.out_name)
+        out.append(f'if tl.atomic_add(counters + {settled} + pid, 1, sem="acq_rel") == '
+                   f"{n_split - 1}:  # the row's last to settle: its flags are final")
+        out.append("    tl.debug_barrier()")
+        out.append(f"    {finish_name}(pid, {call})")
+        out.append(f'    tl.atomic_xchg(counters + {arrivals} + pid, 0, sem="relaxed")  '
+                   f"# the row's counters are zero again")
+        out.append(f'    tl.atomic_xchg(counters + {settled} + pid, 0, sem="relaxed")')
+        out.append(f'if tl.atomic_add(counters + 1, 1, sem="acq_rel") == {rows * n_split - 1}:'
+                   f"  # every ticket is taken")
+        out.append('    tl.atomic_xchg(counters, 0, sem="relaxed")')
+        out.append('    tl.atomic_xchg(counters + 1, 0, sem="relaxed")')
+        used = self._used_params(fn.out)
+        fn.source = self._header(self.name, [self.ptr_name[i] for i in used] + part_names
+                                 + ["counters"] + self.out_name)
+        fn.source += ["    " + line for line in fn.out]
+        sig = {self.ptr_name[i]: self.arg_type(i) for i in used}
+        sig.update({p: PTR[dt] for p, (dt, _) in zip(part_names, self.scratch)})
+        sig["counters"] = PTR[np.dtype(np.int32)]
+        sig.update({o: PTR[rt.dtype] for o, rt in zip(self.out_name, self.kernel.result_types)})
+        self.tiling = [f"cooperative rows: {t.why} ({rows * n_split} programs, {num_warps} "
+                       f"warps): each reads its chunk once, waits for its row's partials, "
+                       f"then writes the chunk (a chunk given up is re-read by the row's last "
+                       f"program)"]
+        launch = Launch(self.name, (rows * n_split, 1, 1), num_warps,
+                        tuple([("in", i) for i in used]
+                              + [("scratch", j) for j in range(len(part_names))]
+                              + [("counters", 0)]
+                              + [("out", j) for j in range(len(self.out_name))]), sig)
+        return [fn, stats, finish], [launch]
+
+    def _partial_tile(self, fn: _Fn, r: Instr, x: str) -> tuple[str, ...]:
+        """The partial of reduction ``r`` over the one tile ``x`` of a chunk, as a split
+        reduction stores it (``_combine_partials`` combines them)."""
+        dt = self._acc_dtype(r)
+        hint = f"part_{self.var_name(r.name)}"
+        mask = fn.masks[2]
+        if r.op == "sumexp":
+            # equal values (both -inf) count 1, as the online update does: a chunk of -inf
+            # then weighs exp(-inf - max) = 0 in the combine, not NaN
+            t = self._masked(fn, r, x, dt)
+            m = self._row_max(fn, t, dt, f"{hint}_max")
+            e = self._exp(fn, f"{t} - {m}", dt, 2, f"{hint}_exp")
+            e = fn.emit(2, f"tl.where({t} == {m}, 1, {e})", f"{hint}_exp")
+            if mask:
+                e = fn.emit(2, f"tl.where({mask}, {e}, 0)", f"{hint}_exp")
+            return m, fn.emit(1, f"tl.reduce({e}, 1, tl.standard._sum_combine)[:, None]",
+                              f"{hint}_sum", _instr_text(r) + " (partial)")
+        if r.op == "m2":
+            # the chunk's count, mean and squared deviations from that mean (two passes over
+            # registers)
+            t = self._masked(fn, r, x, dt)
+            total = "tl.reduce({}, 1, tl.standard._sum_combine)[:, None]"
+            n = fn.emit(1, total.format(f"{mask}.to({TL[dt]})") if mask
+                        else f"tl.full([1, 1], {self._bn}, {TL[dt]})", f"{hint}_n")
+            mean = fn.emit(1, total.format(t) + f" / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
+            dev = fn.emit(2, f"tl.where({mask}, {t} - {mean}, 0)" if mask else f"{t} - {mean}",
+                          f"{hint}_dev")
+            return n, mean, fn.emit(1, total.format(f"{dev} * {dev}"), f"{hint}_m2",
+                                    _instr_text(r) + " (partial)")
+        return (self._reduce_tile(fn, r, x, None, partial=True),)
+
+    def _coop_stats(self, name: str, stage: list[Instr], slots: dict[str, list[str]],
+                    part_names: list[str], n_split: int) -> _Fn:
+        """``name(row, partials...)``: the row values of ``stage``'s reductions, combined from
+        the row's ``n_split`` partials."""
+        g = _Fn(self)
+        g.used.update({"row", *part_names})
+        self._open_partials(g, "row", 1, False, n_split)
+        self._combine_partials(g, stage, slots, n_split)
+        g.out.append(f"return {', '.join(g.rowvals[r.name] for r in stage)}")
+        g.source = self._header(name, ["row"] + part_names) + ["    " + line for line in g.out]
+        return g
+
+    def _coop_finish(self, name: str, stats_name: str, part_names: list[str], n_split: int,
+                     bn: int, given_up: int) -> tuple[_Fn, list[int]]:
+        """``name(row, partials..., params..., counters, outputs...)``: what the last program
+        of a cooperative row does (``cooperative_reduction``); returns it and the params it
+        reads."""
+        d = self.domain
+        cols = d.reduce_size
+        (stage,) = self._stages()
+        h = _Fn(self)
+        h.used.update({"row", "c", "sub", "counters", "rows", "cols", "col_mask", "mask",
+                       *part_names})
+        names = [h.fresh(self.var_name(r.name)) for r in stage]
+        h.out.append(f"{', '.join(names)} = {stats_name}(row, {', '.join(part_names)})")
+        for r, v in zip(stage, names):
+            h.rowvals[r.name] = v
+            h.level[v] = 1
+        h.out.append("rows = row + tl.arange(0, 1)[:, None]  # flat kept index")
+        h.level["rows"] = 1
+        h.rows = "rows"
+        h.masks = {0: None, 1: None, 2: None}
+        h.row_dims = h.unravel("rows", d.kept_shape) if d.kept_shape else ()
+        for j, y in enumerate(self.kernel.yields):  # the row's own outputs
+            shape = self.types[y].shape
+            if shape != d.shape:
+                v = h.value(y, self.row_coords(h, shape))
+                h.out.append(f"tl.store({self.out_name[j]} + rows, "
+                             f"{self.store_expr(v, self.types[y].dtype)})  # yield %{y}")
+        redo = min(bn, COOP_REDO_BLOCK)
+        self._bm, self._bn = 1, redo
+        h.body = []
+        h.memo_tile = {}
+        coords = self._open_tile(h, f"c * {bn} + sub + ", True, cols % bn != 0, None)
+        for j, y in enumerate(self.kernel.yields):
+            if self.types[y].shape == d.shape:
+                v = h.value(y, coords)
+                m = f", mask={h.masks[2]}" if h.masks[2] else ""
+                h._target(2).append(f"tl.store({self.out_name[j]} + {h.flat_of(coords)}, "
+                                    f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+        body, h.body = h.body, None
+        flag = f"counters + {given_up} + row * {n_split} + c"
+        h.out.append(f"for c in range(0, {n_split}):  # the chunks given up, read again")
+        h.out.append(f'    if tl.load({flag}, cache_modifier=".cg") != 0:')
+        h.out.append(f"        for sub in range(0, {bn}, {redo}):")
+        h.out.extend("            " + line for line in body)
+        h.out.append(f"        tl.store({flag}, 0)")
+        used = self._used_params(h.out)
+        h.source = self._header(name, ["row"] + part_names + [self.ptr_name[i] for i in used]
+                                + ["counters"] + self.out_name)
+        h.source += ["    " + line for line in h.out]
+        return h, used
+
+    def _open_partials(self, g: _Fn, first: str, fbm: int, ragged: bool, n_split: int
+                       ) -> str | None:
+        """Start ``g`` on ``fbm`` rows from ``first`` (``ragged``: the last may pass the end)
+        across the ``n_split`` partials of each (``parts``); returns the row mask."""
+        g.used.update({"rows", "row_mask", "parts", "part_mask", "mask"})
+        sb = next_pow2(n_split)
+        self._bm, self._bn = fbm, sb
+        out = g.out
+        out.append(f"rows = {first} + tl.arange(0, {fbm})[:, None]  # flat kept index")
         g.level["rows"] = 1
         g.rows = "rows"
         masks = []
         row_mask = None
-        if rows % bm:  # (the row block's last slices of fbm rows may pass the end too)
-            out.append(f"row_mask = rows < {rows}")
+        if ragged:
+            out.append(f"row_mask = rows < {self.domain.rows}")
             row_mask = "row_mask"
             masks.append(row_mask)
         out.append(f"parts = tl.arange(0, {sb})[None, :]  # partial index (chunk)")
@@ -1135,7 +1400,16 @@ class _Emitter:
             out.append("mask = row_mask & part_mask")
             tile_mask = "mask"
         g.masks = {0: None, 1: row_mask, 2: tile_mask}
-        g.row_dims = g.unravel("rows", d.kept_shape) if d.kept_shape else ()
+        kept = self.domain.kept_shape
+        g.row_dims = g.unravel("rows", kept) if kept else ()
+        return row_mask
+
+    def _combine_partials(self, g: _Fn, stage: list[Instr], slots: dict[str, list[str]],
+                          n_split: int) -> None:
+        """Load every partial of ``g``'s rows (``_open_partials``) in chunk order and combine
+        them in one fixed tree: each reduction's row value in ``g.rowvals``."""
+        rows = self.domain.rows
+        tile_mask = g.masks[2]
         at = "parts" if rows == 1 else f"parts * {rows} + rows"
         for r in stage:
             # masked partials load as neutral values: (0, 0, 0) for m2, (-inf, 0) for sumexp;
@@ -1153,16 +1427,6 @@ class _Emitter:
                 g.rowvals[r.name] = self._chan_reduce(g, r, tuple(xs), partial=False)
             else:
                 g.rowvals[r.name] = self._reduce_tile(g, r, xs[0], None, src=self._acc_dtype(r))
-        m = f", mask={row_mask}" if row_mask else ""
-        for j, y in enumerate(self.kernel.yields):
-            v = g.value(y, self.row_coords(g, self.types[y].shape))
-            out.append(f"tl.store({self.out_name[j]} + rows, "
-                       f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
-        used = self._used_params(g.out)
-        g.source = self._header(name, ["first"] + part_names + [self.ptr_name[i] for i in used]
-                                + self.out_name)
-        g.source += ["    " + line for line in g.out]
-        return g, fbm, used
 
     def _used_params(self, lines: list[str]) -> list[int]:
         """Indices of the parameters whose pointer a function body mentions."""
@@ -1441,7 +1705,7 @@ class _Emitter:
             self.helpers.add("max")
             return fn.emit(level, f"tl.reduce({t}, 1, _max_nan)[:, None]", hint)
         m = fn.emit(level, v, f"{hint}_nonan")
-        return fn.emit(level, f"tl.where({self._anynan(t)}, NAN, {m})", hint)
+        return fn.emit(level, f"tl.where({self._anynan(t)}, {NAN}, {m})", hint)
 
     def _sumexp_tile(self, fn: _Fn, r: Instr, x: str) -> str:
         """sumexp of a row held in registers: its max, then sum(exp(x - max)) (no re-read)."""
@@ -1494,7 +1758,7 @@ class _Emitter:
                         f"{hint}_sum", _instr_text(r) + (" (partial)" if partial else ""))
         if partial:
             return big, total
-        v = fn.emit(1, f"tl.where(({big} == INF) | ({big} == -INF), NAN, {total})", hint)
+        v = fn.emit(1, f"tl.where(({big} == INF) | ({big} == -INF), {NAN}, {total})", hint)
         return v if dt == r.dtype else fn.emit(1, f"{v}.to({TL[r.dtype]})", hint)
 
     def _anynan(self, t: str) -> str:
@@ -1542,12 +1806,12 @@ class _Emitter:
                 self.helpers.add(op)
             elif dt.kind == "f":
                 m = fn.emit(level, v, f"{hint}_nonan")
-                v = f"tl.where({self._anynan(t)}, NAN, {m})"
+                v = f"tl.where({self._anynan(t)}, {NAN}, {m})"
         else:
             m = fn.emit(level, f"tl.reduce({t}, 1, tl.standard._elementwise_{op[3:]})[:, None]",
                         f"{hint}_best")
             if dt.kind == "f":
-                m = fn.emit(level, f"tl.where({self._anynan(t)}, NAN, {m})", f"{hint}_best")
+                m = fn.emit(level, f"tl.where({self._anynan(t)}, {NAN}, {m})", f"{hint}_best")
                 hit = f"({t} == {m}) | (({t} != {t}) & ({m} != {m}))"
             else:
                 hit = f"{t} == {m}"
@@ -1597,7 +1861,7 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
         helper += "\n@triton.jit\ndef _mul(a, b):\n    return a * b\n\n"
 
     if helper:
-        marker = 'NAN = tl.constexpr(float("nan"))\n'
+        marker = 'INF = tl.constexpr(float("inf"))\n'
         emitted.source = emitted.source.replace(marker, marker + helper, 1)
     return emitted
 

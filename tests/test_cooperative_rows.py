@@ -1,0 +1,180 @@
+"""Cooperative row kernels (``heuristics.COOPERATIVE_ROWS``, off by default until timed on the
+H200): each wide row over several programs that read their chunk once.
+
+On the CPU the interpreter runs a launch's programs one after another, so every program of
+a row but the last gives its chunk up and the row's last program re-reads those: these tests
+check that path, the partials and their combination, the epilogue and the counters against
+NumPy (tolerances of ``fusejit.testing``), and that every kernel compiles for sm_90 (where
+the programs wait for each other instead). Rows of 37 in chunks of 16 (ragged) and of 64 (4
+exact chunks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("triton")
+hypothesis = pytest.importorskip("hypothesis")
+
+import fusejit as fj  # noqa: E402
+import fusejit.codegen.heuristics as heuristics  # noqa: E402
+import fusejit.fuse as fuse  # noqa: E402
+import fusejit.runtime as runtime  # noqa: E402
+import fusejit.runtime.kernel_cache as kernel_cache  # noqa: E402
+from fusejit.codegen import emit_kernel  # noqa: E402
+from fusejit.runtime.compile import compile_all  # noqa: E402
+from fusejit.testing import assert_matches_numpy, check_program, programs  # noqa: E402
+
+
+@pytest.fixture
+def cooperative(monkeypatch, tmp_path):
+    monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", True)
+    monkeypatch.setitem(heuristics.PERSISTENT_LIMIT, "interpret", 16)
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    # nothing planned or emitted with the switch off may be reused, nor leak out
+    monkeypatch.setattr(runtime, "_plans", {})
+    monkeypatch.setattr(runtime, "_backends", {})
+    monkeypatch.setattr(kernel_cache, "_emit_cache", {})
+    fuse.clear_cache()
+    with fj.using_backend("interpret"):
+        yield
+    fuse.clear_cache()
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _softmax(xp, x):
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _layer_norm(xp, x, w, b):
+    mean = x.mean(axis=-1, keepdims=True)
+    return (x - mean) / xp.sqrt(x.var(axis=-1, keepdims=True) + 1e-5) * w + b
+
+
+def _rms_norm(xp, x, w):
+    return x / xp.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * w
+
+
+def _softmax_and_its_statistics(xp, x):  # outputs over the row and per row
+    m = x.max(axis=-1, keepdims=True)
+    s = xp.exp(x - m).sum(axis=-1, keepdims=True)
+    return xp.exp(x - m) / s, m, xp.log(s) + m
+
+
+def _centered_ints(xp, x):
+    return x - x.sum(axis=-1, keepdims=True) // 37
+
+
+CASES = {
+    "softmax": (_softmax, lambda n: [(_rng().standard_normal((3, n)) * 4).astype(np.float32)]),
+    "layer_norm": (_layer_norm, lambda n: [_rng().standard_normal((3, n)).astype(np.float32) + 5,
+                                           _rng(1).standard_normal(n).astype(np.float32),
+                                           _rng(2).standard_normal(n).astype(np.float32)]),
+    "rms_norm": (_rms_norm, lambda n: [_rng().standard_normal((2, n)).astype(np.float32),
+                                       _rng(1).standard_normal(n).astype(np.float32)]),
+    "softmax_and_statistics": (_softmax_and_its_statistics,
+                               lambda n: [_rng().standard_normal((1, n)).astype(np.float32)]),
+    "softmax_float16": (_softmax, lambda n: [_rng().standard_normal((3, n)).astype(np.float16)]),
+    "layer_norm_float64": (_layer_norm,
+                           lambda n: [_rng().standard_normal((3, n)) * 1e3 + 1e6,
+                                      _rng(1).standard_normal(n), _rng(2).standard_normal(n)]),
+    "centered_ints": (_centered_ints,
+                      lambda n: [_rng().integers(-1000, 1000, (3, n)).astype(np.int32)]),
+    "prologue": (lambda xp, x: _softmax(xp, xp.exp(x * 0.5) - x),
+                 lambda n: [_rng().standard_normal((3, n)).astype(np.float32)]),
+}
+
+
+def _run(fn, arrays):
+    outs = fn(fj, *[fj.asarray(a) for a in arrays])
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    fj.realize(*outs)
+    return outs
+
+
+def _cooperative_kernels(fn, arrays, target="interpret"):
+    outs = fn(fj, *[fj.asarray(a) for a in arrays])
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    kernels = fj.plan(*outs).program.kernels
+    emitted = [emit_kernel(k, None, target) for k in kernels]
+    return [e for e in emitted if "_finish(" in e.source]
+
+
+@pytest.mark.parametrize("width", [37, 64])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cooperative_rows_match_numpy(cooperative, name, width):
+    fn, make = CASES[name]
+    arrays = make(width)
+    assert _cooperative_kernels(fn, arrays), "the region did not run as cooperative rows"
+    with np.errstate(all="ignore"):
+        expected = fn(np, *arrays)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for _ in range(2):  # the second launch finds the counters the first left (all zero)
+        for got, want in zip(_run(fn, arrays), expected):
+            assert_matches_numpy(got.numpy(), np.asarray(want))
+
+
+def test_special_values_propagate(cooperative):
+    x = _rng().standard_normal((5, 37)).astype(np.float32)
+    x[0, 3] = np.nan  # a NaN row
+    x[1, 20] = np.inf  # an infinite maximum: NaN, as NumPy's exp(inf - inf)
+    x[2, :] = -np.inf  # every element -inf: NaN
+    x[3, :16] = -np.inf  # a whole chunk of -inf in a finite row: weighs 0, not NaN
+    x[4, 30] = -np.inf
+    with np.errstate(all="ignore"):
+        expected = _softmax(np, x)
+    (got,) = _run(_softmax, [x])
+    assert_matches_numpy(got.numpy(), expected)
+    assert np.isfinite(got.numpy()[3]).all() and np.isnan(got.numpy()[:3]).all()
+
+
+def test_counters_are_zero_after_each_launch(cooperative):
+    x = _rng().standard_normal((4, 37)).astype(np.float32)
+    (emitted,) = _cooperative_kernels(_softmax, [x])
+    backend = runtime.backend_instance("interpret")
+    for _ in range(3):
+        _run(_softmax, [x])
+        assert not backend.counters(emitted).any()
+    assert emitted.counters == 2 + 2 * 4 + 4 * 3  # ticket, done; arrivals, settled; flags
+
+
+def test_switch_off_and_narrow_rows_keep_the_row_kernel(cooperative, monkeypatch):
+    x = _rng().standard_normal((3, 37)).astype(np.float32)
+    monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", False)
+    kernel_cache._emit_cache.clear()
+    assert not _cooperative_kernels(_softmax, [x])
+    monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", True)
+    assert not _cooperative_kernels(_softmax, [x[:, :16]])  # fits a program: persistent
+    assert not _cooperative_kernels(lambda xp, a: a.sum(axis=-1), [x])  # row values only
+    assert not _cooperative_kernels(lambda xp, a: xp.argmax(a, axis=-1) + a.T, [x])
+
+
+def test_random_programs_with_cooperative_rows(cooperative):
+    @hypothesis.settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.given(programs(max_steps=8, max_side=40, max_outputs=3, stable=True))
+    def run(recipe):
+        check_program(recipe, backend="interpret")
+
+    run()
+
+
+@pytest.mark.parametrize("name", ["softmax", "layer_norm", "softmax_and_statistics",
+                                  "softmax_float16", "layer_norm_float64"])
+def test_cooperative_kernels_compile_for_sm90(cooperative, name):
+    """On ``cuda`` at GPU sizes (rows of 2**18: 32 programs of 8192 per row, float64 64 of
+    4096), the programs wait for each other; every such kernel compiles."""
+    fn, make = CASES[name]
+    small = make(8)
+    arrays = [np.resize(a, (a.shape[0], 1 << 18) if a.ndim == 2 else (1 << 18,)) for a in small]
+    emitted = _cooperative_kernels(fn, arrays, target="cuda")
+    chunks = 64 if name.endswith("float64") else 32
+    assert emitted and f"while (arrived < {chunks})" in emitted[0].source
+    for e in emitted:
+        for c in compile_all(e, 90, True):
+            assert c.cubin[:4] == b"\x7fELF"
