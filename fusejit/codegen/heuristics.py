@@ -29,6 +29,7 @@ has one candidate: the heuristic's.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -175,8 +176,9 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
 # Triton's interpreter included). Off until timed on the H200 (``bench/exp_wide_softmax.py``
 # times fusejit's kernel both ways beside a hand-written one).
 
-#: Whether wide rows whose values go back over the row run as cooperative row kernels.
-COOPERATIVE_ROWS = False
+#: Whether wide rows whose values go back over the row run as cooperative row kernels
+#: (``FUSEJIT_COOPERATIVE_ROWS=1`` at import: for the GPU fuzz and benchmarks of the switch).
+COOPERATIVE_ROWS = os.environ.get("FUSEJIT_COOPERATIVE_ROWS", "0") == "1"
 #: Elements of a row one program of a cooperative row kernel holds (float32; 8-byte types
 #: half), by target.
 COOP_CHUNK = {"cuda": 8192, "interpret": 1 << 16}
