@@ -178,3 +178,16 @@ def test_cooperative_kernels_compile_for_sm90(cooperative, name):
     for e in emitted:
         for c in compile_all(e, 90, True):
             assert c.cubin[:4] == b"\x7fELF"
+
+
+def test_cooperative_tiles_on_a_gpu():
+    """Rows of 2**18 float32: 32 programs of 8192 elements (float64: 64 of 4096); rows whose
+    looped kernel still re-reads from L2 (under ``COOP_MIN_ROW_BYTES``), rows needing more
+    than ``COOP_MAX_CHUNKS`` programs, and grids past ``COOP_MAX_PROGRAMS`` stay looped."""
+    tiles = heuristics.cooperative_tiles
+    t = tiles("cuda", 256, 1 << 18, 4)
+    assert (t.chunks, t.block, t.num_warps) == (32, 8192, 8)
+    assert (tiles("cuda", 256, 1 << 18, 8).chunks, tiles("cuda", 256, 1 << 18, 8).block) == (64, 4096)
+    assert tiles("cuda", 256, 1 << 15, 4) is None  # 128 KB rows
+    assert tiles("cuda", 4, 1 << 20, 4) is None  # 128 chunks
+    assert tiles("cuda", 4096, 1 << 18, 4) is None  # 131072 programs

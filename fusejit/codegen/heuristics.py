@@ -190,6 +190,11 @@ COOP_MAX_PROGRAMS = 1 << 16
 COOP_SPIN_LIMIT = 1 << 20
 #: The tile in which a row's last program re-reads a chunk given up (few registers).
 COOP_REDO_BLOCK = 1024
+#: Narrowest row (bytes) that runs cooperatively on a GPU: the looped kernel's second pass
+#: re-reads from L2 while its resident rows fit there (about 2 programs per SM of 132 with
+#: rows of 128 KB is 34 MB of a 50 MB L2); from 256 KB they do not. (A guess from the sizes,
+#: to be replaced by the measured crossover.)
+COOP_MIN_ROW_BYTES = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -205,7 +210,10 @@ class CoopTiles:
 
 def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int) -> CoopTiles | None:
     """The chunks of a cooperative row kernel for ``rows`` rows of ``cols`` elements, or None
-    when one does not fit (more than ``COOP_MAX_CHUNKS`` per row, or too many programs)."""
+    when one does not pay (rows under ``COOP_MIN_ROW_BYTES`` on a GPU) or does not fit (more
+    than ``COOP_MAX_CHUNKS`` per row, or too many programs)."""
+    if target == "cuda" and cols * itemsize < COOP_MIN_ROW_BYTES:
+        return None
     limit = min(COOP_CHUNK[target], PERSISTENT_LIMIT[target]) // (2 if itemsize >= 8 else 1)
     block = max(1, min(next_pow2(-(-cols // 2)), limit))
     chunks = -(-cols // block)
