@@ -592,8 +592,16 @@ def run_numpy(recipe: Recipe) -> list[np.ndarray]:
     return [np.asarray(values[i]) for i in recipe.outputs]
 
 
+def _as_arrays(values: list[Any]) -> list[Any]:
+    """NumPy scalars (an input view indexed down to one element) as 0-d arrays, which is what
+    fusejit makes of them: NumPy promotes a few ops of scalars unlike 0-d arrays
+    (``np.False_ ** 2`` is int64, ``np.array(False) ** 2`` int8: interpret fuzz, seed 9613),
+    and the reference follows arrays, as for step results (``_apply_step``)."""
+    return [np.asarray(v) if isinstance(v, np.generic) else v for v in values]
+
+
 def _numpy_values(recipe: Recipe) -> list[Any]:
-    values: list[Any] = recipe.fresh_inputs()
+    values: list[Any] = _as_arrays(recipe.fresh_inputs())
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. "Degrees of freedom <= 0" from var
         for step in recipe.steps:
@@ -624,7 +632,7 @@ def sensitive_step(recipe: Recipe, outputs: Sequence[int] | None = None) -> int 
     step by step, but a shrunk one, or one whose draw met the filter's random nudges at a
     lucky spot, may not; its mismatch is then a different rounding, not a bug.
     """
-    values: list[Any] = recipe.fresh_inputs()
+    values: list[Any] = _as_arrays(recipe.fresh_inputs())
     n = len(values)
     counts = _ancestors(recipe, outputs) if outputs is not None else None
     exact = [True] * n
@@ -1001,7 +1009,7 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
             arr, view = draw_input(draw, shape, dt)
             inputs.append(arr)
             views.append(view)
-        values: list[Any] = list(inputs)
+        values: list[Any] = _as_arrays(inputs)
         exact = [True] * len(inputs)  # which values fusejit must compute bit for bit as NumPy
         scales = [_magnitude(v) for v in inputs]  # the size of what each value was added up from
         steps: list[Step] = []

@@ -536,3 +536,21 @@ def test_a_max_whose_zero_sign_depends_on_order_is_not_drawn() -> None:
     assert _rounding_sensitive(step, [both], [True], np.max(both))
     one = np.array([-1.0, -0.0], np.float32)
     assert not _rounding_sensitive(step, [one], [True], np.max(one))
+
+
+def test_a_numpy_scalar_input_is_a_0d_array_in_the_reference() -> None:
+    """``v0 ** 2`` of a bool input viewed as ``base[0]`` (interpret fuzz, seed 9613): the view
+    is a NumPy scalar, and NumPy squares a scalar ``np.False_ ** 2`` through power (int64),
+    a 0-d array through square (int8). fusejit makes the input a 0-d array, so it gave int8;
+    the reference now takes NumPy scalar inputs as 0-d arrays too, as it already did for step
+    results. The fusejit side still receives the scalar itself."""
+    from fusejit.testing import check_program, run_numpy
+
+    view = InputView(np.array([False, True]), module="numpy", steps=(("getitem", (0,)),))
+    recipe = Recipe((view.build(np, copy=False),), (Step("operator", "**", (Ref(0), 2)),),
+                    outputs=(1,), views=(view,))
+    assert isinstance(recipe.fresh_inputs()[0], np.generic)  # (the premise: a NumPy scalar)
+    assert np.asarray(np.False_ ** 2).dtype == np.int64  # (and NumPy's scalar rule)
+    assert run_numpy(recipe)[0].dtype == np.int8
+    check_program(recipe, backend="numpy")
+    check_program(recipe, backend="interpret")
