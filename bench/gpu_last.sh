@@ -7,11 +7,12 @@
 # (exp_wide_softmax.py). Logs are packed into $OUT/gpu-last.tgz;
 # the suite's table, plot and JSON are also copied to $OUT.
 #   bash bench/gpu_last.sh [FUZZ_SECONDS] [FUZZ_PROCS] [SUITE_BUDGET] [MATMUL_BUDGET]
-# JIT_PROCS (default 3) of the fuzz processes run with --jit, COOP_PROCS (default 2) others
-# with FUSEJIT_COOPERATIVE_ROWS=1 (the cooperative row kernels, off by default).
+# JIT_PROCS (default 3) of the fuzz processes run with --jit, COOP_PROCS (default 0) others
+# with FUSEJIT_COOPERATIVE_ROWS=1; beside them, bench/fuzz_rows.py checks wide-row programs
+# (64K-600K) with the looped and with the cooperative row kernels (two more processes).
 # PART=tests or PART=bench runs one half (each fits a 10-minute device call with room to spare).
 set -uo pipefail
-part=${PART:-all}; jit_procs=${JIT_PROCS:-3}; coop_procs=${COOP_PROCS:-2}
+part=${PART:-all}; jit_procs=${JIT_PROCS:-3}; coop_procs=${COOP_PROCS:-0}
 fuzz_s=${1:-120}; procs=${2:-13}; suite_s=${3:-160}; mm_s=${4:-90}
 out=${OUT:-gpu-out}; work=/tmp/gpu-last; mkdir -p "$out" "$work/fuzz"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
@@ -31,7 +32,12 @@ for i in $(seq 1 "$procs"); do
     --seconds "$fuzz_s" --seed $((2000 + i)) $mode --out "$work/fuzz/failures" --max-failures 3 \
     > "$work/fuzz/fuzz-$i$([ $coop = 1 ] && echo -coop).log" 2>&1 &
 done
+for coop in 0 1; do
+  timeout $((fuzz_s + 60)) python3 bench/fuzz_rows.py --backend cuda --seconds "$fuzz_s" \
+    --seed $((3000 + coop)) --cooperative $coop > "$work/fuzz/rows-$coop.log" 2>&1 &
+done
 wait
+tail -n 3 "$work"/fuzz/rows-*.log
 timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_jit.py -k "no_device_synchronization" \
   >> "$work/gpu-tests.log" 2>&1
 grep -E "passed|failed" "$work/gpu-tests.log" | tail -3; grep -E "^FAILED|^ERROR" "$work/gpu-tests.log" | head -20

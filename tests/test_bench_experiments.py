@@ -30,3 +30,25 @@ def test_one_read_wide_softmax_is_right_in_the_interpreter(capsys):
     assert module.interpret_check(2, 2100) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if "chunks given up" in line]
     assert len(lines) == 8 and all("counters zero: True" in line for line in lines)
+
+
+def test_wide_row_fuzz_runs_and_counts(capsys, tmp_path, monkeypatch):
+    """``bench/fuzz_rows.py`` on the interpreter for a few seconds, cooperative kernels on:
+    every program matches the ``numpy`` backend, and the summary line counts them."""
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    module = _load("fuzz_rows")
+    limit = dict(module.heuristics.PERSISTENT_LIMIT)
+    switch = module.heuristics.COOPERATIVE_ROWS
+    try:
+        assert module.main(["--seconds", "4", "--seed", "7"]) == 0
+    finally:  # (the fuzz changes both for its programs)
+        module.heuristics.PERSISTENT_LIMIT.update(limit)
+        module.heuristics.COOPERATIVE_ROWS = switch
+        from fusejit import fuse, runtime
+        from fusejit.runtime import kernel_cache
+        fuse.clear_cache()
+        runtime._plans.clear()
+        kernel_cache._emit_cache.clear()
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary.startswith("fuzz_rows --backend interpret --seed 7") and "0 failures" in summary
+    assert int(summary.split(": ")[1].split()[0]) > 0

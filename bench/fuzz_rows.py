@@ -1,0 +1,101 @@
+"""Random row-normalizing programs (softmax, norms, centring, logsumexp...) with random
+prologues, epilogues, dtypes and special values, on wide rows, against the ``numpy`` backend:
+the looped and cooperative row kernels' own fuzz (``fusejit fuzz`` draws rows far narrower
+than a cooperative kernel needs on a GPU).
+
+Run: ``python3 bench/fuzz_rows.py [--backend cuda|interpret] [--seconds S] [--seed N]
+[--cooperative 0|1]``. On ``interpret`` the rows are short and the persistent limit is made
+small (2-16 elements), so they loop or run cooperatively; on ``cuda`` they are 64K-600K
+elements wide. Prints one line per failure (what to rerun) and a summary line; exit status 1
+if anything failed. Comparisons use ``fusejit.testing.assert_matches_numpy``'s tolerances.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import fusejit as fj
+import fusejit.codegen.heuristics as heuristics
+from fusejit.testing import assert_matches_numpy
+
+PROLOGUES: list[Callable[[Any], Any]] = [
+    lambda a: a, lambda a: fj.exp(a * 0.3), lambda a: fj.tanh(a), lambda a: a * 2.5 - 1,
+    lambda a: fj.abs(a), lambda a: a * a]
+EPILOGUES: list[Callable[[Any], Any]] = [
+    lambda y: y, lambda y: y * 3 + 1, lambda y: fj.exp(y * 0.1), lambda y: fj.maximum(y, 0)]
+FAMILIES: list[Callable[[Any, Any, Any], Any]] = [
+    lambda a, w, b: fj.softmax(a, axis=-1),
+    lambda a, w, b: fj.log_softmax(a, axis=-1),
+    lambda a, w, b: fj.layer_norm(a, w, b),
+    lambda a, w, b: fj.rms_norm(a, w),
+    lambda a, w, b: a - a.mean(axis=-1, keepdims=True),
+    lambda a, w, b: a / (fj.abs(a).sum(axis=-1, keepdims=True) + 1),
+    lambda a, w, b: a * a.max(axis=-1, keepdims=True) + a.min(axis=-1, keepdims=True),
+    lambda a, w, b: (a - a.mean(axis=-1, keepdims=True))
+    / fj.sqrt(a.var(axis=-1, keepdims=True) + 1e-3),
+    lambda a, w, b: fj.exp(a - fj.logsumexp(a, axis=-1, keepdims=True)),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Draw and check programs until the time is up."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="interpret", choices=("interpret", "cuda"))
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cooperative", type=int, default=1, choices=(0, 1))
+    args = parser.parse_args(argv)
+    from fusejit import fuse, runtime
+    from fusejit.runtime import kernel_cache
+    heuristics.COOPERATIVE_ROWS = bool(args.cooperative)
+    rng = np.random.default_rng(args.seed)
+    start, n, failures = time.time(), 0, 0
+    while time.time() - start < args.seconds:
+        if args.backend == "interpret":
+            heuristics.PERSISTENT_LIMIT["interpret"] = int(rng.choice([2, 4, 8, 16]))
+            rows, cols = int(rng.integers(1, 6)), int(rng.integers(3, 220))
+        else:
+            rows, cols = int(rng.integers(1, 9)), int(rng.integers(1 << 16, 600_000))
+        dtype = rng.choice([np.float32, np.float32, np.float16, np.float64])
+        x = (rng.standard_normal((rows, cols)) * rng.choice([0.5, 2.0, 10.0])).astype(dtype)
+        if rng.random() < 0.2:
+            x[rng.integers(rows), rng.integers(cols)] = rng.choice([np.nan, np.inf, -np.inf])
+        w = rng.standard_normal(cols).astype(dtype)
+        b = rng.standard_normal(cols).astype(dtype)
+        which = (int(rng.integers(len(FAMILIES))), int(rng.integers(len(PROLOGUES))),
+                 int(rng.integers(len(EPILOGUES))))
+        family, pro, epi = FAMILIES[which[0]], PROLOGUES[which[1]], EPILOGUES[which[2]]
+
+        def program(a: Any, w: Any, b: Any, family: Any = family, pro: Any = pro,
+                    epi: Any = epi) -> Any:
+            return epi(family(pro(a), w, b))
+        with np.errstate(all="ignore"):
+            with fj.using_backend("numpy"):
+                want = program(fj.asarray(x), fj.asarray(w), fj.asarray(b)).numpy()
+            fuse.clear_cache()  # (the persistent limit may have changed: plan afresh)
+            runtime._plans.clear()
+            kernel_cache._emit_cache.clear()
+            with fj.using_backend(args.backend):
+                got = program(fj.asarray(x), fj.asarray(w), fj.asarray(b)).numpy()
+        n += 1
+        try:
+            assert_matches_numpy(got, want)
+        except AssertionError as exc:
+            failures += 1
+            print(f"FAIL rows {rows} cols {cols} {np.dtype(dtype).name} family/prologue/"
+                  f"epilogue {which} limit {heuristics.PERSISTENT_LIMIT['interpret']}: "
+                  f"{str(exc)[:300]}", flush=True)
+    print(f"fuzz_rows --backend {args.backend} --seed {args.seed} --cooperative "
+          f"{args.cooperative}: {n} programs in {time.time() - start:.0f} s, {failures} failures",
+          flush=True)
+    return int(failures > 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
