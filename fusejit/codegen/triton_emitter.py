@@ -1227,6 +1227,7 @@ class _Emitter:
             out.append("tl.debug_barrier()")
         stats_name, finish_name = f"{self.name}_stats", f"{self.name}_finish"
         stats = self._coop_stats(stats_name, stage, slots, part_names, n_split)
+        self._bm, self._bn = 1, bn  # (the stats function's tile was its partials')
         out.append(f"if arrived >= {n_split}:  # every partial of the row is stored: "
                    f"the chunk held is written")
         mark = len(out)
