@@ -64,3 +64,19 @@ def test_two_byte_rows_in_registers_take_half_the_warps() -> None:
     # looped rows (too wide for registers) are not affected
     assert reduction_tiles("cuda", 256, 1 << 18, False, 2).num_warps == \
         reduction_tiles("cuda", 256, 1 << 18, False, 4).num_warps
+
+
+def test_split_candidates_offer_chunks_of_whole_tiles() -> None:
+    """``sum`` over axes (0, 2) of 64x4096x256 (the suite's ``sum_axes02``, 0.87-0.89x of
+    torch.compile): the heuristic's 5 partials cut 16384 into 3328-element chunks, 26 tiles
+    of 128 with the last chunk short and every tile masked. The autotuner may also try the
+    fewest partials up to twice that which cut it into equal chunks of whole tiles (8 of
+    2048); none is offered when the heuristic's chunks are already even, or none is even."""
+    from fusejit.codegen.heuristics import _even_split, split_candidates
+    cands = split_candidates("cuda", 4096, 16384, True, 4)
+    assert cands[0].split == 5 and cands[1].why == "chunks of whole tiles"
+    assert cands[1].split == 8 and 16384 % (cands[1].split * cands[1].block_n) == 0
+    assert _even_split(16384, 128, 4) is None  # 32 tiles each already
+    assert _even_split(1000, 128, 3) is None  # a ragged last tile anyway
+    assert _even_split(128 * 7, 128, 2) is None  # 7 tiles: no count from 3 to 4 divides them
+    assert _even_split(128 * 12, 128, 5) == 6

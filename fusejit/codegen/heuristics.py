@@ -403,6 +403,16 @@ def reduction_candidates(target: str, rows: int, cols: int, outer: bool,
     return _unique([h, *shapes, *warps])
 
 
+def _even_split(cols: int, bn: int, s: int) -> int | None:
+    """The fewest partials from ``s`` to ``2 s`` that cut ``cols`` into equal chunks of whole
+    ``bn`` tiles (no masked tile, no short last chunk), or None (``s``'s chunks are already
+    even, or no count in that range is)."""
+    tiles = -(-cols // bn)
+    if cols % bn or tiles % s == 0:
+        return None
+    return next((d for d in range(s + 1, 2 * s + 1) if tiles % d == 0), None)
+
+
 def split_candidates(target: str, rows: int, cols: int, outer: bool, itemsize: int,
                      split: int | None = None, state: int = 1) -> list[SplitTiles]:
     """Tiles to time for a split reduction's partials launch: the heuristic's (``split_tiles``
@@ -417,7 +427,9 @@ def split_candidates(target: str, rows: int, cols: int, outer: bool, itemsize: i
     def step(bn: int, s: int) -> int:
         return max(1, min(bn, next_pow2(-(-cols // max(1, s)))))  # as the emitter clamps it
 
-    def cand(bm: int, bn: int, warps: int, s: int, why: str) -> SplitTiles | None:
+    def cand(bm: int, bn: int, warps: int, s: int | None, why: str) -> SplitTiles | None:
+        if s is None:
+            return None
         bn = step(bn, s)
         ok = 1 <= s <= SPLIT_MAX and bm * bn <= CANDIDATE_MAX_TILE and _warps_ok(warps, bm * bn)
         return SplitTiles(bm, bn, warps, s, why) if ok else None
@@ -426,7 +438,8 @@ def split_candidates(target: str, rows: int, cols: int, outer: bool, itemsize: i
     if target != "cuda" or split is not None or rows * cols < TUNE_MIN_ELEMENTS:
         return [h]
     bn = h.block_n
-    return _unique([h, cand(bm, bn, w, 2 * s, "2x the partials"),
+    return _unique([h, cand(bm, bn, w, _even_split(cols, bn, s), "chunks of whole tiles"),
+                    cand(bm, bn, w, 2 * s, "2x the partials"),
                     cand(bm, bn, w, s // 2, "half the partials") if s >= 4 else None,
                     cand(bm, bn, 4 if w >= 8 else 8, s, f"{4 if w >= 8 else 8} warps"),
                     cand(bm, 2 * bn, warps_for(2 * bm * bn), s, "2x the step"),
