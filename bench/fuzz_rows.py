@@ -7,7 +7,9 @@ Run: ``python3 bench/fuzz_rows.py [--backend cuda|interpret] [--seconds S] [--se
 [--cooperative 0|1]``. On ``interpret`` the rows are short and the persistent limit is made
 small (2-16 elements), so they loop or run cooperatively; on ``cuda`` they are 64K-600K
 elements wide. Prints one line per failure (what to rerun) and a summary line; exit status 1
-if anything failed. Comparisons use ``fusejit.testing.assert_matches_numpy``'s tolerances.
+if anything failed. Comparisons use ``fusejit.testing.tolerance`` of the output's dtype, the
+absolute part scaled by the largest output (centring cancels: an output near 0 is off by
+ulps of what was subtracted).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 
 import fusejit as fj
 import fusejit.codegen.heuristics as heuristics
-from fusejit.testing import assert_matches_numpy
+from fusejit.testing import assert_matches_numpy, tolerance
 
 PROLOGUES: list[Callable[[Any], Any]] = [
     lambda a: a, lambda a: fj.exp(a * 0.3), lambda a: fj.tanh(a), lambda a: a * 2.5 - 1,
@@ -84,8 +86,13 @@ def main(argv: list[str] | None = None) -> int:
             with fj.using_backend(args.backend):
                 got = program(fj.asarray(x), fj.asarray(w), fj.asarray(b)).numpy()
         n += 1
+        # centring cancels: an output near 0 is off by ulps of what was subtracted, so the
+        # absolute tolerance scales with the largest output (as the fuzzer's does for sums)
+        rtol, atol = tolerance(want.dtype)
+        finite = np.abs(want[np.isfinite(want)].astype(np.float64))
+        atol = max(atol, rtol * float(finite.max(initial=0.0)))
         try:
-            assert_matches_numpy(got, want)
+            assert_matches_numpy(got, want, rtol=rtol, atol=atol)
         except AssertionError as exc:
             failures += 1
             print(f"FAIL rows {rows} cols {cols} {np.dtype(dtype).name} family/prologue/"

@@ -1161,7 +1161,7 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
         return False
     rtol, atol = max([tolerance(_dtype(values[i])) for i in floats] + [tolerance(_dtype(result))])
     rtol, atol = rtol / 2, atol / 2
-    if name in _ACCUMULATING and _overflows_inside(values, floats, result):
+    if name in _ACCUMULATING and _overflows_inside(values, floats, result, step):
         return True
     if name in ("max", "min", "amax", "amin") and _zero_sign_by_order(values, floats, result):
         return True
@@ -1220,15 +1220,33 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
     return not _close(precise, result, rtol, atol)
 
 
-def _overflows_inside(values: list[Any], floats: list[int], result: Any) -> bool:
+def _overflows_inside(values: list[Any], floats: list[int], result: Any,
+                      step: Step | None = None) -> bool:
     """Whether an accumulating step turned finite operands into a non-finite result: where
     it overflows depends on the order and form of its sums (NumPy's two-pass variance squares
     a one-ulp residue of the mean: equal values near 4e244 have variance inf there, 0 in a
-    one-pass form), so the step is ill-conditioned rather than a check of either."""
+    one-pass form), so the step is ill-conditioned rather than a check of either.
+
+    For a reduction over some axes (``step``), each output is judged by its own inputs: an
+    infinity elsewhere in the array does not make another output's overflow legitimate (a
+    float16 ``prod`` whose one column holds an inf, another a zero among values that overflow
+    before it in NumPy's order: NaN there, 0 in fusejit's float32 products; interpret fuzz,
+    seed 9614)."""
     r = np.asarray(result)
     if r.dtype.kind != "f" or bool(np.isfinite(r).all()):
         return False
-    return all(bool(np.isfinite(np.asarray(values[i])).all()) for i in floats)
+    if all(bool(np.isfinite(np.asarray(values[i])).all()) for i in floats):
+        return True
+    if step is None or len(floats) != 1 or _op_name(step) not in REDUCTIONS:
+        return False
+    kwargs = dict(step.kwargs)
+    x = np.asarray(values[floats[0]])
+    try:
+        finite = np.all(np.isfinite(x), axis=kwargs.get("axis"),
+                        keepdims=bool(kwargs.get("keepdims", False)))
+        return bool(np.any(~np.isfinite(r) & np.broadcast_to(finite, r.shape)))
+    except (ValueError, TypeError, np.exceptions.AxisError):  # (another form of the step)
+        return False
 
 
 def _zero_sign_by_order(values: list[Any], floats: list[int], result: Any) -> bool:

@@ -554,3 +554,27 @@ def test_a_numpy_scalar_input_is_a_0d_array_in_the_reference() -> None:
     assert run_numpy(recipe)[0].dtype == np.int8
     check_program(recipe, backend="numpy")
     check_program(recipe, backend="interpret")
+
+
+def test_an_overflow_inside_one_output_of_a_reduction_is_judged_by_its_own_inputs() -> None:
+    """float16 ``prod`` over axis 0 (interpret fuzz, seed 9614, shrunk here): NumPy multiplies
+    column 1's nine 4s into inf (past 65504) before it meets the 0, and inf * 0 is NaN;
+    fusejit multiplies in float32 and gets 0. Such an overflow makes the step a check of
+    neither, but it was only excused when every input was finite, and column 0 holds an inf
+    of its own. Each output is now judged by the inputs it reduces."""
+    from fusejit.testing import _overflows_inside, sensitive_step
+
+    x = np.ones((10, 2), np.float16)
+    x[0, 0] = np.inf
+    x[:9, 1], x[9, 1] = 4, 0
+    step = Step("function", "prod", (Ref(0),), (("axis", 0),))
+    with np.errstate(all="ignore"):
+        result = np.prod(x, axis=0)
+    assert np.isinf(result[0]) and np.isnan(result[1])  # (the premise: NumPy's order)
+    assert not _overflows_inside([x], [0], result)  # (the whole-array rule: an inf somewhere)
+    assert _overflows_inside([x], [0], result, step)
+    assert sensitive_step(Recipe((x,), (step,), outputs=(1,))) == 0
+    y = x.copy()
+    y[:, 1] = 2  # a column that does not overflow: nothing to excuse
+    with np.errstate(all="ignore"):
+        assert not _overflows_inside([y], [0], np.prod(y, axis=0), step)
