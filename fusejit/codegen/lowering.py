@@ -546,8 +546,13 @@ class Lowering:
                          f"tl.log({x} + tl.sqrt({x} * {x} - 1.0)))", "ach")
             return f"tl.where({x} < 1.0, {NAN}, {r})"
         if op == "atanh":
-            r = self._log1p(self.tmp(f"2.0 * {x} / (1.0 - {x})", "w"))
-            return f"0.5 * {r}"
+            # on |x|, then the sign: near -1, 2x / (1 - x) is -1 plus a residue that lost
+            # its digits (1.2e-12 off at -0.999995: interpret fuzz, seed 9615); near +1,
+            # 1 - x is exact and the quotient large, so log1p keeps every digit
+            ax = self.tmp(f"tl.abs({x})", "ax")
+            r = self._log1p(self.tmp(f"2.0 * {ax} / (1.0 - {ax})", "w"))
+            r = self.tmp(f"0.5 * {r}", "ath")
+            return f"tl.where({self._signbit(x)}, {r} * -1.0, {r})"
         if op == "atan":
             return self._atan(x)
         if op == "asin":
