@@ -935,12 +935,13 @@ class _Emitter:
         # a pass over the row after a forward one runs backwards (``_close_loop``) when its
         # reductions do not care about the order (argmax/argmin keep the first index of a
         # tie, Welford's counts assume the ragged tile comes last)
-        backwards = [True]  # (the first pass runs forwards)
+        backwards = True  # (so the first pass runs forwards)
 
         def close_pass(stage_ops: set[str]) -> None:
-            backwards[0] = (heuristics.ALTERNATE_PASSES and not backwards[0]
-                            and stage_ops <= ORDER_FREE_REDUCTIONS)
-            self._close_loop(fn, cols, bn, backwards=backwards[0])
+            nonlocal backwards
+            backwards = (heuristics.ALTERNATE_PASSES and not backwards
+                         and stage_ops <= ORDER_FREE_REDUCTIONS)
+            self._close_loop(fn, cols, bn, backwards=backwards)
 
         for stage in stages:
             # a max of the same operand as a sumexp is the sumexp's running max: not computed twice
@@ -970,35 +971,42 @@ class _Emitter:
                 out = self.types[name].dtype
                 fn.rowvals[name] = m if self._acc_dtype(s) == out else \
                     fn.emit(1, f"{m}.to({TL[out]})", self.var_name(name), "max shared with sumexp")
-        # row-level outputs
-        domain_outs = []
-        for j, y in enumerate(self.kernel.yields):
-            shape = self.types[y].shape
-            if shape == d.shape:
-                domain_outs.append((j, y))
-                continue
-            v = fn.value(y, self.row_coords(fn, shape))
-            m = f", mask={row_mask}" if row_mask else ""
-            fn.out.append(f"tl.store({self.out_name[j]} + rows, "
-                          f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
-        if domain_outs:
+        self._store_row_outputs(fn, row_mask)
+        if any(self.types[y].shape == d.shape for y in self.kernel.yields):
             if persistent:
                 coords = straight_coords
             else:
                 fn.body = []
                 fn.memo_tile = {}
                 coords = open_tile(True)
-            for j, y in domain_outs:
-                v = fn.value(y, coords)
-                flat = fn.flat_of(coords)
-                if fn.lvl(flat) < 2:  # every dim has size 1: a tile-shaped pointer all the same
-                    flat = fn.emit(2, f"rows * 0 + cols * 0 + {flat}", "same")
-                m = f", mask={fn.masks[2]}" if fn.masks[2] else ""
-                fn._target(2).append(f"tl.store({self.out_name[j]} + {flat}, "
-                                     f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+            self._store_domain_outputs(fn, coords)
             if not persistent:
                 close_pass(set())
         return self._single_launch(fn, (max(1, -(-rows // bm)), 1, 1), num_warps)
+
+    def _store_row_outputs(self, fn: _Fn, row_mask: str | None) -> None:
+        """Store the yields of a row's shape (kept or keepdims) at ``fn``'s rows."""
+        m = f", mask={row_mask}" if row_mask else ""
+        for j, y in enumerate(self.kernel.yields):
+            shape = self.types[y].shape
+            if shape != self.domain.shape:
+                v = fn.value(y, self.row_coords(fn, shape))
+                fn.out.append(f"tl.store({self.out_name[j]} + rows, "
+                              f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+
+    def _store_domain_outputs(self, fn: _Fn, coords: Coords) -> None:
+        """Store the yields of the domain's shape at the open tile ``coords`` (in the loop body
+        when ``fn`` is in one)."""
+        for j, y in enumerate(self.kernel.yields):
+            if self.types[y].shape != self.domain.shape:
+                continue
+            v = fn.value(y, coords)
+            flat = fn.flat_of(coords)
+            if fn.lvl(flat) < 2:  # every dim has size 1: a tile-shaped pointer all the same
+                flat = fn.emit(2, f"rows * 0 + cols * 0 + {flat}", "same")
+            m = f", mask={fn.masks[2]}" if fn.masks[2] else ""
+            fn._target(2).append(f"tl.store({self.out_name[j]} + {flat}, "
+                                 f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
 
     # -- split reductions -------------------------------------------------------------
     def _can_split(self) -> bool:
@@ -1050,13 +1058,7 @@ class _Emitter:
         n_split = max(1, -(-cols // chunk))
         self._bm, self._bn = bm, bn
         (stage,) = self._stages()
-        # one scratch buffer per partial value: m2's partials are (count, mean, m2) triples
-        parts = {"m2": ("n", "mean", "m2"), "sumexp": ("max", "sum")}
-        slots = {r.name: ([f"part_{self.var_name(r.name)}_{s}" for s in parts[r.op]]
-                          if r.op in parts else [f"part_{self.var_name(r.name)}"]) for r in stage}
-        part_names = [p for r in stage for p in slots[r.name]]
-        part_dtypes = [self._acc_dtype(r) for r in stage for _ in slots[r.name]]
-        self.scratch = [(dt, n_split * rows) for dt in part_dtypes]
+        slots, part_names = self._partial_slots(stage, n_split)
         self.counters = row_blocks
 
         # -- every program: the partials of one chunk of one row block -------------------
@@ -1098,6 +1100,33 @@ class _Emitter:
         else:
             out.append(f"    {final_name}({first}, {call})")
         out.append("    tl.store(counters + pid, 0)  # zero again for the next launch")
+        self.tiling = [f"split in one launch: {bm}x{bn} tiles, {num_warps} warps, {row_blocks} "
+                       f"row block(s) x {n_split} chunks of {chunk} reduced elements "
+                       f"({row_blocks * n_split} programs, to fill the GPU) write partials",
+                       f"the last program of each row block (an atomic count) combines its "
+                       f"{n_split} partials per row in chunk order, {fbm} row(s) at a time, "
+                       f"then the epilogue"]
+        launch = self._partials_launch(fn, part_names, (row_blocks, n_split, 1), num_warps)
+        return [fn, g], [launch]
+
+    def _partial_slots(self, stage: list[Instr], n_split: int
+                       ) -> tuple[dict[str, list[str]], list[str]]:
+        """One scratch buffer per partial value of ``stage``'s reductions (``n_split`` per
+        row, in the accumulator dtype; m2's partials are (count, mean, m2) triples, sumexp's
+        (max, sum) pairs), set as the kernel's scratch: the buffer names by reduction, and
+        all of them in order."""
+        parts = {"m2": ("n", "mean", "m2"), "sumexp": ("max", "sum")}
+        slots = {r.name: ([f"part_{self.var_name(r.name)}_{s}" for s in parts[r.op]]
+                          if r.op in parts else [f"part_{self.var_name(r.name)}"]) for r in stage}
+        part_names = [p for r in stage for p in slots[r.name]]
+        self.scratch = [(self._acc_dtype(r), n_split * self.domain.rows) for r in stage
+                        for _ in slots[r.name]]
+        return slots, part_names
+
+    def _partials_launch(self, fn: _Fn, part_names: list[str], grid: tuple[int, int, int],
+                         num_warps: int) -> Launch:
+        """Close ``fn`` as the region's kernel over the params it reads, its partials, its
+        counters and the outputs (a split or cooperative reduction); its one launch."""
         used = self._used_params(fn.out)
         fn.source = self._header(self.name, [self.ptr_name[i] for i in used] + part_names
                                  + ["counters"] + self.out_name)
@@ -1106,18 +1135,11 @@ class _Emitter:
         sig.update({p: PTR[dt] for p, (dt, _) in zip(part_names, self.scratch)})
         sig["counters"] = PTR[np.dtype(np.int32)]
         sig.update({o: PTR[t.dtype] for o, t in zip(self.out_name, self.kernel.result_types)})
-        self.tiling = [f"split in one launch: {bm}x{bn} tiles, {num_warps} warps, {row_blocks} "
-                       f"row block(s) x {n_split} chunks of {chunk} reduced elements "
-                       f"({row_blocks * n_split} programs, to fill the GPU) write partials",
-                       f"the last program of each row block (an atomic count) combines its "
-                       f"{n_split} partials per row in chunk order, {fbm} row(s) at a time, "
-                       f"then the epilogue"]
-        launch = Launch(self.name, (row_blocks, n_split, 1), num_warps,
-                        tuple([("in", i) for i in used]
-                              + [("scratch", j) for j in range(len(part_names))]
-                              + [("counters", 0)]
-                              + [("out", j) for j in range(len(self.out_name))]), sig)
-        return [fn, g], [launch]
+        return Launch(self.name, grid, num_warps,
+                      tuple([("in", i) for i in used]
+                            + [("scratch", j) for j in range(len(part_names))]
+                            + [("counters", 0)]
+                            + [("out", j) for j in range(len(self.out_name))]), sig)
 
     def _split_final(self, name: str, stage: list[Instr], slots: dict[str, list[str]],
                      part_names: list[str], n_split: int) -> tuple[_Fn, int, list[int]]:
@@ -1131,14 +1153,9 @@ class _Emitter:
         fbm = max(1, min(bm, limit // sb))
         g = _Fn(self)
         g.used.update({"first", *part_names})
-        out = g.out
         row_mask = self._open_partials(g, "first", fbm, rows % bm != 0, n_split)
         self._combine_partials(g, stage, slots, n_split)
-        m = f", mask={row_mask}" if row_mask else ""
-        for j, y in enumerate(self.kernel.yields):
-            v = g.value(y, self.row_coords(g, self.types[y].shape))
-            out.append(f"tl.store({self.out_name[j]} + rows, "
-                       f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+        self._store_row_outputs(g, row_mask)  # (a split reduction yields row values only)
         used = self._used_params(g.out)
         g.source = self._header(name, ["first"] + part_names + [self.ptr_name[i] for i in used]
                                 + self.out_name)
@@ -1191,12 +1208,7 @@ class _Emitter:
         rows, cols = d.rows, d.reduce_size
         n_split, bn, num_warps = t.chunks, t.block, t.num_warps
         (stage,) = self._stages()
-        parts = {"m2": ("n", "mean", "m2"), "sumexp": ("max", "sum")}
-        slots = {r.name: ([f"part_{self.var_name(r.name)}_{s}" for s in parts[r.op]]
-                          if r.op in parts else [f"part_{self.var_name(r.name)}"]) for r in stage}
-        part_names = [p for r in stage for p in slots[r.name]]
-        self.scratch = [(self._acc_dtype(r), n_split * rows) for r in stage
-                        for _ in slots[r.name]]
+        slots, part_names = self._partial_slots(stage, n_split)
         arrivals, settled, given_up = 2, 2 + rows, 2 + 2 * rows
         self.counters = 2 + 2 * rows + rows * n_split
         fn = _Fn(self)
@@ -1211,8 +1223,9 @@ class _Emitter:
         row_mask = self._open_rows(fn, 1, rows)
         coords = self._open_tile(fn, f"chunk * {bn} + ", False, cols % bn != 0, row_mask)
         at = "chunk + rows" if rows == 1 else f"chunk * {rows} + rows"
-        for r in stage:
-            for part, v in zip(slots[r.name], self._partial_tile(fn, r, fn.value(r.args[0], coords))):
+        for r in stage:  # (of the one tile the program holds)
+            vs = self._reduce_tile(fn, r, fn.value(r.args[0], coords), None, partial=True)
+            for part, v in zip(slots[r.name], vs if isinstance(vs, tuple) else (vs,)):
                 out.append(f"tl.store({part} + {at}, {v})  # partial of %{r.name}")
         out.append("tl.debug_barrier()  # every thread's partials are stored before the arrival")
         out.append(f'arrived = tl.atomic_add(counters + {arrivals} + pid, 1, sem="acq_rel") + 1'
@@ -1231,22 +1244,13 @@ class _Emitter:
         out.append(f"if arrived >= {n_split}:  # every partial of the row is stored: "
                    f"the chunk held is written")
         mark = len(out)
-        names = [fn.fresh(self.var_name(r.name)) for r in stage]
-        out.append(f"{', '.join(names)} = {stats_name}(pid, {', '.join(part_names)})")
-        for r, name in zip(stage, names):
-            fn.rowvals[r.name] = name
-            fn.level[name] = 1
-        for j, y in enumerate(self.kernel.yields):
-            if self.types[y].shape == d.shape:
-                v = fn.value(y, coords)
-                m = f", mask={fn.masks[2]}" if fn.masks[2] else ""
-                out.append(f"tl.store({self.out_name[j]} + {fn.flat_of(coords)}, "
-                           f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+        self._call_stats(fn, stage, stats_name, "pid", part_names)
+        self._store_domain_outputs(fn, coords)
         out[mark:] = ["    " + line for line in out[mark:]]
         out.append("else:  # waited too long: the row's last program writes this chunk")
         out.append(f"    tl.store(counters + {given_up} + pid * {n_split} + chunk, 1)")
         out.append("tl.debug_barrier()  # the flag is stored before this program settles")
-        finish, finish_params = self._coop_finish(finish_name, stats_name, part_names,
+        finish, finish_params = self._coop_finish(finish_name, stats_name, stage, part_names,
                                                   n_split, bn, given_up)
         call = ", ".join(part_names + [self.ptr_name[i] for i in finish_params]
                          + ["counters"] + self.out_name)
@@ -1261,55 +1265,12 @@ class _Emitter:
                    f"  # every ticket is taken")
         out.append('    tl.atomic_xchg(counters, 0, sem="relaxed")')
         out.append('    tl.atomic_xchg(counters + 1, 0, sem="relaxed")')
-        used = self._used_params(fn.out)
-        fn.source = self._header(self.name, [self.ptr_name[i] for i in used] + part_names
-                                 + ["counters"] + self.out_name)
-        fn.source += ["    " + line for line in fn.out]
-        sig = {self.ptr_name[i]: self.arg_type(i) for i in used}
-        sig.update({p: PTR[dt] for p, (dt, _) in zip(part_names, self.scratch)})
-        sig["counters"] = PTR[np.dtype(np.int32)]
-        sig.update({o: PTR[rt.dtype] for o, rt in zip(self.out_name, self.kernel.result_types)})
         self.tiling = [f"cooperative rows: {t.why} ({rows * n_split} programs, {num_warps} "
                        f"warps): each reads its chunk once, waits for its row's partials, "
                        f"then writes the chunk (a chunk given up is re-read by the row's last "
                        f"program)"]
-        launch = Launch(self.name, (rows * n_split, 1, 1), num_warps,
-                        tuple([("in", i) for i in used]
-                              + [("scratch", j) for j in range(len(part_names))]
-                              + [("counters", 0)]
-                              + [("out", j) for j in range(len(self.out_name))]), sig)
+        launch = self._partials_launch(fn, part_names, (rows * n_split, 1, 1), num_warps)
         return [fn, stats, finish], [launch]
-
-    def _partial_tile(self, fn: _Fn, r: Instr, x: str) -> tuple[str, ...]:
-        """The partial of reduction ``r`` over the one tile ``x`` of a chunk, as a split
-        reduction stores it (``_combine_partials`` combines them)."""
-        dt = self._acc_dtype(r)
-        hint = f"part_{self.var_name(r.name)}"
-        mask = fn.masks[2]
-        if r.op == "sumexp":
-            # equal values (both -inf) count 1, as the online update does: a chunk of -inf
-            # then weighs exp(-inf - max) = 0 in the combine, not NaN
-            t = self._masked(fn, r, x, dt)
-            m = self._row_max(fn, t, dt, f"{hint}_max")
-            e = self._exp(fn, f"{t} - {m}", dt, 2, f"{hint}_exp")
-            e = fn.emit(2, f"tl.where({t} == {m}, 1, {e})", f"{hint}_exp")
-            if mask:
-                e = fn.emit(2, f"tl.where({mask}, {e}, 0)", f"{hint}_exp")
-            return m, fn.emit(1, f"tl.reduce({e}, 1, tl.standard._sum_combine)[:, None]",
-                              f"{hint}_sum", _instr_text(r) + " (partial)")
-        if r.op == "m2":
-            # the chunk's count, mean and squared deviations from that mean (two passes over
-            # registers)
-            t = self._masked(fn, r, x, dt)
-            total = "tl.reduce({}, 1, tl.standard._sum_combine)[:, None]"
-            n = fn.emit(1, total.format(f"{mask}.to({TL[dt]})") if mask
-                        else f"tl.full([1, 1], {self._bn}, {TL[dt]})", f"{hint}_n")
-            mean = fn.emit(1, total.format(t) + f" / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
-            dev = fn.emit(2, f"tl.where({mask}, {t} - {mean}, 0)" if mask else f"{t} - {mean}",
-                          f"{hint}_dev")
-            return n, mean, fn.emit(1, total.format(f"{dev} * {dev}"), f"{hint}_m2",
-                                    _instr_text(r) + " (partial)")
-        return (self._reduce_tile(fn, r, x, None, partial=True),)
 
     def _coop_stats(self, name: str, stage: list[Instr], slots: dict[str, list[str]],
                     part_names: list[str], n_split: int) -> _Fn:
@@ -1323,44 +1284,40 @@ class _Emitter:
         g.source = self._header(name, ["row"] + part_names) + ["    " + line for line in g.out]
         return g
 
-    def _coop_finish(self, name: str, stats_name: str, part_names: list[str], n_split: int,
-                     bn: int, given_up: int) -> tuple[_Fn, list[int]]:
+    def _call_stats(self, fn: _Fn, stage: list[Instr], stats_name: str, row: str,
+                    part_names: list[str]) -> None:
+        """Call ``<name>_stats`` (``_coop_stats``) for ``row``: its results are the row values
+        of ``stage``'s reductions in ``fn``."""
+        names = [fn.fresh(self.var_name(r.name)) for r in stage]
+        fn.out.append(f"{', '.join(names)} = {stats_name}({row}, {', '.join(part_names)})")
+        for r, name in zip(stage, names):
+            fn.rowvals[r.name] = name
+            fn.level[name] = 1
+
+    def _coop_finish(self, name: str, stats_name: str, stage: list[Instr],
+                     part_names: list[str], n_split: int, bn: int, given_up: int
+                     ) -> tuple[_Fn, list[int]]:
         """``name(row, partials..., params..., counters, outputs...)``: what the last program
         of a cooperative row does (``cooperative_reduction``); returns it and the params it
         reads."""
         d = self.domain
         cols = d.reduce_size
-        (stage,) = self._stages()
         h = _Fn(self)
         h.used.update({"row", "c", "sub", "counters", "rows", "cols", "col_mask", "mask",
                        *part_names})
-        names = [h.fresh(self.var_name(r.name)) for r in stage]
-        h.out.append(f"{', '.join(names)} = {stats_name}(row, {', '.join(part_names)})")
-        for r, v in zip(stage, names):
-            h.rowvals[r.name] = v
-            h.level[v] = 1
+        self._call_stats(h, stage, stats_name, "row", part_names)
         h.out.append("rows = row + tl.arange(0, 1)[:, None]  # flat kept index")
         h.level["rows"] = 1
         h.rows = "rows"
         h.masks = {0: None, 1: None, 2: None}
         h.row_dims = h.unravel("rows", d.kept_shape) if d.kept_shape else ()
-        for j, y in enumerate(self.kernel.yields):  # the row's own outputs
-            shape = self.types[y].shape
-            if shape != d.shape:
-                v = h.value(y, self.row_coords(h, shape))
-                h.out.append(f"tl.store({self.out_name[j]} + rows, "
-                             f"{self.store_expr(v, self.types[y].dtype)})  # yield %{y}")
+        self._store_row_outputs(h, None)
         redo = min(bn, COOP_REDO_BLOCK)
         self._bm, self._bn = 1, redo
         h.body = []
         h.memo_tile = {}
         coords = self._open_tile(h, f"c * {bn} + sub + ", True, cols % bn != 0, None)
-        for j, y in enumerate(self.kernel.yields):
-            if self.types[y].shape == d.shape:
-                v = h.value(y, coords)
-                m = f", mask={h.masks[2]}" if h.masks[2] else ""
-                h._target(2).append(f"tl.store({self.out_name[j]} + {h.flat_of(coords)}, "
-                                    f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+        self._store_domain_outputs(h, coords)
         body, h.body = h.body, None
         flag = f"counters + {given_up} + row * {n_split} + c"
         h.out.append(f"for c in range(0, {n_split}):  # the chunks given up, read again")
@@ -1678,18 +1635,26 @@ class _Emitter:
         dt = self._acc_dtype(r)
         return v if dt == r.dtype else fn.emit(1, f"{v}.to({TL[r.dtype]})", hint)
 
-    def _two_pass_tile(self, fn: _Fn, r: Instr, x: str) -> str:
-        """m2 of a row held in registers: its mean, then the squared deviations (no re-read)."""
+    def _two_pass_tile(self, fn: _Fn, r: Instr, x: str, partial: bool = False) -> Any:
+        """m2 of a row held in registers: its mean, then the squared deviations (no re-read).
+        ``partial``: of one chunk of the row (a cooperative row's), as the (count, mean, m2)
+        that ``_chan_reduce`` combines, the count from the columns' mask."""
         dt = self._acc_dtype(r)
-        hint = self.var_name(r.name)
+        hint = ("part_" if partial else "") + self.var_name(r.name)
         t = self._masked(fn, r, x, dt)
-        cols = self.domain.reduce_size
-        mean = fn.emit(1, f"tl.reduce({t}, 1, tl.standard._sum_combine)[:, None] / {cols}",
-                       f"{hint}_mean")
         mask = fn.masks[2]
+        total = "tl.reduce({}, 1, tl.standard._sum_combine)[:, None]"
+        if partial:
+            n = fn.emit(1, total.format(f"{mask}.to({TL[dt]})") if mask
+                        else f"tl.full([{self._bm}, 1], {self._bn}, {TL[dt]})", f"{hint}_n")
+            mean = fn.emit(1, total.format(t) + f" / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
+        else:
+            mean = fn.emit(1, total.format(t) + f" / {self.domain.reduce_size}", f"{hint}_mean")
         dev = f"{t} - {mean}"
         d = fn.emit(2, f"tl.where({mask}, {dev}, 0)" if mask else dev, f"{hint}_dev")
-        v = f"tl.reduce({d} * {d}, 1, tl.standard._sum_combine)[:, None]"
+        v = total.format(f"{d} * {d}")
+        if partial:
+            return n, mean, fn.emit(1, v, f"{hint}_m2", _instr_text(r) + " (partial)")
         if dt != r.dtype:
             v = f"({v}).to({TL[r.dtype]})"
         return fn.emit(1, v, hint, _instr_text(r))
@@ -1708,18 +1673,26 @@ class _Emitter:
         m = fn.emit(level, v, f"{hint}_nonan")
         return fn.emit(level, f"tl.where({self._anynan(t)}, {NAN}, {m})", hint)
 
-    def _sumexp_tile(self, fn: _Fn, r: Instr, x: str) -> str:
-        """sumexp of a row held in registers: its max, then sum(exp(x - max)) (no re-read)."""
+    def _sumexp_tile(self, fn: _Fn, r: Instr, x: str, partial: bool = False) -> Any:
+        """sumexp of a row held in registers: its max, then sum(exp(x - max)) (no re-read).
+        ``partial``: of one chunk of the row, as the (max, sum) that ``_online_reduce``
+        combines; equal values (both -inf) count 1 there, as the online update does, so a
+        chunk of -inf weighs exp(-inf - max) = 0 in the combine, not NaN."""
         dt = self._acc_dtype(r)
-        hint = self.var_name(r.name)
+        hint = ("part_" if partial else "") + self.var_name(r.name)
         t = self._masked(fn, r, x, dt)
         m = self._row_max(fn, t, dt, f"{hint}_max")
-        self.row_max[r.name] = m
+        if not partial:
+            self.row_max[r.name] = m
         e = self._exp(fn, f"{t} - {m}", dt, 2, f"{hint}_exp")
+        if partial:
+            e = fn.emit(2, f"tl.where({t} == {m}, 1, {e})", f"{hint}_exp")
         mask = fn.masks[2]
         if mask:
             e = fn.emit(2, f"tl.where({mask}, {e}, 0)", f"{hint}_exp")
         v = f"tl.reduce({e}, 1, tl.standard._sum_combine)[:, None]"
+        if partial:
+            return m, fn.emit(1, v, f"{hint}_sum", _instr_text(r) + " (partial)")
         if dt != r.dtype:
             v = f"({v}).to({TL[r.dtype]})"
         return fn.emit(1, v, hint, _instr_text(r))
@@ -1777,11 +1750,11 @@ class _Emitter:
         if r.op == "m2":
             if acc is not None:
                 return self._chan_reduce(fn, r, acc, partial)
-            return self._two_pass_tile(fn, r, x)
+            return self._two_pass_tile(fn, r, x, partial)
         if r.op == "sumexp":
             if acc is not None:
                 return self._online_reduce(fn, r, acc, partial, shared_max=True)
-            return self._sumexp_tile(fn, r, x)
+            return self._sumexp_tile(fn, r, x, partial)
         t = self._masked(fn, r, x, dt, src) if acc is None else acc[0]
         op = r.op
         comment = _instr_text(r) + (" (partial)" if partial else "")
