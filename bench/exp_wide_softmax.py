@@ -242,22 +242,13 @@ def gpu_run(rows: int, cols: int, backend: str = "cuda") -> int:
     """Time every variant beside a copy and fusejit's plan (GPU machine). (``backend``
     "interpret" with ``cupy`` standing for NumPy: a dry run of fusejit's part on the CPU.)"""
     import cupy as cp
+    from exp_reductions import event_time
 
     import fusejit as fj
 
-    def events(fn: Any, reps: int = 20) -> float:
-        fn()
-        cp.cuda.get_current_stream().synchronize()
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        best = float("inf")
-        for _ in range(7):
-            start.record()
-            for _ in range(reps):
-                fn()
-            end.record()
-            end.synchronize()
-            best = min(best, cp.cuda.get_elapsed_time(start, end) / reps * 1e3)
-        return best
+    def events(fn: Any) -> float:
+        """Microseconds per call (CUDA events, median of rounds: ``exp_reductions``)."""
+        return event_time(fn) * 1e6
 
     x = (cp.random.standard_normal((rows, cols), dtype=cp.float32) * 4)
     y = cp.empty_like(x)
@@ -268,19 +259,16 @@ def gpu_run(rows: int, cols: int, backend: str = "cuda") -> int:
     want = reference(cp.asnumpy(x))
 
     fj.set_backend(backend)
-    from fusejit import fuse, runtime
+    from fusejit import runtime
     from fusejit.codegen import heuristics
     from fusejit.ir.graph import structural_key
-    from fusejit.runtime import kernel_cache
     from fusejit.testing import assert_matches_numpy
 
     def plan_of(fn: Any, arrays: list[Any], alternate: bool, cooperative: bool) -> Any:
         """Plan ``fn`` afresh under the switches; a function running its launches alone."""
         heuristics.ALTERNATE_PASSES = alternate
         heuristics.COOPERATIVE_ROWS = cooperative
-        fuse.clear_cache()
-        runtime._plans.clear()
-        kernel_cache._emit_cache.clear()
+        runtime.forget_plans()
         out = fn(fj, *[fj.asarray(a) for a in arrays])
         plan = fj.plan(out)
         bufs = [leaf.buffer for leaf in structural_key([out._node])[1]]

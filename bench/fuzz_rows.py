@@ -53,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cooperative", type=int, default=1, choices=(0, 1))
     args = parser.parse_args(argv)
-    from fusejit import fuse, runtime
-    from fusejit.runtime import kernel_cache
+    from fusejit import runtime
     heuristics.COOPERATIVE_ROWS = bool(args.cooperative)
     rng = np.random.default_rng(args.seed)
     start, n, failures = time.time(), 0, 0
@@ -80,9 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         with np.errstate(all="ignore"):
             with fj.using_backend("numpy"):
                 want = program(fj.asarray(x), fj.asarray(w), fj.asarray(b)).numpy()
-            fuse.clear_cache()  # (the persistent limit may have changed: plan afresh)
-            runtime._plans.clear()
-            kernel_cache._emit_cache.clear()
+            runtime.forget_plans()  # (the persistent limit may have changed: plan afresh)
             with fj.using_backend(args.backend):
                 got = program(fj.asarray(x), fj.asarray(w), fj.asarray(b)).numpy()
         n += 1

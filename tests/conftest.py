@@ -80,3 +80,19 @@ def cuda_backend() -> Iterator[str]:
 def backend(request: pytest.FixtureRequest) -> Iterator[str]:
     """Each backend in turn (those unavailable here are skipped); yields its name."""
     yield request.getfixturevalue(f"{request.param}_backend")
+
+
+@pytest.fixture
+def fresh_plans(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Plans, emitted kernels and backend instances of the test's own, the process's put back
+    afterwards: for tests that change ``fusejit.codegen.heuristics`` or the fuser's limits
+    (nothing planned or emitted under other settings may be reused, nor leak out)."""
+    import fusejit.fuse as fuse
+    import fusejit.runtime as runtime
+    import fusejit.runtime.kernel_cache as kernel_cache
+    monkeypatch.setattr(runtime, "_plans", {})
+    monkeypatch.setattr(runtime, "_backends", {})
+    monkeypatch.setattr(kernel_cache, "_emit_cache", {})
+    fuse.clear_cache()
+    yield
+    fuse.clear_cache()

@@ -44,11 +44,8 @@ def test_wide_row_fuzz_runs_and_counts(capsys, tmp_path, monkeypatch):
     finally:  # (the fuzz changes both for its programs)
         module.heuristics.PERSISTENT_LIMIT.update(limit)
         module.heuristics.COOPERATIVE_ROWS = switch
-        from fusejit import fuse, runtime
-        from fusejit.runtime import kernel_cache
-        fuse.clear_cache()
-        runtime._plans.clear()
-        kernel_cache._emit_cache.clear()
+        from fusejit import runtime
+        runtime.forget_plans()
     summary = capsys.readouterr().out.strip().splitlines()[-1]
     assert summary.startswith("fuzz_rows --backend interpret --seed 7") and "0 failures" in summary
     assert int(summary.split(": ")[1].split()[0]) > 0

@@ -19,27 +19,20 @@ hypothesis = pytest.importorskip("hypothesis")
 
 import fusejit as fj  # noqa: E402
 import fusejit.codegen.heuristics as heuristics  # noqa: E402
-import fusejit.fuse as fuse  # noqa: E402
 import fusejit.runtime as runtime  # noqa: E402
-import fusejit.runtime.kernel_cache as kernel_cache  # noqa: E402
 from fusejit.codegen import emit_kernel  # noqa: E402
 from fusejit.runtime.compile import compile_all  # noqa: E402
 from fusejit.testing import assert_matches_numpy, check_program, programs  # noqa: E402
 
 
 @pytest.fixture
-def cooperative(monkeypatch, tmp_path):
+def cooperative(monkeypatch, tmp_path, fresh_plans):
     monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", True)
     monkeypatch.setitem(heuristics.PERSISTENT_LIMIT, "interpret", 16)
     monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path / "cache"))
-    # nothing planned or emitted with the switch off may be reused, nor leak out
-    monkeypatch.setattr(runtime, "_plans", {})
-    monkeypatch.setattr(runtime, "_backends", {})
-    monkeypatch.setattr(kernel_cache, "_emit_cache", {})
-    fuse.clear_cache()
+    # (fresh_plans: nothing planned or emitted with the switch off is reused)
     with fj.using_backend("interpret"):
         yield
-    fuse.clear_cache()
 
 
 def _rng(seed=0):
@@ -146,7 +139,6 @@ def test_counters_are_zero_after_each_launch(cooperative):
 def test_switch_off_and_narrow_rows_keep_the_row_kernel(cooperative, monkeypatch):
     x = _rng().standard_normal((3, 37)).astype(np.float32)
     monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", False)
-    kernel_cache._emit_cache.clear()
     assert not _cooperative_kernels(_softmax, [x])
     monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", True)
     assert not _cooperative_kernels(_softmax, [x[:, :16]])  # fits a program: persistent
@@ -191,3 +183,24 @@ def test_cooperative_tiles_on_a_gpu():
     assert tiles("cuda", 256, 1 << 15, 4) is None  # 128 KB rows
     assert tiles("cuda", 4, 1 << 20, 4) is None  # 128 chunks
     assert tiles("cuda", 4096, 1 << 18, 4) is None  # 131072 programs
+
+
+def test_forget_plans_makes_a_switched_heuristic_take_effect(cooperative, monkeypatch):
+    """``runtime.forget_plans``: a realize after it emits under the switches now set (its plan
+    and emitted sources are gone), where one before it reused the cached looped kernel."""
+    from fusejit.runtime import kernel_cache
+    x = _rng().standard_normal((3, 37)).astype(np.float32)
+
+    def emitted_sources():
+        return [e.source for e in kernel_cache._emit_cache.values()]
+    monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", False)
+    _run(_softmax, [x])
+    assert emitted_sources() and not any("_finish(" in s for s in emitted_sources())
+    monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", True)
+    _run(_softmax, [x])
+    assert not any("_finish(" in s for s in emitted_sources())  # (cached: the switch unseen)
+    runtime.forget_plans()
+    assert not runtime._plans and not kernel_cache._emit_cache
+    (got,) = _run(_softmax, [x])
+    assert any("_finish(" in s for s in emitted_sources())
+    assert_matches_numpy(got.numpy(), _softmax(np, x))

@@ -145,19 +145,12 @@ def test_softmax_statistics_in_one_stage(shape):
 
 
 @pytest.fixture
-def looped_rows(monkeypatch):
+def looped_rows(monkeypatch, fresh_plans):
     """The interpreter with GPU-sized rows: rows over 4096 run the looped (online) paths."""
     import fusejit.codegen.heuristics as heuristics
-    import fusejit.fuse as fuse
-    import fusejit.runtime as runtime
-    import fusejit.runtime.kernel_cache as kernel_cache
     monkeypatch.setitem(heuristics.PERSISTENT_LIMIT, "interpret", 4096)
-    monkeypatch.setattr(runtime, "_plans", {})
-    monkeypatch.setattr(kernel_cache, "_emit_cache", {})
-    fuse.clear_cache()
     with fj.using_backend("interpret"):
         yield
-    fuse.clear_cache()
 
 
 @pytest.mark.parametrize("shape,axis", [((16, 20000), 1), ((20000, 16), 0)])

@@ -19,27 +19,18 @@ hypothesis = pytest.importorskip("hypothesis")
 import fusejit as fj  # noqa: E402
 import fusejit.codegen.heuristics as heuristics  # noqa: E402
 import fusejit.codegen.triton_emitter as emitter  # noqa: E402
-import fusejit.fuse as fuse  # noqa: E402
-import fusejit.runtime as runtime  # noqa: E402
-import fusejit.runtime.kernel_cache as kernel_cache  # noqa: E402
 from fusejit.fuse import cost  # noqa: E402
 from fusejit.testing import check_program, programs  # noqa: E402
 
 
 @pytest.fixture
-def small_blocks(monkeypatch):
+def small_blocks(monkeypatch, fresh_plans):
     monkeypatch.setitem(emitter.PERSISTENT_LIMIT, "interpret", 4)
     monkeypatch.setitem(emitter.POINTWISE_BLOCK, "interpret", 8)
     monkeypatch.setattr(heuristics, "SPLIT_MIN_CHUNK", 2)
     monkeypatch.setattr(cost, "SPLIT_MIN_REDUCE", 8)
     monkeypatch.setattr(cost, "OUTER_SPLIT_MIN_ELEMENTS", 8)
-    # nothing planned or emitted under the normal thresholds may be reused, nor leak out
-    monkeypatch.setattr(runtime, "_plans", {})
-    monkeypatch.setattr(runtime, "_backends", {})
-    monkeypatch.setattr(kernel_cache, "_emit_cache", {})
-    fuse.clear_cache()
-    yield
-    fuse.clear_cache()
+    # (fresh_plans: nothing planned or emitted under the normal thresholds is reused)
 
 
 def test_small_blocks_reach_the_looped_and_split_paths(small_blocks):

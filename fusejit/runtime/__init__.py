@@ -233,6 +233,18 @@ def _remember(key: tuple, plan: Any) -> None:
         _plans[key] = plan
 
 
+def forget_plans() -> None:
+    """Forget every plan, fusion result and emitted kernel source of this process, so that a
+    change to ``fusejit.codegen.heuristics`` (a switch, a limit) takes effect on the next
+    realize. Compiled kernels on disk are keyed by their source and stay valid."""
+    from ..fuse import clear_cache
+    from . import kernel_cache
+    with _lock:
+        _plans.clear()
+    clear_cache()
+    kernel_cache._emit_cache.clear()
+
+
 def plan_of(nodes: list[Any], key: tuple, leaves: tuple[Any, ...]) -> Any:
     """The plan of graph outputs ``nodes`` (``key`` and ``leaves``: their ``structural_key``),
     from the plan cache, else built, fused and remembered."""
