@@ -7,12 +7,12 @@
 # (exp_wide_softmax.py). Logs are packed into $OUT/gpu-last.tgz;
 # the suite's table, plot and JSON are also copied to $OUT.
 #   bash bench/gpu_last.sh [FUZZ_SECONDS] [FUZZ_PROCS] [SUITE_BUDGET] [MATMUL_BUDGET]
-# JIT_PROCS (default 3) of the fuzz processes run with --jit, COOP_PROCS (default 0) others
-# with FUSEJIT_COOPERATIVE_ROWS=1; beside them, bench/fuzz_rows.py checks wide-row programs
-# (64K-600K) with the looped and with the cooperative row kernels (two more processes).
+# JIT_PROCS (default 3) of the fuzz processes run with --jit; beside them, bench/fuzz_rows.py
+# checks wide-row programs (64K-600K) with the looped and with the cooperative row kernels
+# (two more processes: the generic fuzz's rows are too narrow to reach the cooperative ones).
 # PART=tests or PART=bench runs one half (each fits a 10-minute device call with room to spare).
 set -uo pipefail
-part=${PART:-all}; jit_procs=${JIT_PROCS:-3}; coop_procs=${COOP_PROCS:-0}
+part=${PART:-all}; jit_procs=${JIT_PROCS:-3}
 fuzz_s=${1:-120}; procs=${2:-13}; suite_s=${3:-160}; mm_s=${4:-90}
 out=${OUT:-gpu-out}; work=/tmp/gpu-last; mkdir -p "$out" "$work/fuzz"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
@@ -25,12 +25,10 @@ if [ "$part" != bench ]; then
 timeout $((fuzz_s + 120)) python3 -m pytest -m gpu -q -p no:cacheprovider tests \
   -k "not no_device_synchronization" > "$work/gpu-tests.log" 2>&1 &
 for i in $(seq 1 "$procs"); do
-  mode=""; coop=0  # the last JIT_PROCS run every program through fj.jit, the first COOP_PROCS
-  [ "$i" -gt $((procs - jit_procs)) ] && mode="--jit"  # with cooperative row kernels
-  [ "$i" -le "$coop_procs" ] && coop=1
-  FUSEJIT_COOPERATIVE_ROWS=$coop timeout $((fuzz_s + 60)) python3 -m fusejit fuzz --backend cuda \
-    --seconds "$fuzz_s" --seed $((2000 + i)) $mode --out "$work/fuzz/failures" --max-failures 3 \
-    > "$work/fuzz/fuzz-$i$([ $coop = 1 ] && echo -coop).log" 2>&1 &
+  mode=""  # the last JIT_PROCS processes run every program through fj.jit
+  [ "$i" -gt $((procs - jit_procs)) ] && mode="--jit"
+  timeout $((fuzz_s + 60)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" --seed $((2000 + i)) \
+    $mode --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/fuzz-$i.log" 2>&1 &
 done
 for coop in 0 1; do
   timeout $((fuzz_s + 60)) python3 bench/fuzz_rows.py --backend cuda --seconds "$fuzz_s" \
@@ -41,13 +39,12 @@ tail -n 3 "$work"/fuzz/rows-*.log
 timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_jit.py -k "no_device_synchronization" \
   >> "$work/gpu-tests.log" 2>&1
 grep -E "passed|failed" "$work/gpu-tests.log" | tail -3; grep -E "^FAILED|^ERROR" "$work/gpu-tests.log" | head -20
-grep -H "^fusejit fuzz" "$work"/fuzz/fuzz-*.log > "$work/fuzz/summary.txt"
+grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log > "$work/fuzz/summary.txt"
 python3 - "$work/fuzz/summary.txt" <<'PY'
 import re, sys
 counts = {}
 for line in open(sys.argv[1]):
-    mode = ("fj.jit" if "--jit" in line else "realize") + \
-        (", cooperative rows" if "-coop.log:" in line else "")
+    mode = "fj.jit" if "--jit" in line else "realize"
     total, fails, excused = counts.get(mode, (0, 0, 0))
     m = re.search(r"(\d+) programs.*mismatch (\d+), error (\d+), crash (\d+)", line)
     if m:

@@ -230,8 +230,12 @@ def _np_log_softmax(x: Any, axis: int = -1) -> np.ndarray:
     return s - np.log(np.sum(np.exp(s), axis=axis, keepdims=True))
 
 
+#: The reference norms' default epsilons (fusejit's ``layer_norm`` and ``rms_norm`` take the same).
+_LAYER_NORM_EPS, _RMS_NORM_EPS = 1e-5, 1e-6
+
+
 def _np_layer_norm(x: Any, weight: Any = None, bias: Any = None, axis: Any = -1,
-                   eps: float = 1e-5) -> np.ndarray:
+                   eps: float = _LAYER_NORM_EPS) -> np.ndarray:
     x = _floaty(x)
     c = x - np.mean(x, axis=axis, keepdims=True)
     y = c / np.sqrt(np.mean(c * c, axis=axis, keepdims=True) + eps)
@@ -242,7 +246,8 @@ def _np_layer_norm(x: Any, weight: Any = None, bias: Any = None, axis: Any = -1,
     return y
 
 
-def _np_rms_norm(x: Any, weight: Any = None, axis: Any = -1, eps: float = 1e-6) -> np.ndarray:
+def _np_rms_norm(x: Any, weight: Any = None, axis: Any = -1, eps: float = _RMS_NORM_EPS
+                 ) -> np.ndarray:
     x = _floaty(x)
     y = x / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps)
     return y * weight if weight is not None else y
@@ -1130,9 +1135,9 @@ def _normalized_scale(step: Step, values: list[Any], scales: list[float]) -> flo
     with np.errstate(all="ignore"):
         if name == "layer_norm":
             c = x - np.mean(x, axis=axis, keepdims=True)
-            divisor = np.sqrt(np.mean(c * c, axis=axis) + 1e-5)
+            divisor = np.sqrt(np.mean(c * c, axis=axis) + _LAYER_NORM_EPS)
         else:
-            divisor = np.sqrt(np.mean(x * x, axis=axis) + 1e-6)
+            divisor = np.sqrt(np.mean(x * x, axis=axis) + _RMS_NORM_EPS)
     weight = step.args[1] if len(step.args) > 1 else None
     gain = _magnitude(values[weight.index]) if isinstance(weight, Ref) else \
         abs(float(weight)) if weight is not None else 1.0
