@@ -238,9 +238,13 @@ def interpret_check(rows: int, cols: int) -> int:
     return int(failed > 0)
 
 
-def gpu_run(rows: int, cols: int, backend: str = "cuda") -> int:
+def gpu_run(rows: int, cols: int, backend: str = "cuda",
+            coop_tiles: tuple[tuple[int, int], ...] = ((8192, 8),),
+            fusejit_only: bool = False) -> int:
     """Time every variant beside a copy and fusejit's plan (GPU machine). (``backend``
-    "interpret" with ``cupy`` standing for NumPy: a dry run of fusejit's part on the CPU.)"""
+    "interpret" with ``cupy`` standing for NumPy: a dry run of fusejit's part on the CPU.)
+    ``fusejit_only``: fusejit's plans alone (no checks at other shapes, no hand-written
+    kernel)."""
     import cupy as cp
     from exp_reductions import event_time
 
@@ -262,12 +266,15 @@ def gpu_run(rows: int, cols: int, backend: str = "cuda") -> int:
     from fusejit import runtime
     from fusejit.codegen import heuristics
     from fusejit.ir.graph import structural_key
+    from fusejit.runtime import kernel_cache
     from fusejit.testing import assert_matches_numpy
 
-    def plan_of(fn: Any, arrays: list[Any], alternate: bool, cooperative: bool) -> Any:
+    def plan_of(fn: Any, arrays: list[Any], alternate: bool, cooperative: bool,
+                coop_tile: tuple[int, int] = (8192, 8)) -> Any:
         """Plan ``fn`` afresh under the switches; a function running its launches alone."""
         heuristics.ALTERNATE_PASSES = alternate
         heuristics.COOPERATIVE_ROWS = cooperative
+        heuristics.COOP_CHUNK["cuda"], heuristics.COOP_MAX_WARPS = coop_tile
         runtime.forget_plans()
         out = fn(fj, *[fj.asarray(a) for a in arrays])
         plan = fj.plan(out)
@@ -282,19 +289,31 @@ def gpu_run(rows: int, cols: int, backend: str = "cuda") -> int:
         "layer_norm": (lambda xp, a, w, b: xp.layer_norm(a, w, b), [x, w, b], None),
     }
     # fusejit's plans: the looped row kernel with its second pass backwards (the default) and
-    # forwards, then the cooperative row kernel (heuristics.COOPERATIVE_ROWS)
+    # forwards, then the cooperative row kernel (heuristics.COOPERATIVE_ROWS) with each of
+    # ``coop_tiles`` (elements per program, most warps); the tiling line of the emitted source
+    # shows which kernel ran
+    variants = [(True, False, (8192, 8)), (False, False, (8192, 8))]
+    variants += [(True, True, tile) for tile in coop_tiles]
     for name, (fn, arrays, expected) in programs.items():
-        for alternate, cooperative in ((True, False), (False, False), (True, True)):
-            plan, run = plan_of(fn, arrays, alternate, cooperative)
+        for alternate, cooperative, tile in variants:
+            plan, run = plan_of(fn, arrays, alternate, cooperative, tile)
             got = cp.asnumpy(run())
             if expected is None:  # (the looped kernel's answer is the reference here)
                 expected = got
             err = float(np.abs(got - expected).max())
             us = events(run)
-            kind = "cooperative rows" if cooperative else \
-                f"second pass {'backwards' if alternate else 'forwards'}"
-            print(f"fusejit {name} ({len(plan.kernels)} kernel(s), {kind}) {us:8.1f} us  "
-                  f"{100 * copy_us / us:5.1f}% of copy  max abs difference {err:.1e}", flush=True)
+            tiling = "; ".join(line.split("tiling:", 1)[1].strip()[:110]  # as emitted
+                               for e in kernel_cache._emit_cache.values()
+                               for line in e.source.splitlines()[:4] if "# tiling:" in line)
+            kind = f"cooperative rows, at most {tile[0]} elements and {tile[1]} warps" \
+                if cooperative else f"second pass {'backwards' if alternate else 'forwards'}"
+            print(f"fusejit {name} {rows}x{cols} ({len(plan.kernels)} kernel(s), {kind}) "
+                  f"{us:8.1f} us  {100 * copy_us / us:5.1f}% of copy  max abs difference "
+                  f"{err:.1e}  [{tiling}]", flush=True)
+    heuristics.COOP_CHUNK["cuda"], heuristics.COOP_MAX_WARPS = 8192, 8
+    if fusejit_only:
+        heuristics.ALTERNATE_PASSES, heuristics.COOPERATIVE_ROWS = True, False
+        return 0
     # the cooperative kernel against NumPy at other shapes and dtypes (waits on the GPU)
     rng = np.random.default_rng(3)
     for shape, dtype in (((3, 100003), np.float32), ((64, 1 << 17), np.float32),
@@ -363,12 +382,18 @@ def main() -> int:
     parser.add_argument("--cols", type=int, default=1 << 18)
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--interpret", action="store_true")
+    parser.add_argument("--coop-tiles", default="8192x8",
+                        help="fusejit's cooperative tiles to time: ELEMENTSxWARPS,...")
+    parser.add_argument("--fusejit-only", action="store_true",
+                        help="time fusejit's plans alone")
     args = parser.parse_args()
     if args.compile_only:
         return compile_only(args.cols)
     if args.interpret:
         return interpret_check(min(args.rows, 8), min(args.cols, 5000))
-    return gpu_run(args.rows, args.cols)
+    tiles = tuple(tuple(int(v) for v in t.split("x")) for t in args.coop_tiles.split(","))
+    return gpu_run(args.rows, args.cols, coop_tiles=tiles,  # type: ignore[arg-type]
+                   fusejit_only=args.fusejit_only)
 
 
 if __name__ == "__main__":

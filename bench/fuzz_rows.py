@@ -4,10 +4,13 @@ the looped and cooperative row kernels' own fuzz (``fusejit fuzz`` draws rows fa
 than a cooperative kernel needs on a GPU).
 
 Run: ``python3 bench/fuzz_rows.py [--backend cuda|interpret] [--seconds S] [--seed N]
-[--cooperative 0|1]``. On ``interpret`` the rows are short and the persistent limit is made
+[--cooperative 0|1] [--compile-only]``. On ``interpret`` the rows are short and the persistent limit is made
 small (2-16 elements), so they loop or run cooperatively; on ``cuda`` they are 64K-600K
 elements wide. Prints one line per failure (what to rerun) and a summary line; exit status 1
-if anything failed. Comparisons use ``fusejit.testing.tolerance`` of the output's dtype, the
+if anything failed. ``--compile-only`` (no GPU needed) draws the ``cuda`` sizes, emits each
+program's kernels for ``cuda`` and compiles them for sm_90 with the installed Triton (this
+found a ragged layer norm's cooperative kernel that Triton 3.6 could not compile, which the
+H200's run had met first). Comparisons use ``fusejit.testing.tolerance`` of the output's dtype, the
 absolute part scaled by the largest output (centring cancels: an output near 0 is off by
 ulps of what was subtracted).
 """
@@ -45,6 +48,25 @@ FAMILIES: list[Callable[[Any, Any, Any], Any]] = [
 ]
 
 
+def _compiles_for_sm90(program: Callable[..., Any], *arrays_and_what: Any) -> int:
+    """1 (and a line saying what) if a kernel of ``program`` fails to compile for sm_90."""
+    from fusejit.codegen import emit_kernel
+    from fusejit.runtime import forget_plans
+    from fusejit.runtime.compile import compile_all
+    *arrays, what = arrays_and_what
+    forget_plans()
+    with fj.using_backend("interpret"):  # (planned, never run)
+        kernels = fj.plan(program(*[fj.asarray(a) for a in arrays])).program.kernels
+    try:
+        for k in kernels:
+            for _ in compile_all(emit_kernel(k, None, "cuda"), 90, True):
+                pass
+    except Exception as exc:  # noqa: BLE001 (any compile failure is the finding)
+        print(f"FAIL to compile: {what}: {type(exc).__name__}: {str(exc)[-300:]}", flush=True)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Draw and check programs until the time is up."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -52,13 +74,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cooperative", type=int, default=1, choices=(0, 1))
+    parser.add_argument("--compile-only", action="store_true",
+                        help="emit for cuda and compile for sm_90; run nothing")
     args = parser.parse_args(argv)
     from fusejit import runtime
     heuristics.COOPERATIVE_ROWS = bool(args.cooperative)
     rng = np.random.default_rng(args.seed)
     start, n, failures = time.time(), 0, 0
     while time.time() - start < args.seconds:
-        if args.backend == "interpret":
+        if args.backend == "interpret" and not args.compile_only:
             heuristics.PERSISTENT_LIMIT["interpret"] = int(rng.choice([2, 4, 8, 16]))
             rows, cols = int(rng.integers(1, 6)), int(rng.integers(3, 220))
         else:
@@ -76,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         def program(a: Any, w: Any, b: Any, family: Any = family, pro: Any = pro,
                     epi: Any = epi) -> Any:
             return epi(family(pro(a), w, b))
+        if args.compile_only:
+            n += 1
+            failures += _compiles_for_sm90(program, x, w, b, f"rows {rows} cols {cols} "
+                                           f"{np.dtype(dtype).name} family/prologue/epilogue "
+                                           f"{which}")
+            continue
         with np.errstate(all="ignore"):
             with fj.using_backend("numpy"):
                 want = program(fj.asarray(x), fj.asarray(w), fj.asarray(b)).numpy()
@@ -95,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAIL rows {rows} cols {cols} {np.dtype(dtype).name} family/prologue/"
                   f"epilogue {which} limit {heuristics.PERSISTENT_LIMIT['interpret']}: "
                   f"{str(exc)[:300]}", flush=True)
-    print(f"fuzz_rows --backend {args.backend} --seed {args.seed} --cooperative "
+    mode = "--compile-only (cuda sizes, sm_90)" if args.compile_only else f"--backend {args.backend}"
+    print(f"fuzz_rows {mode} --seed {args.seed} --cooperative "
           f"{args.cooperative}: {n} programs in {time.time() - start:.0f} s, {failures} failures",
           flush=True)
     return int(failures > 0)

@@ -49,3 +49,21 @@ def test_wide_row_fuzz_runs_and_counts(capsys, tmp_path, monkeypatch):
     summary = capsys.readouterr().out.strip().splitlines()[-1]
     assert summary.startswith("fuzz_rows --backend interpret --seed 7") and "0 failures" in summary
     assert int(summary.split(": ")[1].split()[0]) > 0
+
+
+def test_wide_row_fuzz_compiles_for_sm90(capsys, tmp_path, monkeypatch):
+    """``bench/fuzz_rows.py --compile-only``: wide-row programs at GPU sizes, cooperative
+    kernels on, emitted for ``cuda`` and compiled for sm_90 without a GPU (how the ragged
+    layer norm that Triton 3.6 could not compile is caught before a GPU run)."""
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    module = _load("fuzz_rows")
+    switch = module.heuristics.COOPERATIVE_ROWS
+    try:
+        assert module.main(["--compile-only", "--seconds", "3", "--seed", "11"]) == 0
+    finally:
+        module.heuristics.COOPERATIVE_ROWS = switch
+        from fusejit import runtime
+        runtime.forget_plans()
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary.startswith("fuzz_rows --compile-only") and "0 failures" in summary
+    assert int(summary.split(": ")[1].split()[0]) > 0

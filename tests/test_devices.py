@@ -515,3 +515,30 @@ def test_split_reduction_counters_zeroed_once_per_stream(fake: FakeCupy) -> None
     assert fake.zeroed == [(0, 0, (1,)), (0, s.ptr, (1,))]  # one row block: one counter
     # (that the last program zeroes them again needs kernels that run: test_gpu's split
     # reductions run twice on the same counters and must give the same bits)
+
+
+def test_forget_plans_drops_the_cuda_launchers_shared_by_structure(
+        fake: FakeCupy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After ``runtime.forget_plans`` a heuristics switch takes effect on ``cuda`` too: the
+    backend's launchers, shared between structurally equal kernels, are built again from the
+    source emitted under the switch (the H200 run timed the cached looped softmax as the
+    "cooperative" one before this)."""
+    import fusejit.codegen.heuristics as heuristics
+    from fusejit.runtime import cuda_backend
+    sources: list[str] = []
+    fake_compile = cuda_backend.compile_launch
+
+    def compile_launch(emitted: Any, *args: Any, **kwargs: Any) -> Any:
+        sources.append(emitted.source)
+        return fake_compile(emitted, *args, **kwargs)
+    monkeypatch.setattr(cuda_backend, "compile_launch", compile_launch)
+    x = np.ones((2, 1 << 17), np.float32)  # 512 KB rows: cooperative when switched on
+    monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", False)
+    runtime.forget_plans()
+    with fj.using_backend("cuda"):
+        fj.softmax(fj.asarray(x), axis=-1).realize()
+        assert len(sources) == 1 and "_finish(" not in sources[0]
+        monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", True)
+        runtime.forget_plans()
+        fj.softmax(fj.asarray(x), axis=-1).realize()
+    assert len(sources) == 2 and "_finish(" in sources[1]

@@ -182,6 +182,8 @@ COOPERATIVE_ROWS = os.environ.get("FUSEJIT_COOPERATIVE_ROWS", "0") == "1"
 #: Elements of a row one program of a cooperative row kernel holds (float32; 8-byte types
 #: half), by target.
 COOP_CHUNK = {"cuda": 8192, "interpret": 1 << 16}
+#: Most warps of a cooperative row program on a GPU.
+COOP_MAX_WARPS = 8
 #: Most programs per row (the partials a program combines), and in all (counters per row).
 COOP_MAX_CHUNKS = 64
 COOP_MAX_PROGRAMS = 1 << 16
@@ -219,7 +221,7 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int) -> CoopT
     chunks = -(-cols // block)
     if chunks < 2 or chunks > COOP_MAX_CHUNKS or rows * chunks > COOP_MAX_PROGRAMS:
         return None
-    warps = 4 if target == "interpret" else min(8, warps_for(block))
+    warps = 4 if target == "interpret" else min(COOP_MAX_WARPS, warps_for(block))
     return CoopTiles(chunks, block, warps, f"each row over {chunks} programs of {block} "
                                            f"elements held in registers")
 

@@ -1638,15 +1638,19 @@ class _Emitter:
     def _two_pass_tile(self, fn: _Fn, r: Instr, x: str, partial: bool = False) -> Any:
         """m2 of a row held in registers: its mean, then the squared deviations (no re-read).
         ``partial``: of one chunk of the row (a cooperative row's), as the (count, mean, m2)
-        that ``_chan_reduce`` combines, the count from the columns' mask."""
+        that ``_chan_reduce`` combines, the count from the chunk's place in the row (chunk
+        ``chunk`` of ``self._bn`` columns; Triton 3.6 miscompiled the count as a sum of the
+        column mask beside the other sums of the chunk: "operand does not dominate")."""
         dt = self._acc_dtype(r)
         hint = ("part_" if partial else "") + self.var_name(r.name)
         t = self._masked(fn, r, x, dt)
         mask = fn.masks[2]
         total = "tl.reduce({}, 1, tl.standard._sum_combine)[:, None]"
         if partial:
-            n = fn.emit(1, total.format(f"{mask}.to({TL[dt]})") if mask
-                        else f"tl.full([{self._bm}, 1], {self._bn}, {TL[dt]})", f"{hint}_n")
+            size, bn = self.domain.reduce_size, self._bn
+            count = (f"tl.minimum({size} - chunk * {bn}, {bn}).to({TL[dt]})" if mask
+                     else f"{bn}")
+            n = fn.emit(1, f"tl.full([{self._bm}, 1], {count}, {TL[dt]})", f"{hint}_n")
             mean = fn.emit(1, total.format(t) + f" / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
         else:
             mean = fn.emit(1, total.format(t) + f" / {self.domain.reduce_size}", f"{hint}_mean")

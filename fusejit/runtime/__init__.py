@@ -236,13 +236,19 @@ def _remember(key: tuple, plan: Any) -> None:
 def forget_plans() -> None:
     """Forget every plan, fusion result and emitted kernel source of this process, so that a
     change to ``fusejit.codegen.heuristics`` (a switch, a limit) takes effect on the next
-    realize. Compiled kernels on disk are keyed by their source and stay valid."""
+    realize. Compiled kernels on disk are keyed by their source and stay valid; a backend's
+    launchers shared by structure (the ``cuda`` backend's) are dropped."""
     from ..fuse import clear_cache
     from . import kernel_cache
     with _lock:
         _plans.clear()
+        backends = list(_backends.values())
     clear_cache()
     kernel_cache._emit_cache.clear()
+    for backend in backends:
+        forget = getattr(backend, "forget", None)
+        if forget is not None:
+            forget()
 
 
 def plan_of(nodes: list[Any], key: tuple, leaves: tuple[Any, ...]) -> Any:

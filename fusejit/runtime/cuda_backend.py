@@ -167,6 +167,12 @@ class CudaBackend:
         self.current_stream = cp.cuda.get_current_stream
         self.device()  # the current device is checked now (a GPU too old is refused here)
 
+    def forget(self) -> None:
+        """Drop the launchers shared between structurally equal kernels (``forget_plans``:
+        after a heuristics change a kernel of the same structure may emit other source)."""
+        with self._lock:
+            self._runners.clear()
+
     # -- devices -------------------------------------------------------------------
     def device(self, device_id: int | None = None) -> _Device:
         """The per-device state of ``device_id`` (default: CuPy's current device)."""
