@@ -1,7 +1,8 @@
 """GEMM experiments behind issue 11's misses (one process, fusejit and cuBLAS only).
 
 Run on the GPU machine: ``python3 bench/exp_matmul.py OUT_DIR [--budget SECONDS]
-[--skip-epilogue] [--no-small-m] [--mlp]`` (``--mlp``: the MLP's first layer alone).
+[--skip-epilogue] [--no-small-m] [--mlp]`` (``--mlp``: the MLP's first layer alone, with
+and without the product relayed before its epilogue).
 
 Three questions, each timed with CUDA events on the plan's launches alone:
 
@@ -134,8 +135,12 @@ def epilogue_cost(timed: Any, rng: Any, cp: Any, fj: Any,
 
 def mlp_layer(timed: Any, rng: Any, cp: Any, fj: Any) -> None:
     """The MLP's first layer (float16 8192x2048 @ 2048x8192, K short): bare, + bias, GELU's
-    tanh form, and its pieces, at the default tiles and with TMA: where does its time go?
-    Then bare and GELU at other tiles (two programs per SM: does GELU's cost hide?)."""
+    tanh form, and its pieces, at the default tiles, with the product relayed through its
+    output before a special-function epilogue (``heuristics.GEMM_RELAY_PRODUCT``: the
+    default "special"), never (ptxas serializes the main loop's wgmma for GELU: C7514) and
+    before every epilogue ("always")."""
+    from fusejit.codegen import heuristics
+    from fusejit.runtime import forget_plans
     m, n, k = 8192, 8192, 2048
     a, b, bias, fa, fb, fbias, prod = _f16_operands(rng, cp, fj, m, n, k)
     pre = prod + bias.astype(cp.float64)
@@ -146,20 +151,17 @@ def mlp_layer(timed: Any, rng: Any, cp: Any, fj: Any) -> None:
         "bias": (y, pre),
         "bias_relu": (fj.maximum(y, 0), cp.maximum(pre, 0)),
         "bias_tanh": (fj.tanh(y), cp.tanh(pre)),
-        "bias_cubic": (y + 0.044715 * (y * y * y), pre + 0.044715 * pre ** 3),
         "bias_gelu": (gelu(fj, y), gelu(cp, pre)),
         "bias_gelu_f32": (gelu(fj, y.astype(fj.float32)), gelu(cp, pre)),
+        "bias_exp_times": (y * fj.exp(fa @ fb), pre * cp.exp(prod)),
     }
-    for tma in (False, True):
+    for mode in ("special", "never", "always"):
+        heuristics.GEMM_RELAY_PRODUCT = mode
+        forget_plans()
         for name, (v, ref) in variants.items():
-            timed(f"mlp layer 1 {name}{' tma' if tma else ''}", v, ref, flops, (), tma=tma)
-    # Is GELU's epilogue exposed because one 128x256 program fills an SM (its epilogue
-    # cannot overlap another program's main loop)? Smaller tiles fit two programs per SM.
-    for tiles in [(128, 128, 64, 8, 4, 1), (128, 128, 64, 4, 4, 1), (128, 128, 64, 8, 3, 1),
-                  (256, 128, 64, 8, 3, 1), (128, 256, 32, 8, 4, 1), (64, 256, 64, 4, 4, 1)]:
-        for name in ("bare", "bias_gelu"):
-            v, ref = variants[name]
-            timed(f"mlp layer 1 {name} {tiles}", v, ref, flops, tiles)
+            timed(f"mlp layer 1 {name} relay={mode}", v, ref, flops, ())
+    heuristics.GEMM_RELAY_PRODUCT = "special"
+    forget_plans()
 
 
 def tf32(timed: Any, rng: Any, cp: Any, fj: Any,

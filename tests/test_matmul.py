@@ -312,8 +312,9 @@ TILES = {"block_m": 16, "block_n": 32, "block_k": 16}
 
 def _run(fn, arrays, backend, **tiles):
     out = fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)])
-    text = fj.dump(out, fused=True)
-    inputs = recorded_inputs(out)  # the arrays and the values of its scalar params
+    out = out if isinstance(out, tuple) else (out,)
+    text = fj.dump(*out, fused=True)
+    inputs = recorded_inputs(*out)  # the arrays and the values of its scalar params
     if tiles:
         text = _retile(text, **tiles)
     with fj.using_backend(backend):
@@ -518,3 +519,79 @@ def test_tma_is_validated():
     text = _fused_text(lambda xp, a, b: a @ b, [_array((64, 40), F32), _array((40, 48), F32)])
     with pytest.raises(fj.IRVerifyError, match="tma=2 is not 0 or 1"):
         fj.parse(text.replace("kind=gemm", "kind=gemm tma=2"))
+
+
+# -- the product relayed through an output (gemm.py, _relay_output) --------------------------
+
+def _sources(fn, arrays, target):
+    from fusejit.codegen import emit_kernel
+    out = fn(fj, *[fj.asarray(a) for a in arrays])
+    outs = out if isinstance(out, tuple) else (out,)
+    return [emit_kernel(k, None, target).source for k in fj.plan(*outs).program.kernels
+            if k.kind == "gemm"]
+
+
+def test_special_function_epilogues_relay_the_product_on_a_gpu(fresh_plans):
+    """On ``cuda`` an epilogue with a special function (GELU's tanh, an exp) reads the product
+    back from its output, not from the MMA's registers (ptxas would serialize the main loop:
+    tests/test_cubin.py checks the warning); plain epilogues and bare products do not, nor
+    the interpreter's kernels, nor a product whose only same-shape output is narrower."""
+    a, b, bias = _array((64, 40), F16), _array((40, 48), F16), _array((48,), F16)
+    relayed = "relayed through L2"
+    with fj.using_backend("interpret"):
+        assert relayed in _sources(lambda xp, a, b, c: _gelu(xp, a @ b + c), [a, b, bias],
+                                   "cuda")[0]
+        assert relayed in _sources(lambda xp, a, b, c: (a @ b + c) * xp.exp(a @ b),
+                                   [a, b, bias], "cuda")[0]
+        for fn in (lambda xp, a, b, c: a @ b, lambda xp, a, b, c: xp.maximum(a @ b + c, 0)):
+            assert relayed not in _sources(fn, [a, b, bias], "cuda")[0]
+        assert relayed not in _sources(lambda xp, a, b, c: _gelu(xp, a @ b + c), [a, b, bias],
+                                       "interpret")[0]
+        a32, b32 = _array((64, 40), F32), _array((40, 48), F32)  # an f16 output of f32 products
+        assert relayed not in _sources(lambda xp, a, b, c: xp.tanh(a @ b).astype(F16),
+                                       [a32, b32, bias], "cuda")[0]
+
+
+@pytest.mark.parametrize("case", ["gelu_ragged", "wider_output", "product_and_epilogue",
+                                  "batched", "softmax_rows", "residual"])
+def test_relayed_products_match_numpy(interpret_backend, fresh_plans, monkeypatch, case):
+    """``GEMM_RELAY_PRODUCT = "always"`` relays on the interpreter too: the store, barrier and
+    load of the product, with ragged tiles (masks), a float32 output of a float16 product, two
+    outputs, batches and a row reduction, give NumPy's answers."""
+    from fusejit.codegen import heuristics
+    monkeypatch.setattr(heuristics, "GEMM_RELAY_PRODUCT", "always")
+    cases = {
+        "gelu_ragged": (lambda xp, a, b, c: _gelu(xp, a @ b + c),
+                        [((50, 40), F32), ((40, 45), F32), ((45,), F32)]),
+        "wider_output": (lambda xp, a, b, c: xp.tanh(a @ b) + c,
+                         [((33, 40), F16), ((40, 47), F16), ((47,), F32)]),
+        "product_and_epilogue": (lambda xp, a, b, c: (a @ b, xp.exp((a @ b) * 0.1) - c),
+                                 [((40, 24), F32), ((24, 36), F32), ((36,), F32)]),
+        "batched": (lambda xp, a, b, c: xp.sqrt(xp.abs(a @ b)) + c,
+                    [((3, 20, 24), F32), ((3, 24, 40), F32), ((40,), F32)]),
+        "softmax_rows": (lambda xp, a, b, c: xp.softmax(a @ b + c, -1) if xp is fj else
+                         (lambda y: np.exp(y - y.max(-1, keepdims=True))
+                          / np.exp(y - y.max(-1, keepdims=True)).sum(-1, keepdims=True))(
+                              a @ b + c), [((30, 40), F32), ((40, 48), F32), ((48,), F32)]),
+        "residual": (lambda xp, a, b, c: (a @ b) / (1 + c),
+                     [((37, 40), F32), ((40, 29), F32), ((37, 29), F32)]),
+    }
+    fn, specs = cases[case]
+    arrays = [_array(s, d) for s, d in specs]
+    arrays[-1] = np.abs(arrays[-1]) if case == "residual" else arrays[-1]
+    sources = _sources(fn, arrays, "interpret")
+    assert sources and all("relayed through L2" in s for s in sources)
+    tiles = {"block_m": 16, "block_n": 64, "block_k": 16} if case == "softmax_rows" else TILES
+    outs = _run(fn, arrays, interpret_backend, **tiles)
+    want = fn(np, *arrays)
+    want = want if isinstance(want, tuple) else (want,)
+    tol = 2e-2 if case == "wider_output" else 1e-4
+    for got, expected in zip(outs, want):
+        assert_matches_numpy(got, expected, rtol=tol, atol=tol)
+
+
+def test_random_programs_with_relayed_products(interpret_backend, fresh_plans, monkeypatch,
+                                               _every_growth_checked):
+    from fusejit.codegen import heuristics
+    monkeypatch.setattr(heuristics, "GEMM_RELAY_PRODUCT", "always")
+    _fuzz("interpret")

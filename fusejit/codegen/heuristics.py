@@ -462,6 +462,11 @@ def split_candidates(target: str, rows: int, cols: int, outer: bool, itemsize: i
 # run on the FMA units (no tensor cores), so they take 32-deep tiles.
 
 #: The names of a gemm kernel's tile attributes, in the order ``fusejit plan`` explains them.
+#: When a GEMM's epilogue reads the product through an output of its shape instead of the
+#: MMA's registers (``gemm.GemmEmitter._relay_output``): "special" (the epilogue computes a
+#: special function: what makes Triton 3.6's ptxas serialize the main loop), "always" (any
+#: epilogue: CUDA 13's ptxas serializes some without one too) or "never".
+GEMM_RELAY_PRODUCT = "special"
 GEMM_ATTRS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m", "split_k")
 #: Attributes a gemm kernel may also carry: ``tma=1`` loads plain operand tiles through TMA
 #: descriptors (``codegen/gemm.py``), off unless written.
