@@ -154,6 +154,20 @@ def test_interpreter_arctanh_near_minus_one():
     assert np.signbit(got[1]) and not np.signbit(got[0])
 
 
+@pytest.mark.parametrize("op", ["logical_and", "logical_or", "logical_xor"])
+def test_per_program_scalar_bools_of_a_tiled_kernel(op):
+    """``logical_and(exp(v1), v0)``, v1 a (1, 2, 1) bool, v0 a transposed (8, 1, 64) bool
+    (interpret fuzz, seed 9620): the output runs as a tiled (transposing) kernel whose other
+    axis is one index per program, so ``exp(v1) != 0`` was a scalar comparison, and Triton's
+    interpreter refused ``&`` of it with a block (a crash; the GPU compiles it)."""
+    rng = np.random.default_rng(0)
+    v0 = (rng.random((64, 8, 1)) > 0.5).transpose(1, 2, 0)
+    for v1 in (np.array([False, True]).reshape(1, 2, 1), np.zeros((1, 2, 1), bool)):
+        fn = getattr(fj, op)
+        got = fn(fj.exp(fj.asarray(v1)), fj.asarray(v0)).numpy()
+        np.testing.assert_array_equal(got, getattr(np, op)(np.exp(v1), v0))
+
+
 def test_hypothesis_random_programs():
     """Random programs on the interpret backend against NumPy itself (values, dtypes, shapes)."""
     hypothesis = pytest.importorskip("hypothesis")

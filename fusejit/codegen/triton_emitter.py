@@ -474,7 +474,7 @@ class _Fn:
             expr = self.low.cast(args[0], dtypes[0], instr.dtype)
         else:
             expr = self.low.lower(op, args, dtypes, instr.dtype)
-        if level == 0 and instr.dtype == BOOL:
+        if level <= 1 and instr.dtype == BOOL:  # (level 1 is a scalar in some kernels)
             expr = self._interpreter_safe_scalar_bool(expr)
         return self.emit(level, expr, hint, comment)
 
@@ -501,7 +501,9 @@ class _Fn:
 
     def _interpreter_safe_scalar_bool(self, expr: str) -> str:
         # Triton's interpreter gives a scalar comparison a type that `&`/`|` with a block
-        # then refuse; a round trip through int8 gives it a proper bool there
+        # then refuse; a round trip through int8 gives it a proper bool there. (Per-program
+        # values are scalars too in a tiled pointwise kernel's other axes: a cast to bool of
+        # exp of a broadcast bool, and'ed with a transposed input, failed so: fuzz seed 9620.)
         return f"({expr}).to(tl.int8) != 0" if self.em.target == "interpret" else expr
 
     def load(self, name: str, coords: Coords) -> str:
