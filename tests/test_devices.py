@@ -542,3 +542,27 @@ def test_forget_plans_drops_the_cuda_launchers_shared_by_structure(
         runtime.forget_plans()
         fj.softmax(fj.asarray(x), axis=-1).realize()
     assert len(sources) == 2 and "_finish(" in sources[1]
+
+
+def test_a_serialized_gemm_is_compiled_again_with_its_product_relayed(
+        fake: FakeCupy, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """GELU after a bias on a float16 product (the MLP's first layer): compiled for sm_90 with
+    the installed Triton (no GPU: FakeCupy loads and "launches"), ptxas serializes the main
+    loop's wgmma, so the backend emits the kernel again with ``relay=1`` (the epilogue reads
+    the product back from its output) and that is the kernel it loads: ptxas pipelines it."""
+    from fusejit.runtime import compile as compile_module
+    from fusejit.runtime import cuda_backend
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    compiled: list[tuple[bool, bool]] = []  # (relayed source, ptxas serialized), in order
+
+    def compile_launch(emitted: Any, *args: Any, **kwargs: Any) -> Any:
+        c = compile_module.compile_launch(emitted, *args, **kwargs)
+        compiled.append(("relayed through L2" in emitted.source, c.serialized_mma))
+        return c
+    monkeypatch.setattr(cuda_backend, "compile_launch", compile_launch)
+    x, w, b = (np.zeros(s, np.float16) for s in ((8192, 2048), (2048, 8192), 8192))
+    with fj.using_backend("cuda"):
+        y = fj.asarray(x) @ fj.asarray(w) + fj.asarray(b)
+        (0.5 * y * (1 + fj.tanh(0.7978845608 * (y + 0.044715 * y * y * y)))).realize()
+    assert compiled[0] == (False, True)  # the first emission: serialized
+    assert compiled[-1] == (True, False) and len(fake.loads) == 1  # loaded: the relayed one

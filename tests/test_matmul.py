@@ -531,25 +531,56 @@ def _sources(fn, arrays, target):
             if k.kind == "gemm"]
 
 
-def test_special_function_epilogues_relay_the_product_on_a_gpu(fresh_plans):
-    """On ``cuda`` an epilogue with a special function (GELU's tanh, an exp) reads the product
-    back from its output, not from the MMA's registers (ptxas would serialize the main loop:
-    tests/test_cubin.py checks the warning); plain epilogues and bare products do not, nor
-    the interpreter's kernels, nor a product whose only same-shape output is narrower."""
+def _emitted(fn, arrays, target):
+    from fusejit.codegen import emit_kernel
+    out = fn(fj, *[fj.asarray(a) for a in arrays])
+    return [emit_kernel(k, None, target) for k in fj.plan(out).program.kernels
+            if k.kind == "gemm"]
+
+
+def test_which_epilogues_may_relay_the_product(fresh_plans):
+    """By default (``GEMM_RELAY_PRODUCT`` "serialized") a GEMM is emitted reading its product
+    from the MMA's registers, and marked ``relayable`` on ``cuda`` when its epilogue has a
+    special function (GELU's tanh, an exp) and an output that can hold the product: the
+    ``cuda`` backend then emits it again with ``relay=1`` if ptxas serializes its main loop
+    (tests/test_devices.py). Not relayable: plain epilogues, bare products, the
+    interpreter's kernels, a float16 output of a float32 product."""
     a, b, bias = _array((64, 40), F16), _array((40, 48), F16), _array((48,), F16)
     relayed = "relayed through L2"
     with fj.using_backend("interpret"):
-        assert relayed in _sources(lambda xp, a, b, c: _gelu(xp, a @ b + c), [a, b, bias],
-                                   "cuda")[0]
-        assert relayed in _sources(lambda xp, a, b, c: (a @ b + c) * xp.exp(a @ b),
-                                   [a, b, bias], "cuda")[0]
+        for fn in (lambda xp, a, b, c: _gelu(xp, a @ b + c),
+                   lambda xp, a, b, c: (a @ b + c) * xp.exp(a @ b)):
+            (e,) = _emitted(fn, [a, b, bias], "cuda")
+            assert e.relayable and relayed not in e.source
+            (e,) = _emitted(fn, [a, b, bias], "interpret")
+            assert not e.relayable and relayed not in e.source
         for fn in (lambda xp, a, b, c: a @ b, lambda xp, a, b, c: xp.maximum(a @ b + c, 0)):
-            assert relayed not in _sources(fn, [a, b, bias], "cuda")[0]
-        assert relayed not in _sources(lambda xp, a, b, c: _gelu(xp, a @ b + c), [a, b, bias],
-                                       "interpret")[0]
-        a32, b32 = _array((64, 40), F32), _array((40, 48), F32)  # an f16 output of f32 products
-        assert relayed not in _sources(lambda xp, a, b, c: xp.tanh(a @ b).astype(F16),
-                                       [a32, b32, bias], "cuda")[0]
+            (e,) = _emitted(fn, [a, b, bias], "cuda")
+            assert not e.relayable and relayed not in e.source
+        a32, b32 = _array((64, 40), F32), _array((40, 48), F32)
+        (e,) = _emitted(lambda xp, a, b, c: xp.tanh(a @ b).astype(F16), [a32, b32, bias], "cuda")
+        assert not e.relayable
+
+
+@pytest.mark.parametrize("mode", ["serialized", "never", "special", "always"])
+def test_relay_attribute_decides_whatever_the_mode(fresh_plans, monkeypatch, mode):
+    """A gemm kernel's ``relay=1`` in the IR text relays its product (``relay=0`` does not),
+    whatever ``GEMM_RELAY_PRODUCT`` says; "special" relays on ``cuda`` by itself, "always"
+    everywhere; ``relay=2`` is an error at the kernel's line."""
+    from fusejit.codegen import emit_kernel, heuristics
+    monkeypatch.setattr(heuristics, "GEMM_RELAY_PRODUCT", mode)
+    a, b, bias = (fj.asarray(x) for x in (_array((64, 40), F16), _array((40, 48), F16),
+                                          _array((48,), F16)))
+    text = fj.dump(_gelu(fj, a @ b + bias), fused=True)
+    relayed = "relayed through L2"
+    for edit, want in (("", mode in ("special", "always")), (" relay=1", True),
+                       (" relay=0", False)):
+        (kernel,) = fj.parse(text.replace("kind=gemm", "kind=gemm" + edit)).kernels
+        emitted = emit_kernel(kernel, None, "cuda")
+        assert (relayed in emitted.source) == want, edit
+        assert emitted.relayable == (mode == "serialized" and not edit)
+    with pytest.raises(fj.FusejitError, match=r"relay=2 is not 0 or 1"):
+        fj.plan(fj.parse(text.replace("kind=gemm", "kind=gemm relay=2")))
 
 
 @pytest.mark.parametrize("case", ["gelu_ragged", "wider_output", "product_and_epilogue",

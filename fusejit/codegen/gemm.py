@@ -126,6 +126,7 @@ class GemmEmitter(_Emitter):
         self.precision = str(self.mm.attrs.get("precision", "ieee"))
         self.cfg = self._config()
         self.tma = bool(self.kernel.attrs.get("tma", 0))
+        self.relayable = False  # (set by _relay_output)
         self.aligned: set[int] = set()
         #: the tile variables of the operand being loaded: (row variable, column variable)
         self._context: tuple[str, str] = ("", "")
@@ -532,18 +533,35 @@ class GemmEmitter(_Emitter):
         not another; what removes the warning for each (Triton 3.6's ptxas and CUDA 13's) is
         to cut the epilogue off the accumulator: the product is stored to an output of its
         tile's shape, read back after a barrier (from L2, where it was just written), and the
-        epilogue overwrites it. Only for tensor-core products on a GPU, with such an epilogue
-        and an output of the product's shape whose dtype holds the product exactly
-        (``heuristics.GEMM_RELAY_PRODUCT``: "always" relays any epilogue, on every target)."""
+        epilogue overwrites it. The relay costs a store and a load of the tile: tanh alone
+        (not serialized) ran at 527 relayed against 579, so by default (``GEMM_RELAY_PRODUCT``
+        "serialized") the kernel is emitted without it and marked ``relayable``; the ``cuda``
+        backend compiles it again with ``relay=1`` when ptxas reports the serialization. A
+        kernel's ``relay`` attribute decides when written; "always" relays any epilogue, on
+        every target (tested on the interpreter)."""
+        relay = self._relay_candidate()
+        if relay is None:
+            return None
+        given = self.kernel.attrs.get("relay")
+        if given is not None:
+            return relay if given else None
         mode = heuristics.GEMM_RELAY_PRODUCT
-        if mode == "never" or not gemm_uses_dot(self.dtype.name):
-            return None
-        if self.target != "cuda" and mode != "always":  # ("always": tested on the CPU too)
-            return None
-        if mode == "special" and not any(i.op in SPECIAL_FUNCTIONS for i in self.kernel.body):
+        if mode == "always" or (mode == "special" and self.target == "cuda"):
+            return relay
+        self.relayable = self.target == "cuda" and mode == "serialized"
+        return None
+
+    def _relay_candidate(self) -> int | None:
+        """The output a relay would go through: a tensor-core product with an epilogue (one
+        with a special function, unless ``GEMM_RELAY_PRODUCT`` is "always"), and an output of
+        the product's shape whose dtype holds the product exactly; else None."""
+        if not gemm_uses_dot(self.dtype.name):
             return None
         if len(self.kernel.yields) == 1 and self.kernel.yields[0] == self.mm.name:
             return None  # (a bare product: no epilogue)
+        if heuristics.GEMM_RELAY_PRODUCT != "always" and \
+                not any(i.op in SPECIAL_FUNCTIONS for i in self.kernel.body):
+            return None
         for j, y in enumerate(self.kernel.yields):
             t = self.types[y]
             if t.shape == self.domain.shape and t.dtype.kind == "f" \
@@ -560,6 +578,10 @@ class GemmEmitter(_Emitter):
         fn.product = fn.emit(2, expr, self.var_name(mm.name), _instr_text(mm))
         if relay is not None:
             out, dtype = self.out_name[relay], self.types[self.kernel.yields[relay]].dtype
+            why = "relay=1" if self.kernel.attrs.get("relay") else \
+                f"GEMM_RELAY_PRODUCT={heuristics.GEMM_RELAY_PRODUCT}"
+            self.summary = (*self.summary, f"      the epilogue reads the product back from "
+                            f"{out} ({why}: ptxas would serialize the main loop's wgmma)")
             flat = self._tile_flat(fn, coords, 1 in (self.m, self.n))
             mask = fn.masks[2]
             store_mask, load_mask = (f", mask={mask}", f", mask={mask}, other=0") if mask \

@@ -130,6 +130,10 @@ class EmittedKernel:
     #: starts; the launch leaves them zero, so a backend zeroes them once and keeps them (one
     #: buffer per stream that may run the kernel: two launches at once must not share it)
     counters: int = 0
+    #: a GEMM whose epilogue could read the product back from its output and does not
+    #: (``gemm.GemmEmitter._relay_output``): the ``cuda`` backend emits it again with
+    #: ``relay=1`` if ptxas serializes its main loop (``Compiled.serialized_mma``)
+    relayable: bool = False
 
 
 #: Longest identifier the emitter writes: a longer IR name is cut, and a hash of the whole
@@ -1843,6 +1847,7 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
     if helper:
         marker = 'INF = tl.constexpr(float("inf"))\n'
         emitted.source = emitted.source.replace(marker, marker + helper, 1)
+    emitted.relayable = getattr(em, "relayable", False)
     return emitted
 
 

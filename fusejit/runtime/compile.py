@@ -38,6 +38,9 @@ class Compiled:
     #: alignment of that buffer; the launcher passes ``grid size * scratch`` bytes
     scratch: int = 0
     scratch_align: int = 1
+    #: ptxas reported that it serialized the wgmma instructions of the main loop (checked for
+    #: a ``relayable`` GEMM only: ``EmittedKernel.relayable``)
+    serialized_mma: bool = False
 
 
 def _count_params(ptx: str, name: str) -> int:
@@ -50,7 +53,7 @@ def _count_params(ptx: str, name: str) -> int:
 #: fields of an entry's header line besides the cubin's size and digest
 _HEADER_FIELDS = ("name", "shared", "num_warps", "n_params", "n_args")
 #: later fields, absent from older entries (read as their defaults)
-_OPTIONAL_FIELDS = {"scratch": 0, "scratch_align": 1}
+_OPTIONAL_FIELDS = {"scratch": 0, "scratch_align": 1, "serialized_mma": False}
 
 
 def encode_entry(compiled: Compiled) -> bytes:
@@ -79,7 +82,8 @@ def decode_entry(data: bytes) -> Compiled:
         raise ValueError("cubin does not match its checksum")
     name, shared, num_warps, n_params, n_args = fields
     if not (isinstance(name, str)
-            and all(type(v) is int for v in (shared, num_warps, n_params, n_args, *extra))):
+            and all(type(v) is type(d) for v, d in zip(extra, _OPTIONAL_FIELDS.values()))
+            and all(type(v) is int for v in (shared, num_warps, n_params, n_args))):
         raise ValueError("bad header field types")
     return Compiled(name, cubin, shared, num_warps, n_params, n_args, *extra)
 
@@ -140,8 +144,32 @@ def _compile(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool, ...]
     name = compiled.metadata.name
     scratch = int(getattr(compiled.metadata, "global_scratch_size", 0) or 0)
     align = int(getattr(compiled.metadata, "global_scratch_align", 1) or 1)
+    serialized = emitted.relayable and ptxas_serializes_mma(compiled.asm["ptx"], cc)
     return Compiled(name, compiled.asm["cubin"], int(compiled.metadata.shared), launch.num_warps,
-                    _count_params(compiled.asm["ptx"], name), len(signature), scratch, align)
+                    _count_params(compiled.asm["ptx"], name), len(signature), scratch, align,
+                    serialized)
+
+
+#: what ptxas prints when it gives up pipelining a kernel's wgmma instructions (C7514 and the
+#: like: "Potential Performance Loss: wgmma.mma_async instructions are serialized due to ...")
+_SERIALIZED_MMA = "wgmma.mma_async instructions are serialized"
+
+
+def ptxas_serializes_mma(ptx: str, cc: int) -> bool:
+    """Whether the ptxas that Triton uses says it serializes the wgmma instructions of
+    ``ptx`` (Triton keeps ptxas's report to itself: this assembles the PTX again, about a
+    fifth of a second for a GEMM, and only for kernels that could avoid it)."""
+    import subprocess
+    import tempfile
+
+    from triton.backends.nvidia.compiler import get_ptxas
+    arch = f"sm_{cc}a" if cc == 90 else f"sm_{cc}"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "kernel.ptx"
+        src.write_text(ptx)
+        run = subprocess.run([get_ptxas(cc).path, "-v", f"--gpu-name={arch}", str(src), "-o",
+                              str(Path(tmp) / "kernel.cubin")], capture_output=True, text=True)
+    return _SERIALIZED_MMA in run.stdout + run.stderr
 
 
 def compile_all(emitted: EmittedKernel, cc: int = 90, divisible: bool = True) -> list[Compiled]:

@@ -73,6 +73,7 @@ import operator
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -580,9 +581,24 @@ class CudaBackend:
             return _KernelInfo(out_types, (), (), 0, 0)
         strides = tuple(() if s is None else s[0] for s in spec)
         emitted = kc.emitted_for(kernel, strides, "cuda")
+        source_kernel = kernel
+        if emitted.relayable and any(
+                compile_launch(emitted, launch, self._divisible(launch, spec), dev.cc)
+                .serialized_mma for launch in emitted.launches):
+            # ptxas serialized the GEMM's main loop for its epilogue: the epilogue reads the
+            # product back from its output instead (gemm.py, _relay_output)
+            source_kernel = replace(kernel, attrs={**kernel.attrs, "relay": 1})
+            emitted = kc.emitted_for(source_kernel, strides, "cuda")
         if len(emitted.candidates) > 1 and autotune.enabled():
-            emitted = autotune.tuned(self, kernel, spec, dev, emitted)
+            emitted = autotune.tuned(self, source_kernel, spec, dev, emitted)
         return self.kernel_info(kernel, emitted, spec, dev)
+
+    @staticmethod
+    def _divisible(launch: Any, spec: tuple[Any, ...]) -> tuple[bool, ...]:
+        """Per argument of ``launch``: is its buffer 16-byte aligned? (Outputs and scratch
+        are fresh CuPy allocations, 256-byte aligned; inputs as ``spec`` says.)"""
+        return tuple((spec[i] is not None and spec[i][1]) if kind == "in" else True
+                     for kind, i in launch.args)
 
     def kernel_info(self, kernel: Kernel, emitted: Any, spec: tuple[Any, ...],
                     dev: _Device) -> _KernelInfo:
@@ -605,13 +621,9 @@ class CudaBackend:
                  dev: _Device) -> tuple[Any, ...]:
         # outputs and scratch are fresh CuPy allocations: always 256-byte aligned; scalar
         # params are values (never marked divisible)
-        divisible = []
-        selectors = []
-        for kind, i in launch.args:
-            g = {"in": 0, "out": 1, "scratch": 2, "counters": 3}[kind]
-            selectors.append((g, i))
-            divisible.append((spec[i] is not None and spec[i][1]) if kind == "in" else True)
-        compiled = compile_launch(emitted, launch, tuple(divisible), dev.cc)
+        selectors = [({"in": 0, "out": 1, "scratch": 2, "counters": 3}[kind], i)
+                     for kind, i in launch.args]
+        compiled = compile_launch(emitted, launch, self._divisible(launch, spec), dev.cc)
         mkey = (compiled.cubin, compiled.name)
         loaded = dev.modules.get(mkey)
         if loaded is None:
