@@ -626,3 +626,15 @@ def test_random_programs_with_relayed_products(interpret_backend, fresh_plans, m
     from fusejit.codegen import heuristics
     monkeypatch.setattr(heuristics, "GEMM_RELAY_PRODUCT", "always")
     _fuzz("interpret")
+
+
+def test_an_unknown_relay_mode_is_a_clear_error(fresh_plans, monkeypatch):
+    from fusejit.codegen import emit_kernel, heuristics
+    monkeypatch.setattr(heuristics, "GEMM_RELAY_PRODUCT", "sometimes")
+    a, b, bias = (fj.asarray(x) for x in (_array((64, 40), F16), _array((40, 48), F16),
+                                          _array((48,), F16)))
+    with fj.using_backend("interpret"):
+        (kernel,) = fj.plan(_gelu(fj, a @ b + bias)).program.kernels
+    with pytest.raises(fj.FusejitError, match=r"FUSEJIT_GEMM_RELAY='sometimes' is not one of "
+                                              r"serialized, special, always, never"):
+        emit_kernel(kernel, None, "cuda")

@@ -545,7 +545,7 @@ class GemmEmitter(_Emitter):
         given = self.kernel.attrs.get("relay")
         if given is not None:
             return relay if given else None
-        mode = heuristics.GEMM_RELAY_PRODUCT
+        mode = heuristics.gemm_relay_mode()
         if mode == "always" or (mode == "special" and self.target == "cuda"):
             return relay
         self.relayable = self.target == "cuda" and mode == "serialized"
@@ -559,7 +559,7 @@ class GemmEmitter(_Emitter):
             return None
         if len(self.kernel.yields) == 1 and self.kernel.yields[0] == self.mm.name:
             return None  # (a bare product: no epilogue)
-        if heuristics.GEMM_RELAY_PRODUCT != "always" and \
+        if heuristics.gemm_relay_mode() != "always" and \
                 not any(i.op in SPECIAL_FUNCTIONS for i in self.kernel.body):
             return None
         for j, y in enumerate(self.kernel.yields):

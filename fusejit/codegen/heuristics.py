@@ -461,7 +461,6 @@ def split_candidates(target: str, rows: int, cols: int, outer: bool, itemsize: i
 # tiles (48-64 KB each at 128 x 256) fit the 227 KB of shared memory; float32 "ieee" products
 # run on the FMA units (no tensor cores), so they take 32-deep tiles.
 
-#: The names of a gemm kernel's tile attributes, in the order ``fusejit plan`` explains them.
 #: When a GEMM's epilogue reads the product through an output of its shape instead of the
 #: MMA's registers (``gemm.GemmEmitter._relay_output``; a kernel's ``relay=0|1`` attribute
 #: overrides): "serialized" (the default: when ptxas reports that it serialized the main
@@ -470,6 +469,19 @@ def split_candidates(target: str, rows: int, cols: int, outer: bool, itemsize: i
 #: (any epilogue) or "never". Measured on the H200 (MLP layer 1, TFLOP/s, never / relayed):
 #: GELU 457 / 519 (serialized without), tanh 579 / 527 and GELU in float32 434 / 379 (not).
 GEMM_RELAY_PRODUCT = os.environ.get("FUSEJIT_GEMM_RELAY", "serialized")
+GEMM_RELAY_MODES = ("serialized", "special", "always", "never")
+
+
+def gemm_relay_mode() -> str:
+    """``GEMM_RELAY_PRODUCT``, checked (``FUSEJIT_GEMM_RELAY`` may hold anything)."""
+    if GEMM_RELAY_PRODUCT not in GEMM_RELAY_MODES:
+        from ..errors import FusejitError
+        raise FusejitError(f"FUSEJIT_GEMM_RELAY={GEMM_RELAY_PRODUCT!r} is not one of "
+                           f"{', '.join(GEMM_RELAY_MODES)}")
+    return GEMM_RELAY_PRODUCT
+
+
+#: The names of a gemm kernel's tile attributes, in the order ``fusejit plan`` explains them.
 GEMM_ATTRS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group_m", "split_k")
 #: Attributes a gemm kernel may also carry: ``tma=1`` loads plain operand tiles through TMA
 #: descriptors (``codegen/gemm.py``), off unless written; ``relay=1`` (``relay=0``) has the

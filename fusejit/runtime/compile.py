@@ -144,7 +144,8 @@ def _compile(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool, ...]
     name = compiled.metadata.name
     scratch = int(getattr(compiled.metadata, "global_scratch_size", 0) or 0)
     align = int(getattr(compiled.metadata, "global_scratch_align", 1) or 1)
-    serialized = emitted.relayable and ptxas_serializes_mma(compiled.asm["ptx"], cc)
+    # (wgmma is Hopper's alone: sm_90a)
+    serialized = emitted.relayable and cc == 90 and ptxas_serializes_mma(compiled.asm["ptx"], cc)
     return Compiled(name, compiled.asm["cubin"], int(compiled.metadata.shared), launch.num_warps,
                     _count_params(compiled.asm["ptx"], name), len(signature), scratch, align,
                     serialized)
@@ -163,7 +164,7 @@ def ptxas_serializes_mma(ptx: str, cc: int) -> bool:
     import tempfile
 
     from triton.backends.nvidia.compiler import get_ptxas
-    arch = f"sm_{cc}a" if cc == 90 else f"sm_{cc}"
+    arch = f"sm_{cc}a" if cc == 90 else f"sm_{cc}"  # (Triton's own choice of target)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "kernel.ptx"
         src.write_text(ptx)
