@@ -459,3 +459,17 @@ def test_gelu_epilogue_without_the_relay_serializes(monkeypatch, fresh_plans):
         emitted = emit_kernel(kernel, None, "cuda")
         assert emitted.relayable and "relayed through L2" not in emitted.source
         assert ptxas_serializes_mma(_emitted_ptx(emitted), 90) == serialized, name
+
+
+def test_a_ptxas_that_cannot_run_leaves_the_kernel_as_emitted(monkeypatch):
+    """The serialization check is an optimization: when ptxas cannot be run it warns and
+    says "not serialized" (the kernel is used as emitted), it does not fail the compile."""
+    import subprocess
+
+    from fusejit.runtime import compile as compile_module
+
+    def broken(*args, **kwargs):
+        raise FileNotFoundError("ptxas")
+    monkeypatch.setattr(subprocess, "run", broken)
+    with pytest.warns(UserWarning, match="could not ask ptxas"):
+        assert compile_module.ptxas_serializes_mma(".version 8.0\n", 90) is False
