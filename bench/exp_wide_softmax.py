@@ -238,6 +238,37 @@ def interpret_check(rows: int, cols: int) -> int:
     return int(failed > 0)
 
 
+def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
+                     fp_fusion: bool = False) -> float:
+    """Microseconds per launch of an emitted single-launch kernel through Triton's own
+    launcher (torch views of CuPy buffers: this script only): inputs ``arrays`` in order,
+    fresh outputs and scratch, zeroed counters (the kernel leaves them zero). fusejit
+    compiles without floating-point contraction (``fp_fusion`` False: its compile options);
+    the hand-written kernel above is compiled with it (Triton's default)."""
+    import cupy as cp
+    import torch
+
+    from fusejit.runtime import kernel_cache
+    (launch,) = emitted.launches
+    module = kernel_cache.import_source(kernel_cache.write_source(emitted), interpret=False)
+    fn = getattr(module, launch.fn_name)
+    outs = [cp.empty(t.shape, t.dtype) for t in emitted.out_types]
+    scratch = [cp.empty(n, d) for d, n in emitted.scratch]
+    counters = cp.zeros(max(emitted.counters, 1), cp.int32)
+    groups = {"in": arrays, "out": outs, "scratch": scratch, "counters": [counters]}
+    if any(not t.startswith("*") for t in launch.signature.values()):
+        raise ValueError("the kernel takes scalar params (only buffers are bound here)")
+    args = [torch.from_dlpack(groups[kind][i]) for kind, i in launch.args]
+    grid = launch.grid
+    options = {"num_warps": launch.num_warps, "enable_fp_fusion": fp_fusion}
+    if launch.num_stages:
+        options["num_stages"] = launch.num_stages
+
+    def run() -> None:
+        fn[grid](*args, **options)
+    return float(events(run))
+
+
 def gpu_run(rows: int, cols: int, backend: str = "cuda",
             coop_tiles: tuple[tuple[int, int], ...] = ((8192, 8),),
             fusejit_only: bool = False) -> int:
@@ -310,6 +341,18 @@ def gpu_run(rows: int, cols: int, backend: str = "cuda",
             print(f"fusejit {name} {rows}x{cols} ({len(plan.kernels)} kernel(s), {kind}) "
                   f"{us:8.1f} us  {100 * copy_us / us:5.1f}% of copy  max abs difference "
                   f"{err:.1e}  [{tiling}]", flush=True)
+            if backend == "cuda" and len(kernel_cache._emit_cache) == 1:
+                # the same emitted kernel launched by Triton itself, without fusejit's runtime
+                # (is a gap to the hand-written kernel in the kernel or around it?)
+                (emitted,) = kernel_cache._emit_cache.values()
+                for fusion in (False, True):
+                    try:
+                        direct = direct_launch_us(emitted, arrays, events, fusion)
+                        print(f"    the same source launched by Triton directly, fp fusion "
+                              f"{'on ' if fusion else 'off'} {direct:8.1f} us  "
+                              f"{100 * copy_us / direct:5.1f}% of copy", flush=True)
+                    except Exception as exc:  # noqa: BLE001  (report, go on)
+                        print(f"    direct launch failed: {type(exc).__name__}: {exc}"[:300])
     heuristics.COOP_CHUNK["cuda"], heuristics.COOP_MAX_WARPS = 8192, 8
     if fusejit_only:
         heuristics.ALTERNATE_PASSES, heuristics.COOPERATIVE_ROWS = True, False
