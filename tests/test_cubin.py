@@ -58,20 +58,29 @@ def test_libdevice_math_compiles():
     _compile(f, [x.astype(np.float16)])
 
 
-def _kernel_ptx(kernel):
-    """The PTX of one kernel region (emitted for cuda, one launch, compiled for sm_90)."""
+def _emitted_ptx(emitted, **options):
+    """The PTX of an emitted kernel's first launch, compiled for sm_90 with every pointer
+    16-byte aligned (``options``: Triton's, besides the launch's warps and stages)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from fusejit.runtime import kernel_cache as kc
-    emitted = emit_kernel(kernel, None, "cuda")
-    (launch,) = emitted.launches
+    launch = emitted.launches[0]
     module = kc.import_source(kc.write_source(emitted), interpret=False)
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(launch.signature))}
     src = ASTSource(getattr(module, launch.fn_name), launch.signature, {}, attrs)
-    options = {"num_warps": launch.num_warps, "enable_fp_fusion": False}
+    options = {"num_warps": launch.num_warps, **options}
+    if launch.num_stages:
+        options["num_stages"] = launch.num_stages
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+
+
+def _kernel_ptx(kernel):
+    """The PTX of one kernel region (emitted for cuda, one launch, compiled for sm_90)."""
+    emitted = emit_kernel(kernel, None, "cuda")
+    assert len(emitted.launches) == 1
+    return _emitted_ptx(emitted, enable_fp_fusion=False)
 
 
 def _program_ptx(fn, arrays):
@@ -290,22 +299,10 @@ def test_gemm_small_tiles_compile():
                 assert c.cubin[:4] == b"\x7fELF"
 
 
-def _ptx(name, kernels=None):
+def _ptx(name):
     """The PTX of the first launch of a GEMM case (compiled here with all pointers aligned)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    from fusejit.runtime import kernel_cache as kc
-    if kernels is None:
-        _, _, kernels = _gemm_kernels(name)
-    emitted = emit_kernel(next(k for k in kernels if k.kind == "gemm"), None, "cuda")
-    launch = emitted.launches[0]
-    module = kc.import_source(kc.write_source(emitted), interpret=False)
-    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(launch.signature))}
-    src = ASTSource(getattr(module, launch.fn_name), launch.signature, {}, attrs)
-    options = {"num_warps": launch.num_warps, "num_stages": launch.num_stages}
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+    _, _, kernels = _gemm_kernels(name)
+    return _emitted_ptx(emit_kernel(next(k for k in kernels if k.kind == "gemm"), None, "cuda"))
 
 
 @pytest.mark.parametrize("name", ["f16_relu_bias_8192", "f32_tf32", "prologue_scale_cast",
@@ -414,11 +411,11 @@ def test_gemm_epilogues_keep_the_wgmma_pipeline(name, monkeypatch, fresh_plans):
         monkeypatch.setattr(heuristics, "GEMM_RELAY_PRODUCT", "always")
     (kernel,) = _mlp_layer_kernels(name)
     emitted = emit_kernel(kernel, None, "cuda")
-    ptx = _emitted_ptx(emitted)
+    ptx = _emitted_ptx(emitted, enable_fp_fusion=False)  # (as fusejit compiles)
     if emitted.relayable and ptxas_serializes_mma(ptx, 90):
         emitted = emit_kernel(replace(kernel, attrs={**kernel.attrs, "relay": 1}), None, "cuda")
         assert not emitted.relayable and "relayed through L2" in emitted.source
-        ptx = _emitted_ptx(emitted)
+        ptx = _emitted_ptx(emitted, enable_fp_fusion=False)
     assert "wgmma.mma_async" in ptx
     assert not ptxas_serializes_mma(ptx, 90)
 
@@ -429,20 +426,6 @@ def _mlp_layer_kernels(name):
         b = fj.asarray(np.zeros((2048, 8192), np.float16))
         bias = fj.asarray(np.zeros(8192, np.float16))
         return fj.plan(_EPILOGUES[name](fj, a @ b, bias)).program.kernels
-
-
-def _emitted_ptx(emitted):
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    from fusejit.runtime import kernel_cache as kc
-    launch = emitted.launches[0]
-    module = kc.import_source(kc.write_source(emitted), interpret=False)
-    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(launch.signature))}
-    src = ASTSource(getattr(module, launch.fn_name), launch.signature, {}, attrs)
-    options = {"num_warps": launch.num_warps, "num_stages": launch.num_stages}
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
 
 
 def test_gelu_epilogue_without_the_relay_serializes(monkeypatch, fresh_plans):
@@ -458,7 +441,8 @@ def test_gelu_epilogue_without_the_relay_serializes(monkeypatch, fresh_plans):
         (kernel,) = _mlp_layer_kernels(name)
         emitted = emit_kernel(kernel, None, "cuda")
         assert emitted.relayable and "relayed through L2" not in emitted.source
-        assert ptxas_serializes_mma(_emitted_ptx(emitted), 90) == serialized, name
+        ptx = _emitted_ptx(emitted, enable_fp_fusion=False)
+        assert ptxas_serializes_mma(ptx, 90) == serialized, name
 
 
 def test_a_ptxas_that_cannot_run_leaves_the_kernel_as_emitted(monkeypatch):

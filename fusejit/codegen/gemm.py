@@ -126,7 +126,6 @@ class GemmEmitter(_Emitter):
         self.precision = str(self.mm.attrs.get("precision", "ieee"))
         self.cfg = self._config()
         self.tma = bool(self.kernel.attrs.get("tma", 0))
-        self.relayable = False  # (set by _relay_output)
         self.aligned: set[int] = set()
         #: the tile variables of the operand being loaded: (row variable, column variable)
         self._context: tuple[str, str] = ("", "")

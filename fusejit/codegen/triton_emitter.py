@@ -666,6 +666,8 @@ class _Emitter:
     aligned: frozenset[int] | set[int] = frozenset()
     #: int32 counters the launch counts finished programs on (``EmittedKernel.counters``)
     counters: int = 0
+    #: a GEMM that could relay its product and does not (``EmittedKernel.relayable``)
+    relayable: bool = False
 
     def assemble(self, fns: list[_Fn], launches: list[Launch]) -> EmittedKernel:
         """The module source: header comment (the region's IR), imports, constants, functions."""
@@ -686,7 +688,8 @@ class _Emitter:
         return EmittedKernel(self.name, source, tuple(launches), tuple(self.scratch),
                              tuple(k.result_types), uses_lib,
                              (*self.tiling, *self.summary, origin),
-                             tuple(sorted(self.aligned)), self.candidates, self.counters)
+                             tuple(sorted(self.aligned)), self.candidates, self.counters,
+                             self.relayable)
 
     def _header(self, fn_name: str, args: list[str]) -> list[str]:
         return ["@triton.jit", f"def {fn_name}({', '.join(args)}):"]
@@ -1847,7 +1850,6 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
     if helper:
         marker = 'INF = tl.constexpr(float("inf"))\n'
         emitted.source = emitted.source.replace(marker, marker + helper, 1)
-    emitted.relayable = getattr(em, "relayable", False)
     return emitted
 
 
