@@ -82,6 +82,9 @@ WORKLOADS: dict[str, tuple[Callable[..., Any], Callable[[Any], list[Any]]]] = {
     "softmax_f16_32768x4096": (_softmax, lambda cp: [_normal(cp, (32768, 4096), F16)]),
     "sum_axes02_64x4096x256": (lambda xp, x: x.sum(axis=(0, 2)),
                                lambda cp: [_normal(cp, (64, 4096, 256))]),
+    "gelu_f64_2^25": (lambda xp, x: 0.5 * x * (1.0 + xp.tanh(
+        0.7978845608028654 * (x + 0.044715 * (x * x * x)))),
+        lambda cp: [_normal(cp, (1 << 25,), np.float64)]),
 }
 
 #: seconds each run may start workloads for (the whole script stays within --budget)

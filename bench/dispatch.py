@@ -14,6 +14,10 @@ torch or jax is imported), then in one child process each: CuPy (one kernel per 
 ``cupy.fuse`` (pointwise programs only), ``jax.jit``, torch eager and ``torch.compile``.
 Each figure is microseconds per call: back-to-back calls timed by the wall clock until the
 device is done (best of 5 rounds), so a call costs the larger of its host time and its GPU time.
+
+``--paired N``: then, in this process, ``fj.jit`` and ``cupy.fuse`` of ``five`` timed in turn
+N times (the host's speed drifts between runs and processes by up to 2x; side by side,
+each pair sees the same host), printing each pair and the ratio of their medians.
 """
 
 from __future__ import annotations
@@ -126,6 +130,30 @@ def run_cupy(cp: Any) -> dict[str, dict[str, float]]:
     return out
 
 
+def paired(cp: Any, rounds: int) -> dict[str, Any]:
+    """``fj.jit`` and ``cupy.fuse`` of ``five`` in turn, ``rounds`` times (one process)."""
+    import fusejit as fj
+    fj.set_backend("cuda")
+    sync = cp.cuda.get_current_stream().synchronize
+    a, b = inputs(cp)["five"]
+    jfive = fj.jit(lambda a, b, s: five(fj, a, b, s))
+
+    def five_cupy(a: Any, b: Any, s: Any) -> Any:
+        return five(cp, a, b, s)
+    ffive = cp.fuse()(five_cupy)
+    pairs = []
+    for _ in range(rounds):
+        pair = (per_call_us(lambda: jfive(a, b, 2.0), sync, 0.2),
+                per_call_us(lambda: ffive(a, b, 2.0), sync, 0.2))
+        pairs.append(pair)
+        print(f"five: fj.jit {pair[0]:.1f} us, cupy.fuse {pair[1]:.1f} us, "
+              f"ratio {pair[0] / pair[1]:.2f}", flush=True)
+    med = [sorted(p[i] for p in pairs)[len(pairs) // 2] for i in (0, 1)]
+    print(f"five, median of {rounds} pairs: fj.jit {med[0]:.1f} us, cupy.fuse {med[1]:.1f} us, "
+          f"ratio {med[0] / med[1]:.2f}", flush=True)
+    return {"pairs": pairs, "median": med}
+
+
 def run_jax(cp: Any) -> dict[str, dict[str, float]]:
     """jax.jit (wall clock until block_until_ready of the last call's results)."""
     import os
@@ -215,6 +243,8 @@ def main() -> int:
         lines.append(f"| {impl} | " + " | ".join(cells) + " |")
     table = "\n".join(lines)
     print(f"copy rate {rate:.0f} GB/s\n{table}")
+    if "--paired" in sys.argv:
+        results["paired"] = paired(cp, int(sys.argv[sys.argv.index("--paired") + 1]))
     if "--json" in sys.argv:
         Path(sys.argv[sys.argv.index("--json") + 1]).write_text(
             json.dumps({"copy_GBps": rate, "us": results, "table": table}, indent=1))

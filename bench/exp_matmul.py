@@ -1,8 +1,9 @@
 """GEMM experiments behind issue 11's misses (one process, fusejit and cuBLAS only).
 
 Run on the GPU machine: ``python3 bench/exp_matmul.py OUT_DIR [--budget SECONDS]
-[--skip-epilogue] [--no-small-m] [--mlp]`` (``--mlp``: the MLP's first layer alone, with
-and without the product relayed before its epilogue).
+[--skip-epilogue] [--no-small-m] [--mlp] [--persistent]`` (``--mlp``: the MLP's first layer
+alone, with and without the product relayed before its epilogue; ``--persistent``: GEMMs
+with ``programs=P`` against one program per tile).
 
 Three questions, each timed with CUDA events on the plan's launches alone:
 
@@ -45,13 +46,16 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
 
     def timed(label: str, y: Any, ref: Any, flops: float, tiles: tuple[int, ...] = (),
-              tma: bool = False) -> None:
+              tma: bool = False, extra: str = "") -> None:
         if time.time() > deadline:
             rows.append({"label": label, "skipped": "budget"})
             return
         try:
             text = fj.dump(y, fused=True)
-            prog = fj.parse(_retile(text, tiles, tma))
+            text = _retile(text, tiles, tma)
+            if extra:  # more attributes on every gemm kernel (programs=P, relay=1)
+                text = text.replace("kind=gemm", f"kind=gemm {extra}")
+            prog = fj.parse(text)
             plan = plan_for(prog)
             # the recorded program's inputs in order: its leaves' arrays and scalar values
             buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
@@ -64,7 +68,7 @@ def main() -> int:
             ms = _time_events(cp, run, 0.6)
             row = {"label": label, "ms": ms, "tflops": flops / ms / 1e9, "error": err,
                    "tiles": _tiles_of(plan.program.kernels[0]), "kernels": len(plan.kernels),
-                   "tma": tma}
+                   "tma": tma, "extra": extra}
         except Exception as exc:  # noqa: BLE001
             row = {"label": label, "tiles": str(tiles), "failed": f"{type(exc).__name__}: {exc}"[:300]}
         rows.append(row)
@@ -75,6 +79,11 @@ def main() -> int:
     # -- epilogue cost ------------------------------------------------------------------
     if "--skip-epilogue" not in sys.argv:
         epilogue_cost(timed, rng, cp, fj, rows)
+
+    if "--persistent" in sys.argv:
+        persistent(timed, rng, cp, fj, rows)
+        (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
+        return 0
 
     if "--mlp" in sys.argv:
         mlp_layer(timed, rng, cp, fj)
@@ -162,6 +171,38 @@ def mlp_layer(timed: Any, rng: Any, cp: Any, fj: Any) -> None:
             timed(f"mlp layer 1 {name} relay={mode}", v, ref, flops, ())
     heuristics.GEMM_RELAY_PRODUCT = "serialized"
     forget_plans()
+
+
+def persistent(timed: Any, rng: Any, cp: Any, fj: Any, rows: list[dict[str, Any]]) -> None:
+    """Persistent GEMMs (``programs=P``: P programs loop over the tiles, the next tile's
+    loads overlapping this tile's epilogue) against one program per tile, on the shapes of
+    issue 11's misses: 16384x1024x4096 (3.9 waves of 128x256 tiles), the MLP's two layers
+    (K = 2048 with a relayed GELU; 8192x2048x8192), and 8192^3."""
+    cases = [(16384, 1024, 4096), (8192, 8192, 2048), (8192, 2048, 8192), (8192, 8192, 8192)]
+    for m, n, k in cases:
+        a, b, bias, fa, fb, fbias, prod = _f16_operands(rng, cp, fj, m, n, k)
+        pre = prod + bias.astype(cp.float64)
+        flops = 2.0 * m * n * k
+        shape = f"f16 {m}x{n}x{k}"
+        variants = {"bare": (fa @ fb, prod), "relu_bias": (fj.maximum(fa @ fb + fbias, 0),
+                                                           cp.maximum(pre, 0))}
+        if (m, n, k) == (8192, 8192, 2048):
+            variants["bias_gelu"] = (gelu(fj, fa @ fb + fbias), gelu(cp, pre))
+        for name, (y, ref) in variants.items():
+            for tiles, extra in (((), ""), ((), "programs=132"), ((), "programs=132 tma=1"),
+                                 ((), "tma=1"), ((128, 128, 64, 8, 3, 1), ""),
+                                 ((128, 128, 64, 8, 3, 1), "programs=264")):
+                if name == "bias_gelu" and "tma" in extra:
+                    continue
+                timed(f"{shape} {name} {tiles or 'default'} {extra or 'one program per tile'}",
+                      y, ref, flops, tiles, extra=extra)
+        cp.matmul(a, b)
+        cp.cuda.get_current_stream().synchronize()
+        ms = _time_events(cp, lambda a=a, b=b: cp.matmul(a, b), 0.6)
+        rows.append({"label": f"cuBLAS {shape}", "ms": ms, "tflops": flops / ms / 1e9})
+        print(json.dumps(rows[-1]), flush=True)
+        del a, b, bias, fa, fb, fbias, prod, pre, variants
+        cp.get_default_memory_pool().free_all_blocks()
 
 
 def tf32(timed: Any, rng: Any, cp: Any, fj: Any,

@@ -457,3 +457,31 @@ def test_a_ptxas_that_cannot_run_leaves_the_kernel_as_emitted(monkeypatch):
     monkeypatch.setattr(subprocess, "run", broken)
     with pytest.warns(UserWarning, match="could not ask ptxas"):
         assert compile_module.ptxas_serializes_mma(".version 8.0\n", 90) is False
+
+
+@pytest.mark.parametrize("name,edit", [("f16_relu_bias_8192", ""), ("f16_wide", ""),
+                                       ("f16_relu_bias_8192", " tma=1"),
+                                       ("mlp", " relay=1"), ("batched_broadcast", ""),
+                                       ("row_sum_max", " programs=3")])
+def test_persistent_gemms_compile_and_keep_the_wgmma_pipeline(name, edit):
+    """``programs=132`` (one program per SM, looping over the tiles; fewer for a small
+    product): the flattened tile and K loops compile for sm_90; float16 products keep their
+    pipelined wgmma (no C7514)."""
+    from fusejit.runtime.compile import ptxas_serializes_mma
+    fn, specs = GEMM_CASES[name]
+    arrays = [np.zeros(s, d) for s, d in specs]
+    text = fj.dump(*(lambda out: out if isinstance(out, tuple) else (out,))(
+        fn(fj, *[fj.asarray(a) for a in arrays])), fused=True)
+    edit = edit if "programs" in edit else " programs=132" + edit
+    prog = fj.parse(text.replace("kind=gemm", "kind=gemm" + edit))
+    kernels = [k for k in prog.kernels if k.kind == "gemm"]
+    for kernel in kernels[:1]:
+        emitted = emit_kernel(kernel, None, "cuda")
+        assert "flatten=True" in emitted.source
+        for c in compile_all(emitted, 90, True):
+            assert c.cubin[:4] == b"\x7fELF"
+        if name.startswith("f16") or name == "mlp":
+            ptx = _emitted_ptx(emitted, enable_fp_fusion=False)
+            assert "wgmma.mma_async" in ptx
+            if "tma" not in edit:
+                assert not ptxas_serializes_mma(ptx, 90), name

@@ -638,3 +638,88 @@ def test_an_unknown_relay_mode_is_a_clear_error(fresh_plans, monkeypatch):
     with pytest.raises(fj.FusejitError, match=r"FUSEJIT_GEMM_RELAY='sometimes' is not one of "
                                               r"serialized, special, always, never"):
         emit_kernel(kernel, None, "cuda")
+
+
+# -- persistent GEMMs (programs=P: P programs loop over the tiles) ----------------------------
+
+@pytest.mark.parametrize("case", ["relu_bias_ragged", "batched", "row_softmax", "tma",
+                                  "relayed", "int8", "one_more_than_programs"])
+def test_persistent_gemm_matches_numpy(interpret_backend, case):
+    """``programs=P`` on a gemm kernel: P programs, each over every P-th tile (in the grouped
+    order), give NumPy's answers with ragged tiles, batches, a row reduction in the epilogue,
+    TMA loads (their descriptors made once, before the tile loop) and a relayed product."""
+    cases = {
+        "relu_bias_ragged": (lambda xp, a, b, c: xp.maximum(a @ b + c, 0),
+                             [((70, 40), F32), ((40, 90), F32), ((90,), F32)], 3),
+        "batched": (lambda xp, a, b, c: (a @ b) * c,
+                    [((3, 33, 24), F16), ((24, 40), F16), ((40,), F16)], 4),
+        "row_softmax": (lambda xp, a, b, c: xp.softmax(a @ b + c, -1) if xp is fj else
+                        (lambda y: np.exp(y - y.max(-1, keepdims=True))
+                         / np.exp(y - y.max(-1, keepdims=True)).sum(-1, keepdims=True))(a @ b + c),
+                        [((70, 40), F32), ((40, 32), F32), ((32,), F32)], 2),
+        "tma": (lambda xp, a, b, c: a @ b.T + c,
+                [((64, 40), F16), ((48, 40), F16), ((48,), F16)], 3),
+        "relayed": (lambda xp, a, b, c: _gelu(xp, a @ b + c),
+                    [((50, 40), F32), ((40, 45), F32), ((45,), F32)], 5),
+        "int8": (lambda xp, a, b, c: a @ b + c,
+                 [((40, 48), np.int8), ((48, 40), np.int8), ((40,), np.int32)], 2),
+        "one_more_than_programs": (lambda xp, a, b, c: a @ b - c,
+                                   [((48, 40), F32), ((40, 64), F32), ((64,), F32)], 5),
+    }
+    fn, specs, programs = cases[case]
+    arrays = [_array(s, d) for s, d in specs]
+    tiles = {"block_m": 16, "block_n": 32 if case == "row_softmax" else 16, "block_k": 16}
+    text = _retile(_fused_text(fn, arrays), **tiles).replace(
+        "kind=gemm", f"kind=gemm programs={programs}"
+        + (" tma=1" if case == "tma" else "") + (" relay=1" if case == "relayed" else ""))
+    prog = fj.parse(text)
+    from fusejit.codegen import emit_kernel
+    emitted = emit_kernel(prog.kernels[0], None, "interpret")
+    source = emitted.source
+    loop = "for pid in tl.range(tl.program_id(0), "
+    assert loop in source and f", {programs}, flatten=True)" in source
+    assert emitted.launches[0].grid == (programs, 1, 1)
+    if case == "tma":  # made once per program, outside the loop over tiles
+        assert source.index("tl.make_tensor_descriptor(") < source.index(loop)
+    if case == "relayed":
+        assert "relayed through L2" in source
+    inputs = recorded_inputs(fn(fj, *[fj.asarray(a, name=f"in{i}") for i, a in enumerate(arrays)]))
+    (out,) = prog.run(*inputs)
+    expected = fn(np, *arrays)
+    tol = {"float16": 1e-2, "float32": 1e-4}.get(str(out.dtype))
+    if tol is None:
+        np.testing.assert_array_equal(out, expected)
+    else:
+        assert_matches_numpy(out, expected, rtol=tol, atol=tol)
+
+
+def test_persistent_gemm_attributes_are_checked_and_explained(fresh_plans, monkeypatch):
+    """``programs`` is a count of programs (0: one per tile), refused with split-K; as many
+    programs as tiles or more launch one per tile; ``GEMM_PROGRAMS_PER_SM`` writes the default
+    (a clear error when it is not a count); ``plan.explain()`` says the kernel is persistent."""
+    from fusejit.codegen import emit_kernel, heuristics
+    arrays = [_array((64, 40), F32), _array((40, 48), F32)]
+    text = _retile(_fused_text(lambda xp, a, b: a @ b, arrays), block_m=16, block_n=16,
+                   block_k=16)  # 12 tiles
+    for bad, why in (("programs=-1", "programs=-1 is not an integer from 0 to 65535"),
+                     ("programs=70000", "programs=70000 is not an integer from 0 to 65535")):
+        with pytest.raises(fj.IRVerifyError, match=why):
+            fj.parse(text.replace("kind=gemm", f"kind=gemm {bad}"))
+    split = _retile(text, split_k=2).replace("kind=gemm", "kind=gemm programs=4")
+    with pytest.raises(fj.IRVerifyError, match="a split-K GEMM is not persistent"):
+        fj.parse(split)
+    for programs, grid in ((4, 4), (12, 12), (50, 12), (0, 12)):
+        (kernel,) = fj.parse(text.replace("kind=gemm", f"kind=gemm programs={programs}")).kernels
+        emitted = emit_kernel(kernel, None, "cuda")
+        assert emitted.launches[0].grid == (grid, 1, 1)
+        assert ("flatten=True" in emitted.source) == (grid < 12)
+    from fusejit.fuse import plan_for
+    plan = plan_for(fj.parse(text.replace("kind=gemm", "kind=gemm programs=4")))
+    assert "persistent: 4 programs" in plan.explain()
+    monkeypatch.setattr(heuristics, "SMS", 5)
+    monkeypatch.setattr(heuristics, "GEMM_PROGRAMS_PER_SM", "2")
+    (kernel,) = fj.parse(text).kernels
+    assert emit_kernel(kernel, None, "cuda").launches[0].grid == (10, 1, 1)
+    monkeypatch.setattr(heuristics, "GEMM_PROGRAMS_PER_SM", "some")
+    with pytest.raises(fj.FusejitError, match="FUSEJIT_GEMM_PROGRAMS_PER_SM='some' is not a"):
+        emit_kernel(kernel, None, "cuda")

@@ -127,6 +127,8 @@ class GemmEmitter(_Emitter):
         self.cfg = self._config()
         self.tma = bool(self.kernel.attrs.get("tma", 0))
         self.aligned: set[int] = set()
+        #: values a persistent kernel makes once, before its tile loop (TMA descriptors)
+        self.hoisted: set[str] = set()
         #: the tile variables of the operand being loaded: (row variable, column variable)
         self._context: tuple[str, str] = ("", "")
         self.tiles_m = -(-self.m // self.cfg.block_m)
@@ -191,10 +193,41 @@ class GemmEmitter(_Emitter):
         self._open_program(fn, grouped=True)
         self._k_loop(fn, None)
         self._epilogue(fn, "acc")
+        tiles = self.batch * self.tiles
+        programs = self._programs(tiles)
+        if programs:
+            self._loop_over_tiles(fn, tiles, programs)
         params = list(range(len(self.ptr_name)))
-        launch = self._launch(fn, self.name, params, [], (self.batch * self.tiles, 1, 1),
+        launch = self._launch(fn, self.name, params, [], (programs or tiles, 1, 1),
                               self.cfg.num_warps, self.cfg.num_stages)
         return [fn], [launch]
+
+    def _programs(self, tiles: int) -> int:
+        """How many programs a persistent launch has (0: one program per tile): the kernel's
+        ``programs`` attribute, else ``heuristics.gemm_default_programs``; never ``tiles`` or
+        more (a program per tile needs no loop)."""
+        given = self.kernel.attrs.get("programs")
+        programs = int(given) if given is not None else \
+            heuristics.gemm_default_programs(tiles, self.cfg.split_k)
+        return programs if 0 < programs < tiles else 0
+
+    def _loop_over_tiles(self, fn: _GemmFn, tiles: int, programs: int) -> None:
+        """Make ``fn`` persistent: program ``p`` computes tiles ``p``, ``p + programs``, ...
+        (the tile order is unchanged, so grouped tiles still run together). Triton flattens
+        the tile loop and the K loop into one pipeline (``flatten=True``): the next tile's
+        first loads are in flight while this tile's epilogue runs. TMA descriptors do not
+        depend on the tile and are made once, before the loop."""
+        at = next(i for i, line in enumerate(fn.out) if line.startswith("pid = "))
+        start = fn.out[at][len("pid = "):]
+        before, rest = fn.out[:at], fn.out[at + 1:]
+        hoisted = [line for line in rest if line.split(" = ", 1)[0] in self.hoisted]
+        looped = [line for line in rest if line.split(" = ", 1)[0] not in self.hoisted]
+        fn.out = before + hoisted + [
+            f"for pid in tl.range({start}, {tiles}, {programs}, flatten=True):  # this "
+            f"program's tiles: one in every {programs} of {tiles} (programs={programs})"
+        ] + ["    " + line for line in looped]
+        self.summary = (*self.summary, f"      persistent: {programs} programs, each computing "
+                        f"one in every {programs} of the {tiles} tiles")
 
     def _reads(self, fn: _GemmFn) -> list[int]:
         """The params a function reads: the buffers it loads and the scalars it takes."""
@@ -436,6 +469,7 @@ class GemmEmitter(_Emitter):
                               f"[{size[v_outer]}, {size[v_inner]}])",
                            f"desc_{self.var_name(name)}", f"%{name} in TMA boxes")
             fn.memo_row[key] = desc
+            self.hoisted.add(desc)
         self.aligned.add(i)
         flip = ".T" if v_outer == self._context[1] else ""
         return fn.emit(2, f"{desc}.load([{start[v_outer]}, {start[v_inner]}]){flip}",

@@ -486,8 +486,33 @@ GEMM_ATTRS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group
 #: Attributes a gemm kernel may also carry: ``tma=1`` loads plain operand tiles through TMA
 #: descriptors (``codegen/gemm.py``), off unless written; ``relay=1`` (``relay=0``) has the
 #: epilogue read the product back from its output (or not) whatever ``GEMM_RELAY_PRODUCT``
-#: says.
-GEMM_OPTIONAL_ATTRS = ("tma", "relay")
+#: says; ``programs=P`` (P > 0) launches P programs that each loop over every P-th tile (a
+#: persistent GEMM: Triton's ``tl.range(..., flatten=True)`` lets the next tile's loads
+#: start during this tile's epilogue), off (one program per tile) unless written or
+#: ``GEMM_PROGRAMS`` says.
+GEMM_OPTIONAL_ATTRS = ("tma", "relay", "programs")
+#: Flag attributes among ``GEMM_OPTIONAL_ATTRS`` (0 or 1).
+GEMM_FLAG_ATTRS = ("tma", "relay")
+#: Most programs a persistent GEMM may launch.
+GEMM_MAX_PROGRAMS = 65535
+#: Programs of a persistent GEMM by default, per SM (0: one program per tile).
+#: ``FUSEJIT_GEMM_PROGRAMS_PER_SM`` sets it (an experiment's switch until measured).
+GEMM_PROGRAMS_PER_SM = os.environ.get("FUSEJIT_GEMM_PROGRAMS_PER_SM", "0")
+
+
+def gemm_default_programs(tiles: int, split_k: int) -> int:
+    """The ``programs`` of a gemm kernel whose attributes do not say: ``GEMM_PROGRAMS_PER_SM``
+    programs per SM when that is fewer than its ``tiles`` (and K is not split), else 0."""
+    try:
+        per_sm = int(GEMM_PROGRAMS_PER_SM)
+        if per_sm < 0:
+            raise ValueError
+    except ValueError:
+        from ..errors import FusejitError
+        raise FusejitError(f"FUSEJIT_GEMM_PROGRAMS_PER_SM={GEMM_PROGRAMS_PER_SM!r} is not a "
+                           f"whole number of programs per SM") from None
+    programs = per_sm * SMS
+    return programs if 0 < programs < tiles and split_k == 1 else 0
 #: Shared memory one program may use on an H100/H200 (227 KB), in bytes.
 GEMM_SHARED_LIMIT = 232448
 #: Most accumulator elements one thread may hold (past this the registers spill).
@@ -595,9 +620,14 @@ def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,
         low = 16 if gemm_uses_dot(dtype) or name != "block_k" else 1
         if not isinstance(v, int) or v < low or v > 256 or v & (v - 1):
             return f"{name}={v} is not a power of two from {low} to 256"
-    for flag in GEMM_OPTIONAL_ATTRS:
+    for flag in GEMM_FLAG_ATTRS:
         if attrs.get(flag, 0) not in (0, 1):
             return f"{flag}={attrs[flag]} is not 0 or 1"
+    programs = attrs.get("programs", 0)
+    if not isinstance(programs, int) or not 0 <= programs <= GEMM_MAX_PROGRAMS:
+        return f"programs={programs} is not an integer from 0 to {GEMM_MAX_PROGRAMS}"
+    if programs and attrs["split_k"] > 1:
+        return f"programs={programs} with split_k={attrs['split_k']}: a split-K GEMM is not persistent"
     if attrs["num_warps"] not in (1, 2, 4, 8, 16):
         return f"num_warps={attrs['num_warps']} is not 1, 2, 4, 8 or 16"
     for name, low, high in (("num_stages", 1, 8), ("group_m", 1, 1024),
