@@ -73,6 +73,7 @@ class FakeCupy(types.ModuleType):
         fake = self
         self.devices = list(devices)
         self.memory_limit = memory            # bytes per device (None: unlimited)
+        self.sms = 132                        # SMs per device (an H100/H200's)
         self.allocated = [0] * len(devices)
         self.count_error = count_error        # raised by getDeviceCount (no driver, ...)
         self.launches: list[tuple[int, str, tuple[int, ...]]] = []
@@ -224,7 +225,8 @@ class FakeCupy(types.ModuleType):
             return len(fake.devices)
 
         def properties(device_id: int) -> dict[str, Any]:
-            return {"name": f"Fake GPU sm_{fake.devices[device_id]}".encode()}
+            return {"name": f"Fake GPU sm_{fake.devices[device_id]}".encode(),
+                    "multiProcessorCount": fake.sms}
 
         runtime = types.SimpleNamespace(getDeviceCount=get_device_count, getDevice=self.current,
                                         getDeviceProperties=properties,

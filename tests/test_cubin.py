@@ -308,10 +308,14 @@ def _ptx(name):
 @pytest.mark.parametrize("name", ["f16_relu_bias_8192", "f32_tf32", "prologue_scale_cast",
                                   "transposed_views"])
 def test_hopper_gemms_use_wgmma_and_async_copies(name):
-    """float16 and TF32 products run on Hopper's warpgroup MMA, fed by 16-byte async copies."""
+    """float16 and TF32 products run on Hopper's warpgroup MMA, fed by 16-byte async copies,
+    or (a float16 GEMM of many tiles: persistent by default) by TMA's bulk tensor copies."""
     ptx = _ptx(name)
     assert "wgmma.mma_async" in ptx
-    assert "cp.async.cg.shared.global" in ptx and ", 0x10," in ptx
+    if name == "f16_relu_bias_8192":
+        assert "cp.async.bulk.tensor" in ptx and "cp.async.cg.shared.global" not in ptx
+    else:
+        assert "cp.async.cg.shared.global" in ptx and ", 0x10," in ptx
 
 
 def test_ieee_float32_gemm_uses_fma_not_tensor_cores():
@@ -429,20 +433,26 @@ def _mlp_layer_kernels(name):
 
 
 def test_gelu_epilogue_without_the_relay_serializes(monkeypatch, fresh_plans):
-    """What the relay is for, and that ``ptxas_serializes_mma`` sees it: GELU after a bias,
-    not relayed, makes ptxas serialize the wgmma instructions (Triton 3.6's and CUDA 13's);
-    tanh after a bias does not under 3.6's (so there it is not relayed: that cost 9% on the
-    H200) and does under CUDA 13's (so there it is)."""
+    """What the relay is for, and that ``ptxas_serializes_mma`` sees it: with one program per
+    tile (``GEMM_PERSISTENT`` off), GELU after a bias, not relayed, makes ptxas serialize the
+    wgmma instructions (Triton 3.6's and CUDA 13's); tanh after a bias does not under 3.6's
+    (so there it is not relayed: that cost 9% on the H200) and does under CUDA 13's (so there
+    it is). The default persistent kernel with TMA loads keeps GELU pipelined under both,
+    without the relay; under CUDA 13's it serializes tanh (relayed then, as above)."""
     import triton
 
+    from fusejit.codegen import heuristics
     from fusejit.runtime.compile import ptxas_serializes_mma
     cuda13 = not triton.__version__.startswith("3.6")
-    for name, serialized in (("bias_gelu", True), ("bias_tanh", cuda13)):
-        (kernel,) = _mlp_layer_kernels(name)
-        emitted = emit_kernel(kernel, None, "cuda")
-        assert emitted.relayable and "relayed through L2" not in emitted.source
-        ptx = _emitted_ptx(emitted, enable_fp_fusion=False)
-        assert ptxas_serializes_mma(ptx, 90) == serialized, name
+    for persistent in ("0", "1"):
+        monkeypatch.setattr(heuristics, "GEMM_PERSISTENT", persistent)
+        for name, serialized in (("bias_gelu", persistent == "0"), ("bias_tanh", cuda13)):
+            (kernel,) = _mlp_layer_kernels(name)
+            emitted = emit_kernel(kernel, None, "cuda")
+            assert emitted.relayable and "relayed through L2" not in emitted.source
+            assert emitted.auto_persistent == (persistent == "1")
+            ptx = _emitted_ptx(emitted, enable_fp_fusion=False)
+            assert ptxas_serializes_mma(ptx, 90) == serialized, (name, persistent)
 
 
 def test_a_ptxas_that_cannot_run_leaves_the_kernel_as_emitted(monkeypatch):

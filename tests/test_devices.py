@@ -477,6 +477,38 @@ def test_tma_gemm_gets_global_scratch_and_aligned_inputs(monkeypatch: pytest.Mon
             prog.run(offset, cp.asarray(b))  # starts 2 bytes into its allocation
 
 
+def test_default_persistent_gemm_falls_back_per_buffer_and_device(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """A float16 GEMM the heuristic made persistent with TMA loads (real sm_90 cubins, FakeCupy
+    launches): launched with one program per SM of the heuristic (``heuristics.SMS``), on a
+    device with fewer SMs with one per SM of the device, and on an operand that does not
+    start on a 16-byte boundary (which TMA cannot read) as one program per tile without TMA:
+    not an error, as it is for a ``tma=1`` the user wrote."""
+    from fusejit.codegen import heuristics
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(heuristics, "SMS", 2)  # 4 tiles of 128 x 256: 2 waves of 2 programs
+    cp = FakeCupy(devices=(90,))
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    a, b = np.ones((256, 128), np.float16), np.ones((128, 512), np.float16)
+    text = fj.dump(fj.asarray(a, name="a") @ fj.asarray(b, name="b"), fused=True)
+    prog = fj.parse(text)
+    assert prog.kernels[0].attrs["block_m"] * prog.kernels[0].attrs["block_n"] == 128 * 256
+    offset = cp.ndarray(np.ones(256 * 128 + 1, np.float16)[1:].reshape(256, 128), 0)
+    with fj.using_backend("cuda"):
+        prog.run(cp.asarray(a), cp.asarray(b))
+        assert cp.launches[-1][2] == (2, 1, 1)
+        prog.run(offset, cp.asarray(b))  # starts 2 bytes into its allocation
+        assert cp.launches[-1][2] == (4, 1, 1)
+    cp = FakeCupy(devices=(90,))
+    cp.sms = 1
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    with fj.using_backend("cuda"):
+        fj.parse(text).run(cp.asarray(a), cp.asarray(b))
+        assert cp.launches[-1][2] == (1, 1, 1)
+
+
 def test_outputs_die_with_their_tensors(fake: FakeCupy) -> None:
     """The cuda backend's realize and jit paths keep no cycle through an output (a cycle kept
     every 256 MB output of a layer-norm loop alive until the garbage collector ran: a fresh
@@ -549,9 +581,13 @@ def test_a_serialized_gemm_is_compiled_again_with_its_product_relayed(
     """GELU after a bias on a float16 product (the MLP's first layer): compiled for sm_90 with
     the installed Triton (no GPU: FakeCupy loads and "launches"), ptxas serializes the main
     loop's wgmma, so the backend emits the kernel again with ``relay=1`` (the epilogue reads
-    the product back from its output) and that is the kernel it loads: ptxas pipelines it."""
+    the product back from its output) and that is the kernel it loads: ptxas pipelines it.
+    (With one program per tile: the default persistent kernel with TMA loads keeps GELU
+    pipelined, tests/test_cubin.py.)"""
+    from fusejit.codegen import heuristics
     from fusejit.runtime import compile as compile_module
     from fusejit.runtime import cuda_backend
+    monkeypatch.setattr(heuristics, "GEMM_PERSISTENT", "0")
     monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path / "cache"))
     compiled: list[tuple[bool, bool]] = []  # (relayed source, ptxas serialized), in order
 

@@ -208,3 +208,35 @@ def test_tma_gemm_cuda(case):
     ref = fn(cp, *[a.astype(cp.float64) if a.dtype != F32 or case != "prologue" else a
                    for a in arrays])
     assert _rel_error(out, ref.astype(cp.float64)) < (3e-3 if case == "tf32" else 2e-3)
+
+
+@pytest.mark.parametrize("case", ["gelu", "ragged", "misaligned", "edited_programs"])
+def test_persistent_gemm_cuda(case):
+    """float16 GEMMs of at least two waves of tiles are persistent with TMA loads by default
+    (``heuristics.GEMM_PERSISTENT``): a GELU epilogue, ragged M, N and K (TMA's boxes read
+    zeros past the edges), an operand 2 bytes into its allocation (not TMA-readable: one
+    program per tile instead) and an edited ``programs=100 tma=1``: values as NumPy's."""
+    from fusejit.codegen import emit_kernel
+
+    cp = _cp()
+    m, n, k = (4000, 3000, 200) if case == "ragged" else (4096, 4096, 512)
+    a = _device((m, k), F16, 30, scale=k ** -0.5)
+    b, bias = _device((k, n), F16, 31), _device((n,), F16, 32)
+    if case == "misaligned":
+        a = cp.asarray(_device((m * k + 1,), F16, 30, scale=k ** -0.5))[1:].reshape(m, k)
+    a64, b64 = a.astype(cp.float64), b.astype(cp.float64)
+    pre = a64 @ b64 + bias.astype(cp.float64)
+
+    def gelu(xp, h):
+        return 0.5 * h * (1 + xp.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+    fa, fb, fbias = fj.asarray(a, name="a"), fj.asarray(b, name="b"), fj.asarray(bias, name="bias")
+    y = gelu(fj, fa @ fb + fbias) if case == "gelu" else fj.maximum(fa @ fb + fbias, 0)
+    ref = gelu(cp, pre) if case == "gelu" else cp.maximum(pre, 0)
+    (kernel,) = fj.plan(y).regions
+    assert "flatten=True" in emit_kernel(kernel, None, "cuda").source
+    if case == "edited_programs":
+        text = fj.dump(y, fused=True).replace("kind=gemm", "kind=gemm programs=100 tma=1")
+        (out,) = fj.parse(text).run(*recorded_inputs(y))
+    else:
+        out = y.realize()._node.buffer
+    assert _rel_error(out, ref) < 2e-3

@@ -693,11 +693,11 @@ def test_persistent_gemm_matches_numpy(interpret_backend, case):
         assert_matches_numpy(out, expected, rtol=tol, atol=tol)
 
 
-def test_persistent_gemm_attributes_are_checked_and_explained(fresh_plans, monkeypatch):
+def test_persistent_gemm_attributes_are_checked_and_explained(fresh_plans):
     """``programs`` is a count of programs (0: one per tile), refused with split-K; as many
-    programs as tiles or more launch one per tile; ``GEMM_PROGRAMS_PER_SM`` writes the default
-    (a clear error when it is not a count); ``plan.explain()`` says the kernel is persistent."""
-    from fusejit.codegen import emit_kernel, heuristics
+    programs as tiles or more launch one per tile; ``plan.explain()`` says the kernel is
+    persistent."""
+    from fusejit.codegen import emit_kernel
     arrays = [_array((64, 40), F32), _array((40, 48), F32)]
     text = _retile(_fused_text(lambda xp, a, b: a @ b, arrays), block_m=16, block_n=16,
                    block_k=16)  # 12 tiles
@@ -716,10 +716,45 @@ def test_persistent_gemm_attributes_are_checked_and_explained(fresh_plans, monke
     from fusejit.fuse import plan_for
     plan = plan_for(fj.parse(text.replace("kind=gemm", "kind=gemm programs=4")))
     assert "persistent: 4 programs" in plan.explain()
+
+
+def test_float16_gemms_of_enough_tiles_are_persistent_with_tma_by_default(fresh_plans,
+                                                                         monkeypatch):
+    """On ``cuda``, a float16 GEMM of at least ``GEMM_PERSISTENT_MIN_WAVES`` waves of tiles
+    whose attributes say neither ``tma`` nor ``programs`` loads its operand tiles through TMA
+    and launches one program per SM (``heuristics.SMS``); one whose operand is computed (a
+    prologue: not a TMA box) is emitted again with ``tma=0 programs=0``; other dtypes, fewer
+    tiles, the interpreter, ``FUSEJIT_GEMM_PERSISTENT=0`` and written attributes are not
+    persistent; a bad ``FUSEJIT_GEMM_PERSISTENT`` is a clear error."""
+    from fusejit.codegen import emit_kernel, heuristics
+    monkeypatch.setattr(heuristics, "SMS", 5)  # 12 tiles of 16 x 16: 2.4 waves of 5
+
+    def emitted(fn, arrays, target="cuda", edit=""):
+        text = _retile(_fused_text(fn, arrays), block_m=16, block_n=16, block_k=16)
+        (kernel,) = fj.parse(text.replace("kind=gemm", "kind=gemm" + edit)).kernels
+        return emit_kernel(kernel, None, target)
+    f16 = [_array((64, 40), F16), _array((40, 48), F16), _array((48,), F16)]
+    bias_relu = lambda xp, a, b, c: xp.maximum(a @ b + c, 0)  # noqa: E731
+    e = emitted(bias_relu, f16)
+    assert e.auto_persistent and e.launches[0].grid == (5, 1, 1)
+    assert "(TMA)" in e.source and "flatten=True" in e.source and e.aligned == (0, 1)
+    assert "GEMM_PERSISTENT: float16" in "\n".join(e.tiling)
+    plain = [emitted(bias_relu, f16, "interpret"), emitted(bias_relu, f16, edit=" tma=0"),
+             emitted(bias_relu, f16, edit=" programs=0"),
+             emitted(lambda xp, a, b, c: (a @ b) + c,
+                     [_array((64, 40), F32), _array((40, 48), F32), _array((48,), F32)]),
+             emitted(lambda xp, a, s, b: (a * s).astype(F16) @ b,  # a prologue: re-emitted
+                     [_array((64, 40), F32), _array((40,), F32), _array((40, 48), F16)])]
+    for p in plain:
+        assert not p.auto_persistent and p.launches[0].grid == (12, 1, 1)
+        assert "flatten=True" not in p.source and "(TMA)" not in p.source
+    monkeypatch.setattr(heuristics, "SMS", 6)  # 12 tiles: 2 waves of 6, the least
+    assert emitted(bias_relu, f16).launches[0].grid == (6, 1, 1)
+    monkeypatch.setattr(heuristics, "SMS", 7)  # 1.7 waves
+    assert emitted(bias_relu, f16).launches[0].grid == (12, 1, 1)
+    monkeypatch.setattr(heuristics, "GEMM_PERSISTENT", "0")
     monkeypatch.setattr(heuristics, "SMS", 5)
-    monkeypatch.setattr(heuristics, "GEMM_PROGRAMS_PER_SM", "2")
-    (kernel,) = fj.parse(text).kernels
-    assert emit_kernel(kernel, None, "cuda").launches[0].grid == (10, 1, 1)
-    monkeypatch.setattr(heuristics, "GEMM_PROGRAMS_PER_SM", "some")
-    with pytest.raises(fj.FusejitError, match="FUSEJIT_GEMM_PROGRAMS_PER_SM='some' is not a"):
-        emit_kernel(kernel, None, "cuda")
+    assert emitted(bias_relu, f16).launches[0].grid == (12, 1, 1)
+    monkeypatch.setattr(heuristics, "GEMM_PERSISTENT", "yes")
+    with pytest.raises(fj.FusejitError, match="FUSEJIT_GEMM_PERSISTENT='yes' is not 0 or 1"):
+        emitted(bias_relu, f16)

@@ -101,6 +101,8 @@ class _GemmFn(_Fn):
             found = self.gemm.tma_load(self, name, coords)
             if found is not None:
                 return found
+        if self.body is not None:
+            self.gemm.k_pointer_loads += 1
         return super().load(name, coords)
 
 
@@ -125,7 +127,6 @@ class GemmEmitter(_Emitter):
         self.acc_dtype = accumulator_dtype(self.dtype)
         self.precision = str(self.mm.attrs.get("precision", "ieee"))
         self.cfg = self._config()
-        self.tma = bool(self.kernel.attrs.get("tma", 0))
         self.aligned: set[int] = set()
         #: values a persistent kernel makes once, before its tile loop (TMA descriptors)
         self.hoisted: set[str] = set()
@@ -134,6 +135,11 @@ class GemmEmitter(_Emitter):
         self.tiles_m = -(-self.m // self.cfg.block_m)
         self.tiles_n = -(-self.n // self.cfg.block_n)
         self.tiles = self.tiles_m * self.tiles_n
+        #: persistent with TMA loads by the heuristic's choice, not the kernel's attributes
+        self.auto_persistent = self._auto_persistent()
+        self.tma = bool(self.kernel.attrs.get("tma", 0)) or self.auto_persistent
+        #: loads in the K loop that are not TMA boxes (``auto_persistent`` needs none)
+        self.k_pointer_loads = 0
         self.idx64 = self.idx64 or self._scratch_reach() > INT32_MAX
         c = self.cfg
         split = f", K in {c.split_k} chunks (partials + combine)" if c.split_k > 1 else ""
@@ -161,6 +167,19 @@ class GemmEmitter(_Emitter):
             self.origin = self.origin or "from the kernel's tile attributes (edited: not tuned)"
         self.candidates = tuple(candidates)
         return cfg
+
+    def _auto_persistent(self) -> bool:
+        """Whether this emission makes the GEMM persistent with TMA loads by itself: on
+        ``cuda``, when the kernel's attributes say neither ``tma`` nor ``programs`` and
+        ``heuristics.gemm_default_programs`` gives programs (see ``GEMM_PERSISTENT``). If an
+        operand tile then cannot load as a TMA box, ``emit_kernel`` emits the kernel again
+        with ``tma=0 programs=0``; the ``cuda`` backend does too for a buffer that does not
+        start on a 16-byte boundary."""
+        attrs = self.kernel.attrs
+        if self.target != "cuda" or "tma" in attrs or "programs" in attrs:
+            return False
+        return heuristics.gemm_default_programs(self.batch * self.tiles, self.cfg.split_k,
+                                                self.dtype.name) > 0
 
     def _how(self) -> str:
         acc = TL[self.acc_dtype]
@@ -208,7 +227,7 @@ class GemmEmitter(_Emitter):
         more (a program per tile needs no loop)."""
         given = self.kernel.attrs.get("programs")
         programs = int(given) if given is not None else \
-            heuristics.gemm_default_programs(tiles, self.cfg.split_k)
+            (heuristics.SMS if self.auto_persistent else 0)
         return programs if 0 < programs < tiles else 0
 
     def _loop_over_tiles(self, fn: _GemmFn, tiles: int, programs: int) -> None:
@@ -226,8 +245,10 @@ class GemmEmitter(_Emitter):
             f"for pid in tl.range({start}, {tiles}, {programs}, flatten=True):  # this "
             f"program's tiles: one in every {programs} of {tiles} (programs={programs})"
         ] + ["    " + line for line in looped]
+        why = ("GEMM_PERSISTENT: float16, every operand tile a TMA box" if self.auto_persistent
+               else "programs=" + str(programs))
         self.summary = (*self.summary, f"      persistent: {programs} programs, each computing "
-                        f"one in every {programs} of the {tiles} tiles")
+                        f"one in every {programs} of the {tiles} tiles ({why})")
 
     def _reads(self, fn: _GemmFn) -> list[int]:
         """The params a function reads: the buffers it loads and the scalars it takes."""

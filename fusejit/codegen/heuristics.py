@@ -488,31 +488,36 @@ GEMM_ATTRS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group
 #: epilogue read the product back from its output (or not) whatever ``GEMM_RELAY_PRODUCT``
 #: says; ``programs=P`` (P > 0) launches P programs that each loop over every P-th tile (a
 #: persistent GEMM: Triton's ``tl.range(..., flatten=True)`` lets the next tile's loads
-#: start during this tile's epilogue), off (one program per tile) unless written or
-#: ``GEMM_PROGRAMS`` says.
+#: start during this tile's epilogue); unless written, ``GEMM_PERSISTENT`` decides both.
 GEMM_OPTIONAL_ATTRS = ("tma", "relay", "programs")
 #: Flag attributes among ``GEMM_OPTIONAL_ATTRS`` (0 or 1).
 GEMM_FLAG_ATTRS = ("tma", "relay")
 #: Most programs a persistent GEMM may launch.
 GEMM_MAX_PROGRAMS = 65535
-#: Programs of a persistent GEMM by default, per SM (0: one program per tile).
-#: ``FUSEJIT_GEMM_PROGRAMS_PER_SM`` sets it (an experiment's switch until measured).
-GEMM_PROGRAMS_PER_SM = os.environ.get("FUSEJIT_GEMM_PROGRAMS_PER_SM", "0")
+#: Whether a float16 GEMM on ``cuda`` whose attributes do not say (no ``tma``, no
+#: ``programs``) is persistent with TMA loads when every operand tile of its K loop is a TMA
+#: box and it has at least ``GEMM_PERSISTENT_MIN_WAVES`` waves of tiles: one program per SM
+#: (``SMS``), each looping over the tiles. Measured on the H200 (float16, 128x256x64 tiles,
+#: TFLOP/s, one program per tile / tma=1 alone / programs=132 tma=1): 8192^3 643 / 642 / 666,
+#: 8192x8192x2048 597 / 579 / 620, 8192x2048x8192 641 / 641 / 660, 16384x1024x4096 616 / 603
+#: / 634; with ``relu(+ bias)`` 2-5% more; persistent with pointer loads: 300-330 (the
+#: flattened loop of pointer loads is not pipelined), hence never without TMA
+#: (``bench/results/h200-persistent-2026-12-02.txt``). ``FUSEJIT_GEMM_PERSISTENT=0`` turns it off.
+GEMM_PERSISTENT = os.environ.get("FUSEJIT_GEMM_PERSISTENT", "1")
+#: Fewest waves of tiles (tiles / ``SMS``) for which the default goes persistent: with fewer
+#: there is little to overlap, and TMA alone measured 0-3% slower than pointer loads.
+GEMM_PERSISTENT_MIN_WAVES = 2
 
 
-def gemm_default_programs(tiles: int, split_k: int) -> int:
-    """The ``programs`` of a gemm kernel whose attributes do not say: ``GEMM_PROGRAMS_PER_SM``
-    programs per SM when that is fewer than its ``tiles`` (and K is not split), else 0."""
-    try:
-        per_sm = int(GEMM_PROGRAMS_PER_SM)
-        if per_sm < 0:
-            raise ValueError
-    except ValueError:
+def gemm_default_programs(tiles: int, split_k: int, dtype: str) -> int:
+    """The ``programs`` of a ``cuda`` gemm kernel whose attributes do not say (see
+    ``GEMM_PERSISTENT``): ``SMS`` for a float16 product of enough tiles, else 0."""
+    if GEMM_PERSISTENT not in ("0", "1"):
         from ..errors import FusejitError
-        raise FusejitError(f"FUSEJIT_GEMM_PROGRAMS_PER_SM={GEMM_PROGRAMS_PER_SM!r} is not a "
-                           f"whole number of programs per SM") from None
-    programs = per_sm * SMS
-    return programs if 0 < programs < tiles and split_k == 1 else 0
+        raise FusejitError(f"FUSEJIT_GEMM_PERSISTENT={GEMM_PERSISTENT!r} is not 0 or 1")
+    if GEMM_PERSISTENT == "0" or split_k != 1 or dtype != "float16":
+        return 0
+    return SMS if tiles >= GEMM_PERSISTENT_MIN_WAVES * SMS else 0
 #: Shared memory one program may use on an H100/H200 (227 KB), in bytes.
 GEMM_SHARED_LIMIT = 232448
 #: Most accumulator elements one thread may hold (past this the registers spill).

@@ -134,6 +134,11 @@ class EmittedKernel:
     #: (``gemm.GemmEmitter._relay_output``): the ``cuda`` backend emits it again with
     #: ``relay=1`` if ptxas serializes its main loop (``Compiled.serialized_mma``)
     relayable: bool = False
+    #: a GEMM the heuristic made persistent with TMA loads (``gemm.GemmEmitter._auto_persistent``,
+    #: not the kernel's attributes): the ``cuda`` backend emits it again with ``tma=0
+    #: programs=0`` when a buffer it reads through TMA does not start on a 16-byte boundary,
+    #: and with ``programs`` = the device's SM count when that is fewer
+    auto_persistent: bool = False
 
 
 #: Longest identifier the emitter writes: a longer IR name is cut, and a hash of the whole
@@ -668,6 +673,10 @@ class _Emitter:
     counters: int = 0
     #: a GEMM that could relay its product and does not (``EmittedKernel.relayable``)
     relayable: bool = False
+    #: a GEMM made persistent with TMA loads by the heuristic (``EmittedKernel.auto_persistent``)
+    auto_persistent: bool = False
+    #: a GEMM's loads in its K loop that are not TMA boxes (``gemm.GemmEmitter``)
+    k_pointer_loads: int = 0
 
     def assemble(self, fns: list[_Fn], launches: list[Launch]) -> EmittedKernel:
         """The module source: header comment (the region's IR), imports, constants, functions."""
@@ -689,7 +698,7 @@ class _Emitter:
                              tuple(k.result_types), uses_lib,
                              (*self.tiling, *self.summary, origin),
                              tuple(sorted(self.aligned)), self.candidates, self.counters,
-                             self.relayable)
+                             self.relayable, self.auto_persistent)
 
     def _header(self, fn_name: str, args: list[str]) -> list[str]:
         return ["@triton.jit", f"def {fn_name}({', '.join(args)}):"]
@@ -1839,6 +1848,11 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
     em.helpers = set()
     em._bm = em._bn = 0
     emitted = em.emit()
+    if em.auto_persistent and em.k_pointer_loads:
+        # a persistent GEMM of pointer loads ran at half speed (gemm.py, _auto_persistent):
+        # an operand tile that is not a TMA box keeps one program per tile
+        plain = {**kernel.attrs, "tma": 0, "programs": 0}
+        return emit_kernel(replace(kernel, attrs=plain), strides, target, None, origin)
     helper = ""
     for op in sorted(em.helpers):
         fname = "maximum" if op == "max" else "minimum"

@@ -78,6 +78,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codegen import heuristics
 from ..codegen.lowering import SCALAR_ARG, scalar_arg
 from ..errors import BackendError, DeviceError, DeviceMemoryError
 from ..ir.program import Kernel, Program, contiguous_strides
@@ -121,11 +122,13 @@ def _nbytes(shape: tuple[int, ...], dtype: Any) -> int:
 class _Device:
     """What the backend keeps per CUDA device: compute capability, loaded modules, constants."""
 
-    __slots__ = ("id", "cc", "modules", "small")
+    __slots__ = ("id", "cc", "sms", "modules", "small")
 
-    def __init__(self, device_id: int, cc: int) -> None:
+    def __init__(self, device_id: int, cc: int, sms: int) -> None:
         self.id = device_id
         self.cc = cc
+        #: streaming multiprocessors (a persistent GEMM launches at most one program per SM)
+        self.sms = sms
         #: (cubin, symbol) -> (Module, Function) loaded into this device's context
         self.modules: dict[tuple[bytes, str], tuple[Any, Any]] = {}
         #: small host constants uploaded once: (dtype, shape, bytes) -> device array
@@ -185,7 +188,8 @@ class CudaBackend:
         with self._lock:
             found = self._devices.get(device_id)
             if found is None:
-                found = self._devices[device_id] = _Device(device_id, self._check_device(device_id))
+                found = self._devices[device_id] = _Device(device_id, self._check_device(device_id),
+                                                           self._sm_count(device_id))
         return found
 
     def _check_device(self, device_id: int) -> int:
@@ -204,6 +208,13 @@ class CudaBackend:
                               f"CUDA device {device_id} ({name}) has compute capability "
                               f"{cc // 10}.{cc % 10}")
         return cc
+
+    def _sm_count(self, device_id: int) -> int:
+        """The device's SM count (``heuristics.SMS``, the H100/H200's, if CuPy cannot say)."""
+        try:
+            return int(self.cp.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"])
+        except Exception:  # noqa: BLE001  (only a persistent GEMM's program count uses it)
+            return heuristics.SMS
 
     @staticmethod
     def device_of(array: Any) -> int:
@@ -582,16 +593,33 @@ class CudaBackend:
         strides = tuple(() if s is None else s[0] for s in spec)
         emitted = kc.emitted_for(kernel, strides, "cuda")
         source_kernel = kernel
+        if emitted.auto_persistent:
+            fix = self._persistence_fix(emitted, spec, dev)
+            if fix:
+                source_kernel = replace(kernel, attrs={**kernel.attrs, **fix})
+                emitted = kc.emitted_for(source_kernel, strides, "cuda")
         if emitted.relayable and any(
                 compile_launch(emitted, launch, self._divisible(launch, spec), dev.cc)
                 .serialized_mma for launch in emitted.launches):
             # ptxas serialized the GEMM's main loop for its epilogue: the epilogue reads the
             # product back from its output instead (gemm.py, _relay_output)
-            source_kernel = replace(kernel, attrs={**kernel.attrs, "relay": 1})
+            source_kernel = replace(source_kernel, attrs={**source_kernel.attrs, "relay": 1})
             emitted = kc.emitted_for(source_kernel, strides, "cuda")
         if len(emitted.candidates) > 1 and autotune.enabled():
             emitted = autotune.tuned(self, source_kernel, spec, dev, emitted)
         return self.kernel_info(kernel, emitted, spec, dev)
+
+    @staticmethod
+    def _persistence_fix(emitted: Any, spec: tuple[Any, ...], dev: _Device) -> dict[str, int]:
+        """The attributes a GEMM the heuristic made persistent with TMA loads needs on these
+        arguments and this device: none, or ``tma=0 programs=0`` when a buffer it reads
+        through TMA does not start on a 16-byte boundary (an offset view), or one program per
+        SM when the device has fewer SMs than the heuristic's programs."""
+        if any(not spec[i][1] for i in emitted.aligned):
+            return {"tma": 0, "programs": 0}
+        if emitted.launches[0].grid[0] > dev.sms:
+            return {"tma": 1, "programs": dev.sms}
+        return {}
 
     @staticmethod
     def _divisible(launch: Any, spec: tuple[Any, ...]) -> tuple[bool, ...]:
