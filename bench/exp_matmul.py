@@ -80,6 +80,11 @@ def main() -> int:
     if "--skip-epilogue" not in sys.argv:
         epilogue_cost(timed, rng, cp, fj, rows)
 
+    if "--persistent-tiles" in sys.argv:
+        persistent_tiles(timed, rng, cp, fj, rows, backend)
+        (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
+        return 0
+
     if "--persistent" in sys.argv:
         persistent(timed, rng, cp, fj, rows)
         (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
@@ -203,6 +208,52 @@ def persistent(timed: Any, rng: Any, cp: Any, fj: Any, rows: list[dict[str, Any]
         print(json.dumps(rows[-1]), flush=True)
         del a, b, bias, fa, fb, fbias, prod, pre, variants
         cp.get_default_memory_pool().free_all_blocks()
+
+
+def persistent_tiles(timed: Any, rng: Any, cp: Any, fj: Any, rows: list[dict[str, Any]],
+                     backend: Any) -> None:
+    """Tiles of the default persistent GEMM (float16: TMA loads, one program per SM) on the
+    misses left: 16384x1024x4096 with ``relu(+ bias)`` and the MLP's first layer with GELU;
+    then TF32 4096^3 with a K-major B, persistent with TMA (is a transposing pass plus that
+    faster than the row-major product?)."""
+    sweep = [(), (128, 256, 64, 8, 4, 1), (256, 128, 64, 8, 3, 1), (256, 128, 64, 8, 4, 1),
+             (128, 128, 64, 4, 4, 1), (128, 128, 64, 8, 4, 1), (128, 256, 32, 8, 6, 1)]
+    for (m, n, k), name in (((16384, 1024, 4096), "relu_bias"), ((8192, 8192, 2048), "bias_gelu")):
+        a, b, bias, fa, fb, fbias, prod = _f16_operands(rng, cp, fj, m, n, k)
+        pre = prod + bias.astype(cp.float64)
+        if name == "relu_bias":
+            y, ref = fj.maximum(fa @ fb + fbias, 0), cp.maximum(pre, 0)
+        else:
+            y, ref = gelu(fj, fa @ fb + fbias), gelu(cp, pre)
+        flops = 2.0 * m * n * k
+        for tiles in sweep:
+            timed(f"f16 {m}x{n}x{k} {name} {tiles or 'default'}", y, ref, flops, tiles)
+        timed(f"f16 {m}x{n}x{k} {name} (128, 128, 64, 8, 3, 1) programs=264 tma=1", y, ref,
+              flops, (128, 128, 64, 8, 3, 1), extra="programs=264 tma=1")
+        timed(f"f16 {m}x{n}x{k} {name} default, one program per tile", y, ref, flops, (),
+              extra="programs=0 tma=0")
+        del a, b, bias, fa, fb, fbias, prod, pre, y, ref
+        cp.get_default_memory_pool().free_all_blocks()
+    m = n = k = 4096
+    a = rng.standard_normal((m, k), dtype=cp.float32)
+    b = rng.standard_normal((k, n), dtype=cp.float32)
+    bt = cp.ascontiguousarray(b.T)
+    prod = a.astype(cp.float64) @ b.astype(cp.float64)
+    flops = 2.0 * m * n * k
+    fa, fbt = fj.asarray(a, name="a"), fj.asarray(bt, name="bt")
+    y = fj.matmul(fa, fbt.T, precision="tf32")
+    for tiles in [(), (128, 256, 32, 8, 3, 1), (128, 256, 32, 8, 4, 1), (256, 128, 32, 8, 3, 1),
+                  (128, 128, 32, 8, 4, 1), (128, 128, 64, 8, 3, 1), (128, 256, 16, 8, 6, 1)]:
+        timed(f"tf32 4096^3 B K-major programs=132 tma=1 {tiles or 'default'}", y, prod, flops,
+              tiles, extra="programs=132 tma=1")
+    timed("tf32 4096^3 B K-major tma=1 (one program per tile)", y, prod, flops, (),
+          extra="tma=1")
+    fb = fj.asarray(b, name="b")
+    tplan = fj.plan(fj.transpose(fb) * 1.0)
+    tbuf = [1.0 if p.scalar else b for p in tplan.program.inputs]
+    ms = _time_events(cp, lambda: backend.execute(tplan.program, tbuf, tplan), 0.6)
+    rows.append({"label": "transpose copy of B (4096^2 f32, x*1.0)", "ms": ms})
+    print(json.dumps(rows[-1]), flush=True)
 
 
 def tf32(timed: Any, rng: Any, cp: Any, fj: Any,

@@ -509,6 +509,45 @@ def test_default_persistent_gemm_falls_back_per_buffer_and_device(
         assert cp.launches[-1][2] == (1, 1, 1)
 
 
+def test_a_serialized_persistent_gemm_is_relayed_with_one_program_per_tile(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """When ptxas serializes the main loop of a GEMM the heuristic made persistent (CUDA 13's
+    ptxas does for tanh after a bias), the backend relays the product with one program per
+    tile (``tma=0 programs=0 relay=1``: a relay inside the persistent loop ran at a third of
+    the speed); a persistent kernel the user wrote (``programs=2``) is left as written. Real
+    sm_90 compiles; which compiles ptxas "serializes" is decided here (persistent ones)."""
+    from dataclasses import replace
+
+    from fusejit.codegen import heuristics
+    from fusejit.runtime import compile as compile_module
+    from fusejit.runtime import cuda_backend
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(heuristics, "SMS", 2)  # 4 tiles of 128 x 256: 2 waves of 2 programs
+    loaded: list[str] = []
+
+    def compile_launch(emitted: Any, *args: Any, **kwargs: Any) -> Any:
+        c = compile_module.compile_launch(emitted, *args, **kwargs)
+        loaded.append(emitted.source)
+        return replace(c, serialized_mma="flatten=True" in emitted.source)
+    monkeypatch.setattr(cuda_backend, "compile_launch", compile_launch)
+    cp = FakeCupy(devices=(90,))
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    a, b, c = np.ones((256, 128), np.float16), np.ones((128, 512), np.float16), np.ones(512, np.float16)
+    text = fj.dump(fj.tanh(fj.asarray(a, name="a") @ fj.asarray(b, name="b")
+                           + fj.asarray(c, name="c")), fused=True)
+    with fj.using_backend("cuda"):
+        fj.parse(text).run(cp.asarray(a), cp.asarray(b), cp.asarray(c))
+        assert "flatten=True" in loaded[0] and "relayed through L2" not in loaded[0]
+        assert "flatten=True" not in loaded[-1] and "relayed through L2" in loaded[-1]
+        assert cp.launches[-1][2] == (4, 1, 1)
+        loaded.clear()
+        fj.parse(text.replace("kind=gemm", "kind=gemm programs=2 tma=1")).run(
+            cp.asarray(a), cp.asarray(b), cp.asarray(c))
+        assert all("flatten=True" in s and "relayed" not in s for s in loaded)
+        assert cp.launches[-1][2] == (2, 1, 1)
+
+
 def test_outputs_die_with_their_tensors(fake: FakeCupy) -> None:
     """The cuda backend's realize and jit paths keep no cycle through an output (a cycle kept
     every 256 MB output of a layer-norm loop alive until the garbage collector ran: a fresh

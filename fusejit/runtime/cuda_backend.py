@@ -593,17 +593,23 @@ class CudaBackend:
         strides = tuple(() if s is None else s[0] for s in spec)
         emitted = kc.emitted_for(kernel, strides, "cuda")
         source_kernel = kernel
-        if emitted.auto_persistent:
+        persistent = emitted.auto_persistent  # by the heuristic's choice (gemm.py)
+        if persistent:
             fix = self._persistence_fix(emitted, spec, dev)
             if fix:
+                persistent = bool(fix["programs"])
                 source_kernel = replace(kernel, attrs={**kernel.attrs, **fix})
                 emitted = kc.emitted_for(source_kernel, strides, "cuda")
-        if emitted.relayable and any(
+        if emitted.relayable and not (kernel.attrs.get("programs") and not persistent) and any(
                 compile_launch(emitted, launch, self._divisible(launch, spec), dev.cc)
                 .serialized_mma for launch in emitted.launches):
             # ptxas serialized the GEMM's main loop for its epilogue: the epilogue reads the
-            # product back from its output instead (gemm.py, _relay_output)
-            source_kernel = replace(source_kernel, attrs={**source_kernel.attrs, "relay": 1})
+            # product back from its output instead (gemm.py, _relay_output), one program per
+            # tile: in a persistent kernel's loop the relay ran at 224-235 TFLOP/s (H200, the
+            # MLP's first layer) against 592 not relayed; a persistent kernel the user wrote
+            # (programs=P) is left as written
+            relay = {"relay": 1, **({"tma": 0, "programs": 0} if persistent else {})}
+            source_kernel = replace(source_kernel, attrs={**source_kernel.attrs, **relay})
             emitted = kc.emitted_for(source_kernel, strides, "cuda")
         if len(emitted.candidates) > 1 and autotune.enabled():
             emitted = autotune.tuned(self, source_kernel, spec, dev, emitted)
