@@ -68,7 +68,7 @@ class FakeCupy(types.ModuleType):
     """A fake ``cupy`` module: ``devices`` gives each device's compute capability."""
 
     def __init__(self, devices: tuple[int, ...] = (90,), memory: int | None = None,
-                 count_error: Exception | None = None) -> None:
+                 count_error: Exception | None = None, raw_launch: bool = False) -> None:
         super().__init__("cupy")
         fake = self
         self.devices = list(devices)
@@ -231,8 +231,18 @@ class FakeCupy(types.ModuleType):
         runtime = types.SimpleNamespace(getDeviceCount=get_device_count, getDevice=self.current,
                                         getDeviceProperties=properties,
                                         CUDARuntimeError=CUDARuntimeError)
+        #: with ``raw_launch``: each ``driver.launchKernel`` call's arguments (function handle,
+        #: grid, block, shared memory, stream handle, address of the parameter addresses)
+        self.raw_launches: list[tuple[Any, ...]] = []
+
+        def launch_kernel(f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
+                          shared: int, stream: int, params: int, extra: int) -> None:
+            fake.raw_launches.append((f, (gx, gy, gz), (bx, by, bz), shared, stream, params))
+
         driver = types.SimpleNamespace(CUDADriverError=CUDADriverError,
                                        funcSetAttribute=lambda *a: None)
+        if raw_launch:
+            driver.launchKernel = launch_kernel
         def as_strided(a: Any, shape: Any = None, strides: Any = None) -> Any:
             """``cupy.lib.stride_tricks.as_strided``: a view of ``a``'s memory (no checks)."""
             host = np.lib.stride_tricks.as_strided(a._host, shape, strides)

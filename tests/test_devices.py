@@ -548,6 +548,40 @@ def test_a_serialized_persistent_gemm_is_relayed_with_one_program_per_tile(
         assert cp.launches[-1][2] == (2, 1, 1)
 
 
+def test_launches_go_through_the_driver_with_their_parameters(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where CuPy has ``driver.launchKernel`` a plan's launches go through it, with a
+    parameter block built once: each launch passes the current stream's handle and the
+    addresses of cells holding, in the kernel's parameter order, the buffers' device pointers
+    and the scalar params' values in their carrier types, then Triton's null scratch
+    pointers; a second call (a new scalar, new inputs, a new output) rewrites them."""
+    import ctypes
+    cp = FakeCupy(devices=(90,), raw_launch=True)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    x, y = np.arange(1024, dtype=np.float32), np.ones(1024, np.float32)
+    five = fj.jit(lambda a, b, s: fj.maximum(a * s + b, 0.0) * 0.5 - 1.0)
+    with fj.using_backend("cuda"):
+        stream = cp.cuda.Stream()
+        with stream:
+            for scale in (2.0, -3.5):
+                a, b = cp.asarray(x), cp.asarray(y)
+                out = five(a, b, scale)
+                f, grid, block, shared, handle, params = cp.raw_launches[-1]
+                assert handle == stream.ptr and grid == (1, 1, 1) and not cp.launches
+                n = 8  # a, s, b, the three constants, out, then Triton's scratch pointers
+                addresses = list((ctypes.c_uint64 * n).from_address(params))
+                cells = [ctypes.c_uint64.from_address(ad).value for ad in addresses]
+                floats = [ctypes.c_float.from_address(ad).value for ad in addresses]
+                (kernel,) = fj.plan(fj.maximum(fj.asarray(x) * scale + fj.asarray(y), 0.0) * 0.5
+                                    - 1.0).program.kernels
+                assert [p.scalar for p in kernel.params] == [False, True, False, True, True, True]
+                assert cells[0] == a.data.ptr and cells[2] == b.data.ptr
+                assert floats[1] == np.float32(scale)
+                assert floats[3:6] == [0.0, 0.5, 1.0]
+                assert cells[6] == out._node.buffer.data.ptr and cells[7] == 0
+
+
 def test_outputs_die_with_their_tensors(fake: FakeCupy) -> None:
     """The cuda backend's realize and jit paths keep no cycle through an output (a cycle kept
     every 256 MB output of a layer-norm loop alive until the garbage collector ran: a fresh

@@ -464,12 +464,12 @@ class CudaBackend:
                 counter_slots.append((len(slot_spec), info.counters))
                 slot_spec.append(((1,), True))
             groups = (arg_slots, res_slots, scratch_slots, counters)
-            for fn, grid, block, shared, selectors, n_nulls, global_scratch in info.launches:
+            for fn, grid, block, shared, selectors, n_nulls, global_scratch, kinds in info.launches:
                 nulls = [null_slot] * n_nulls
                 if global_scratch:  # TMA descriptors made by the kernel live there
                     nulls[0] = new_slot((global_scratch,), np.dtype(np.uint8), what)
                 sel = tuple([groups[g][i] for g, i in selectors] + nulls)
-                launches.append((fn, grid, block, shared, sel))
+                launches.append((fn, grid, block, shared, sel, kinds))
             slot_of.update(zip(kernel.results, res_slots))
         outputs = [(slot_of[name], slot_of[name] < n_in) for name in program.outputs]
         n_slots = len(slot_spec)
@@ -477,10 +477,13 @@ class CudaBackend:
         empty, oom, device_id, name = self.cp.empty, self._oom, dev.id, program.name
         stream_of, held = self.cp.cuda.get_current_stream, {}
         sizes = [n for _, n in counter_slots]
-        # per launch: function, grid, block, shared memory and a getter of its arguments
-        # from the slots (a tuple: CuPy takes any sequence)
-        bound = tuple((fn, grid, block, shared, _getter(sel))
-                      for fn, grid, block, shared, sel in launches)
+        # per launch: a callable of (slots, stream handle); through the driver's
+        # cuLaunchKernel with a parameter block built once (``_RawLaunch``) where CuPy has it
+        launch_kernel = getattr(self.cp.cuda.driver, "launchKernel", None)
+        bound = tuple(_RawLaunch(launch_kernel, fn, grid, block, shared, sel, kinds, null_slot)
+                      if launch_kernel is not None and kinds else
+                      _CupyLaunch(fn, grid, block, shared, _getter(sel))
+                      for fn, grid, block, shared, sel, kinds in launches)
         fresh = [(i, shape, dtype) for i, shape, dtype, _ in allocs]
         single = outputs[0][0] if len(outputs) == 1 and not outputs[0][1] else None
 
@@ -499,8 +502,9 @@ class CudaBackend:
             except oom as exc:
                 raise _out_of_memory(exc, device_id, _asked(exc), _failed_alloc(allocs, slots)) \
                     from None
-            for fn, grid, block, shared, args in bound:
-                fn(grid, block, args(slots), shared_mem=shared)
+            stream = stream_of().ptr
+            for launch in bound:
+                launch(slots, stream)
             if single is not None:
                 return [slots[single]]
             try:  # (an output that is an input is returned as a copy)
@@ -558,7 +562,7 @@ class CudaBackend:
                 self._counters(info.held, [info.counters])
         groups = (args, outs, scratch, counters)
         calls = []
-        for fn, grid, block, shared, selectors, n_nulls, global_scratch in info.launches:
+        for fn, grid, block, shared, selectors, n_nulls, global_scratch, _ in info.launches:
             nulls: list[Any] = [None] * n_nulls
             if global_scratch:  # TMA descriptors made by the kernel live there
                 nulls[0] = cp.empty(global_scratch, np.uint8)
@@ -670,8 +674,11 @@ class CudaBackend:
         if compiled.scratch_align > 256:
             raise BackendError(f"kernel {compiled.name} asks for global scratch aligned to "
                                f"{compiled.scratch_align} bytes (CuPy gives 256)")
+        kinds = tuple(launch.signature.values()) + ("*",) * n_nulls
+        if len(kinds) != len(selectors) + n_nulls:  # (never: each emitter's args are its signature's)
+            kinds = ()
         return (loaded[1], launch.grid, block, compiled.shared, tuple(selectors), n_nulls,
-                global_scratch)
+                global_scratch, kinds)
 
     def _load(self, compiled: Any, dev: _Device) -> tuple[Any, Any]:
         """Load a cubin into the current device's context (which is ``dev``'s)."""
@@ -717,6 +724,74 @@ def _interned(spec: tuple[tuple[int, ...], bool]) -> tuple[tuple[int, ...], bool
             _SPECS.clear()
         found = _SPECS.setdefault(spec, spec)
     return found
+
+
+class _CupyLaunch:
+    """One launch through CuPy's ``Function.__call__`` (its arguments taken from the slots)."""
+
+    __slots__ = ("fn", "grid", "block", "shared", "args")
+
+    def __init__(self, fn: Any, grid: tuple[int, ...], block: tuple[int, ...], shared: int,
+                 args: Callable[[list[Any]], tuple[Any, ...]]) -> None:
+        self.fn, self.grid, self.block, self.shared, self.args = fn, grid, block, shared, args
+
+    def __call__(self, slots: list[Any], stream: int) -> None:
+        # (CuPy's launch goes on the current stream, whose handle ``stream`` is)
+        self.fn(self.grid, self.block, self.args(slots), shared_mem=self.shared)
+
+
+#: Parameter types of a Triton signature that are not pointers -> the NumPy type of their
+#: value (``codegen.lowering.SCALAR_ARG``'s carriers)
+_SCALAR_PARAM = {"fp32": np.float32, "fp64": np.float64, "i32": np.int32, "i64": np.int64}
+
+
+class _RawLaunch:
+    """One launch through the driver's ``cuLaunchKernel`` (CuPy's ``driver.launchKernel``)
+    with its parameter block built once: an 8-byte cell per parameter and the array of the
+    cells' addresses the driver reads. A launch writes the values that change (the buffers'
+    device pointers, the scalar params) into the cells and launches. CuPy's
+    ``Function.__call__`` builds an argument object per argument per launch: 6.0 us for the
+    5-op program's kernel on the H200 machine's host, where ``cupy.fuse``'s whole call took
+    10.8 (``bench/diag_dispatch.py``). The driver copies the parameters when it is called,
+    so the cells may change as soon as it returns; a lock keeps two threads from writing
+    them at once."""
+
+    __slots__ = ("launch_kernel", "fn", "ptr", "grid", "block", "shared", "cells", "addresses",
+                 "addresses_ptr", "pointers", "scalars", "lock")
+
+    def __init__(self, launch_kernel: Callable[..., Any], fn: Any, grid: tuple[int, ...],
+                 block: tuple[int, ...], shared: int, sel: tuple[int, ...],
+                 kinds: tuple[str, ...], null_slot: int) -> None:
+        self.launch_kernel, self.fn, self.ptr = launch_kernel, fn, int(fn.ptr)
+        self.grid, self.block, self.shared = tuple(grid), tuple(block), shared
+        n = max(1, len(sel))
+        self.cells = np.zeros(n, np.uint64)
+        self.addresses = (self.cells.ctypes.data + 8 * np.arange(n, dtype=np.uint64)).astype(
+            np.uint64)
+        self.addresses_ptr = int(self.addresses.ctypes.data)
+        #: (cell, slot) of each pointer parameter (a null pointer's cell stays 0)
+        self.pointers = tuple((j, i) for j, (i, kind) in enumerate(zip(sel, kinds))
+                              if kind.startswith("*") and i != null_slot)
+        #: (view of the cells as the value's type, index in that view, slot) of each scalar
+        views = {kind: self.cells.view(t) for kind, t in _SCALAR_PARAM.items()}
+        scalars = []
+        for j, (i, kind) in enumerate(zip(sel, kinds)):
+            if not kind.startswith("*"):
+                view = views[kind]  # (a KeyError here: a parameter type this cannot pass)
+                scalars.append((view, j * 8 // view.itemsize, i))
+        self.scalars = tuple(scalars)
+        self.lock = threading.Lock()
+
+    def __call__(self, slots: list[Any], stream: int) -> None:
+        cells = self.cells
+        (gx, gy, gz), (bx, by, bz) = self.grid, self.block
+        with self.lock:
+            for j, i in self.pointers:
+                cells[j] = slots[i].data.ptr
+            for view, k, i in self.scalars:
+                view[k] = slots[i]
+            self.launch_kernel(self.ptr, gx, gy, gz, bx, by, bz, self.shared, stream,
+                               self.addresses_ptr, 0)
 
 
 def _getter(sel: tuple[int, ...]) -> Callable[[list[Any]], tuple[Any, ...]]:
