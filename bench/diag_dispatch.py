@@ -67,13 +67,18 @@ def main() -> int:
     fig["entry.run (bind, alloc, launch, wrap)"] = per_call_us(lambda: entry.run(dyn), sync)
     # the launch alone: the runner's first bound launch, its arguments built once
     free = dict(zip(runner.__code__.co_freevars, (c.cell_contents for c in runner.__closure__)))
-    fn, grid, block, shared, getter = free["bound"][0]
+    launch = free["bound"][0]
     slots = list(buffers) + free["pad"]
     for i, shape, dtype in free["fresh"]:
         slots[i] = cp.empty(shape, dtype)
-    args = getter(slots)
-    fig["bare CuPy launch of the kernel"] = per_call_us(
-        lambda: fn(grid, block, args, shared_mem=shared), sync)
+    stream = cp.cuda.get_current_stream().ptr
+    fig[f"launch alone ({type(launch).__name__})"] = per_call_us(lambda: launch(slots, stream),
+                                                                 sync)
+    if hasattr(launch, "sel"):  # the same launch through CuPy's Function call
+        args = tuple(slots[i] for i in launch.sel)
+        fn, grid, block, shared = launch.fn, launch.grid, launch.block, launch.shared
+        fig["launch alone (CuPy's Function call)"] = per_call_us(
+            lambda: fn(grid, block, args, shared_mem=shared), sync)
     real_run = type(entry).run
     type(entry).run = lambda self, dyn: None  # the signature check alone
     try:

@@ -17,7 +17,8 @@ device is done (best of 5 rounds), so a call costs the larger of its host time a
 
 ``--paired N``: then, in this process, ``fj.jit`` and ``cupy.fuse`` of ``five`` timed in turn
 N times (the host's speed drifts between runs and processes by up to 2x; side by side,
-each pair sees the same host), printing each pair and the ratio of their medians.
+each pair sees the same host), printing each pair and the ratio of their medians;
+``--paired-only N``: those pairs alone.
 """
 
 from __future__ import annotations
@@ -215,6 +216,9 @@ def main() -> int:
     import cupy as cp
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         print(json.dumps(RUNNERS[sys.argv[2]](cp)))
+        return 0
+    if "--paired-only" in sys.argv:  # the pairs alone (no table, no other processes)
+        paired(cp, int(sys.argv[sys.argv.index("--paired-only") + 1]))
         return 0
     results = run_fusejit(cp)
     for name in RUNNERS:

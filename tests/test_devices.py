@@ -582,6 +582,30 @@ def test_launches_go_through_the_driver_with_their_parameters(
                 assert cells[6] == out._node.buffer.data.ptr and cells[7] == 0
 
 
+def test_tiles_that_need_too_much_shared_memory_are_a_clear_error(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Edited tiles whose compiled kernel asks for more shared memory than the device allows
+    (TF32 128x256x32 tiles in 3 stages, persistent with TMA loads: their epilogue's layout
+    change needs more on top of the pipeline's buffers; the H200 refused to load it with
+    "CUDA_ERROR_INVALID_VALUE") fail with a BackendError naming the kernel and the sizes."""
+    import re
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    cp = FakeCupy(devices=(90,))
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    a, bt = np.ones((4096, 4096), np.float32), np.ones((4096, 4096), np.float32)
+    y = fj.matmul(fj.asarray(a, name="a"), fj.asarray(bt, name="bt").T, precision="tf32")
+    text = fj.dump(y, fused=True)
+    for name, value in (("block_m", 128), ("block_n", 256), ("block_k", 32), ("num_warps", 8),
+                        ("num_stages", 3)):
+        text = re.sub(rf"\b{name}=\d+", f"{name}={value}", text)
+    prog = fj.parse(text.replace("kind=gemm", "kind=gemm programs=132 tma=1"))
+    with fj.using_backend("cuda"), pytest.raises(
+            fj.BackendError, match=r"kernel matmul_f32_4096x4096 needs \d+ bytes of shared memory "
+                                   r"per program; CUDA device 0 allows 232448: fewer stages"):
+        prog.run(cp.asarray(a), cp.asarray(bt))
+
+
 def test_outputs_die_with_their_tensors(fake: FakeCupy) -> None:
     """The cuda backend's realize and jit paths keep no cycle through an output (a cycle kept
     every 256 MB output of a layer-norm loop alive until the garbage collector ran: a fresh

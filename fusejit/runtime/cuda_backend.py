@@ -122,13 +122,15 @@ def _nbytes(shape: tuple[int, ...], dtype: Any) -> int:
 class _Device:
     """What the backend keeps per CUDA device: compute capability, loaded modules, constants."""
 
-    __slots__ = ("id", "cc", "sms", "modules", "small")
+    __slots__ = ("id", "cc", "sms", "max_shared", "modules", "small")
 
-    def __init__(self, device_id: int, cc: int, sms: int) -> None:
+    def __init__(self, device_id: int, cc: int, sms: int, max_shared: int) -> None:
         self.id = device_id
         self.cc = cc
         #: streaming multiprocessors (a persistent GEMM launches at most one program per SM)
         self.sms = sms
+        #: most shared memory one program may ask for (bytes, opted in)
+        self.max_shared = max_shared
         #: (cubin, symbol) -> (Module, Function) loaded into this device's context
         self.modules: dict[tuple[bytes, str], tuple[Any, Any]] = {}
         #: small host constants uploaded once: (dtype, shape, bytes) -> device array
@@ -189,7 +191,7 @@ class CudaBackend:
             found = self._devices.get(device_id)
             if found is None:
                 found = self._devices[device_id] = _Device(device_id, self._check_device(device_id),
-                                                           self._sm_count(device_id))
+                                                           *self._limits(device_id))
         return found
 
     def _check_device(self, device_id: int) -> int:
@@ -209,12 +211,15 @@ class CudaBackend:
                               f"{cc // 10}.{cc % 10}")
         return cc
 
-    def _sm_count(self, device_id: int) -> int:
-        """The device's SM count (``heuristics.SMS``, the H100/H200's, if CuPy cannot say)."""
+    def _limits(self, device_id: int) -> tuple[int, int]:
+        """The device's SM count and the most shared memory a program may opt in to (an
+        H100/H200's, ``heuristics.SMS`` and ``GEMM_SHARED_LIMIT``, where CuPy cannot say)."""
         try:
-            return int(self.cp.cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"])
-        except Exception:  # noqa: BLE001  (only a persistent GEMM's program count uses it)
-            return heuristics.SMS
+            props = self.cp.cuda.runtime.getDeviceProperties(device_id)
+        except Exception:  # noqa: BLE001  (the limits only shape launches and messages)
+            props = {}
+        return (int(props.get("multiProcessorCount", heuristics.SMS)),
+                int(props.get("sharedMemPerBlockOptin", heuristics.GEMM_SHARED_LIMIT)))
 
     @staticmethod
     def device_of(array: Any) -> int:
@@ -683,6 +688,11 @@ class CudaBackend:
     def _load(self, compiled: Any, dev: _Device) -> tuple[Any, Any]:
         """Load a cubin into the current device's context (which is ``dev``'s)."""
         cp = self.cp
+        if compiled.shared > dev.max_shared:
+            raise BackendError(
+                f"kernel {compiled.name} needs {compiled.shared} bytes of shared memory per "
+                f"program; CUDA device {dev.id} allows {dev.max_shared}: fewer stages "
+                f"(num_stages) or smaller tiles")
         module = cp.cuda.function.Module()
         try:
             module.load(compiled.cubin)
@@ -756,14 +766,14 @@ class _RawLaunch:
     so the cells may change as soon as it returns; a lock keeps two threads from writing
     them at once."""
 
-    __slots__ = ("launch_kernel", "fn", "ptr", "grid", "block", "shared", "cells", "addresses",
-                 "addresses_ptr", "pointers", "scalars", "lock")
+    __slots__ = ("launch_kernel", "fn", "ptr", "grid", "block", "shared", "sel", "cells",
+                 "addresses", "addresses_ptr", "pointers", "scalars", "lock")
 
     def __init__(self, launch_kernel: Callable[..., Any], fn: Any, grid: tuple[int, ...],
                  block: tuple[int, ...], shared: int, sel: tuple[int, ...],
                  kinds: tuple[str, ...], null_slot: int) -> None:
         self.launch_kernel, self.fn, self.ptr = launch_kernel, fn, int(fn.ptr)
-        self.grid, self.block, self.shared = tuple(grid), tuple(block), shared
+        self.grid, self.block, self.shared, self.sel = tuple(grid), tuple(block), shared, sel
         n = max(1, len(sel))
         self.cells = np.zeros(n, np.uint64)
         self.addresses = (self.cells.ctypes.data + 8 * np.arange(n, dtype=np.uint64)).astype(
