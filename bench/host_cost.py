@@ -78,10 +78,11 @@ def install_fake_cuda() -> None:
         return compile_module.Compiled(launch.fn_name, b"\x7fELF" + launch.fn_name.encode(), 0,
                                        launch.num_warps, n + 2, n)
 
-    fake = FakeCupy()
+    # (launches through the driver's launchKernel, as on CuPy: cuda_backend._RawLaunch)
+    fake = FakeCupy(raw_launch=True)
     # the fake's per-launch logs keep nothing (``arguments`` held every launch's arrays: the
     # figures grew with the run, by about 4 us per realize on a 5-op program)
-    for log in ("launches", "launch_args", "arguments", "launch_streams"):
+    for log in ("launches", "launch_args", "arguments", "launch_streams", "raw_launches"):
         setattr(fake, log, _Discard())
     sys.modules["cupy"] = fake
     cuda_backend.compile_launch = compile_launch  # type: ignore[assignment]

@@ -1380,8 +1380,10 @@ def worker_deadlines(workers: Sequence[str], start: float, budget: float) -> Cal
 
 def _git_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                              text=True, timeout=10).stdout.strip() or "?"
+        # (--dirty: a copy of a working tree whose HEAD is older than its files, as the GPU
+        # machine's can be, says so instead of naming a commit it does not run)
+        return subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO,
+                              capture_output=True, text=True, timeout=10).stdout.strip() or "?"
     except Exception:  # noqa: BLE001
         return "?"
 
