@@ -756,5 +756,75 @@ def test_float16_gemms_of_enough_tiles_are_persistent_with_tma_by_default(fresh_
     monkeypatch.setattr(heuristics, "SMS", 5)
     assert emitted(bias_relu, f16).launches[0].grid == (12, 1, 1)
     monkeypatch.setattr(heuristics, "GEMM_PERSISTENT", "yes")
-    with pytest.raises(fj.FusejitError, match="FUSEJIT_GEMM_PERSISTENT='yes' is not 0 or 1"):
+    with pytest.raises(fj.FusejitError, match="FUSEJIT_GEMM_PERSISTENT='yes' is not one of "
+                                              "0, 1, always"):
         emitted(bias_relu, f16)
+
+
+def test_random_persistent_gemms_match_numpy(interpret_backend, fresh_plans):
+    """Random persistent GEMMs on the interpreter: sizes from 1 to 70 in 16 x 16 x 16 tiles
+    (ragged edges), a batch or none, float32 or float16, a prologue or none, one of several
+    epilogues (a row sum among them: its tile spans the row), any number of programs from 1
+    to the tile count, TMA loads or pointer loads: NumPy's answers (float32 1e-4, float16
+    2e-2, relative to the result's scale)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    epilogues = {
+        "none": lambda xp, y, c: y,
+        "bias_relu": lambda xp, y, c: xp.maximum(y + c, 0),
+        "tanh": lambda xp, y, c: xp.tanh(y * 0.1) * c,
+        "row_sum": lambda xp, y, c: (y + c).sum(-1),
+    }
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(m=st.integers(1, 70), n=st.integers(1, 70), k=st.integers(1, 70),
+           batch=st.sampled_from([None, 2]), dtype=st.sampled_from([F32, F16]),
+           prologue=st.booleans(), epilogue=st.sampled_from(sorted(epilogues)),
+           tma=st.booleans(), data=st.data())
+    def check(m, n, k, batch, dtype, prologue, epilogue, tma, data):
+        if epilogue == "row_sum":
+            n = min(n, 16)  # the row in one tile
+        lead = (batch,) if batch else ()
+        a, b, c = _array((*lead, m, k), dtype), _array((k, n), dtype), _array((n,), dtype)
+        s = np.abs(_array((k,), dtype)) + 0.5
+
+        def fn(xp, a, b, c, s):
+            return epilogues[epilogue](xp, ((a * s) if prologue else a) @ b, c)
+        arrays = [a, b, c, s]
+        tiles = (batch or 1) * -(-m // 16) * -(-n // 16)
+        programs = data.draw(st.integers(1, tiles), "programs")
+        text = _retile(_fused_text(fn, arrays), block_m=16, block_n=16, block_k=16, split_k=1)
+        edit = f"kind=gemm programs={programs}" + (" tma=1" if tma else "")
+        prog = fj.parse(text.replace("kind=gemm", edit))
+        gemms = [kern for kern in prog.kernels if kern.kind == "gemm"]
+        assert gemms
+        inputs = recorded_inputs(fn(fj, *[fj.asarray(x, name=f"in{i}")
+                                          for i, x in enumerate(arrays)]))
+        (out,) = prog.run(*inputs)
+        expected = fn(np, *arrays)
+        tol = 1e-4 if dtype == F32 else 2e-2
+        scale = max(1.0, float(np.max(np.abs(expected.astype(np.float64)))) if expected.size
+                    else 1.0)
+        assert_matches_numpy(out, expected, rtol=tol, atol=tol * scale)
+    check()
+
+
+@pytest.mark.parametrize("case", ["prologue", "batched", "plain"])
+def test_always_persistent_mode_keeps_pointer_loads_persistent(fresh_plans, monkeypatch, case):
+    """In mode "always" a GEMM whose operand TMA cannot read is emitted again persistent with
+    pointer loads (the default would go back to one program per tile)."""
+    from fusejit.codegen import emit_kernel, heuristics
+    monkeypatch.setattr(heuristics, "GEMM_PERSISTENT", "always")
+    fns = {"prologue": (lambda xp, a, s, b: (a * s) @ b,
+                        [((64, 40), F32), ((40,), F32), ((40, 48), F32)]),
+           "batched": (lambda xp, a, b: a @ b, [((3, 64, 40), F32), ((3, 40, 48), F32)]),
+           "plain": (lambda xp, a, b: a @ b, [((64, 40), F32), ((40, 48), F32)])}
+    fn, specs = fns[case]
+    text = _retile(_fused_text(fn, [_array(s, d) for s, d in specs]), block_m=16, block_n=16,
+                   block_k=16)
+    (kernel,) = fj.parse(text).kernels
+    e = emit_kernel(kernel, None, "interpret")
+    tiles = 12 * (3 if case == "batched" else 1)
+    assert e.launches[0].grid == (tiles // 3, 1, 1) and "flatten=True" in e.source
+    assert ("(TMA)" in e.source) == (case == "plain")

@@ -184,10 +184,17 @@ class GemmEmitter(_Emitter):
         with ``tma=0 programs=0``; the ``cuda`` backend does too for a buffer that does not
         start on a 16-byte boundary."""
         attrs = self.kernel.attrs
-        if self.target != "cuda" or "tma" in attrs or "programs" in attrs:
+        self.auto_programs = self.programs_without_tma = 0
+        if "tma" in attrs or "programs" in attrs:
             return False
-        return heuristics.gemm_default_programs(self.batch * self.tiles, self.cfg.split_k,
-                                                self.dtype.name) > 0
+        if self.target != "cuda" and heuristics.gemm_persistent_mode() != "always":
+            return False
+        self.auto_programs = heuristics.gemm_default_programs(self.batch * self.tiles,
+                                                              self.cfg.split_k, self.dtype.name)
+        # mode "always" tests the loop with pointer loads too: the fallback stays persistent
+        self.programs_without_tma = self.auto_programs \
+            if heuristics.gemm_persistent_mode() == "always" else 0
+        return self.auto_programs > 0
 
     def _how(self) -> str:
         acc = TL[self.acc_dtype]
@@ -234,8 +241,7 @@ class GemmEmitter(_Emitter):
         ``programs`` attribute, else ``heuristics.gemm_default_programs``; never ``tiles`` or
         more (a program per tile needs no loop)."""
         given = self.kernel.attrs.get("programs")
-        programs = int(given) if given is not None else \
-            (heuristics.SMS if self.auto_persistent else 0)
+        programs = int(given) if given is not None else self.auto_programs
         return programs if 0 < programs < tiles else 0
 
     def _loop_over_tiles(self, fn: _GemmFn, tiles: int, programs: int) -> None:
@@ -253,8 +259,11 @@ class GemmEmitter(_Emitter):
             f"for pid in tl.range({start}, {tiles}, {programs}, flatten=True):  # this "
             f"program's tiles: one in every {programs} of {tiles} (programs={programs})"
         ] + ["    " + line for line in looped]
-        why = ("GEMM_PERSISTENT: float16, every operand tile a TMA box" if self.auto_persistent
-               else "programs=" + str(programs))
+        why = "programs=" + str(programs)
+        if self.auto_persistent:
+            why = ("GEMM_PERSISTENT=always" if heuristics.GEMM_PERSISTENT == "always" else
+                   "GEMM_PERSISTENT: float16, two or more waves of tiles, every operand tile "
+                   "a TMA box")
         self.summary = (*self.summary, f"      persistent: {programs} programs, each computing "
                         f"one in every {programs} of the {tiles} tiles ({why})")
 

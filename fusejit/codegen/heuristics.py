@@ -502,22 +502,41 @@ GEMM_MAX_PROGRAMS = 65535
 #: 8192x8192x2048 597 / 579 / 620, 8192x2048x8192 641 / 641 / 660, 16384x1024x4096 616 / 603
 #: / 634; with ``relu(+ bias)`` 2-5% more; persistent with pointer loads: 300-330 (the
 #: flattened loop of pointer loads is not pipelined), hence never without TMA
-#: (``bench/results/h200-persistent-2026-12-02.txt``). ``FUSEJIT_GEMM_PERSISTENT=0`` turns it off.
+#: (``bench/results/h200-persistent-2026-12-02.txt``). ``FUSEJIT_GEMM_PERSISTENT=0`` turns it
+#: off; ``always`` (for tests and the fuzzer) makes every GEMM of two or more tiles persistent
+#: on every target, with a third as many programs as tiles, with pointer loads where TMA
+#: cannot read an operand.
 GEMM_PERSISTENT = os.environ.get("FUSEJIT_GEMM_PERSISTENT", "1")
+GEMM_PERSISTENT_MODES = ("0", "1", "always")
 #: Fewest waves of tiles (tiles / ``SMS``) for which the default goes persistent: with fewer
 #: there is little to overlap, and TMA alone measured 0-3% slower than pointer loads.
 GEMM_PERSISTENT_MIN_WAVES = 2
 
 
-def gemm_default_programs(tiles: int, split_k: int, dtype: str) -> int:
-    """The ``programs`` of a ``cuda`` gemm kernel whose attributes do not say (see
-    ``GEMM_PERSISTENT``): ``SMS`` for a float16 product of enough tiles, else 0."""
-    if GEMM_PERSISTENT not in ("0", "1"):
+def gemm_persistent_mode() -> str:
+    """``GEMM_PERSISTENT``, checked (``FUSEJIT_GEMM_PERSISTENT`` may hold anything)."""
+    if GEMM_PERSISTENT not in GEMM_PERSISTENT_MODES:
         from ..errors import FusejitError
-        raise FusejitError(f"FUSEJIT_GEMM_PERSISTENT={GEMM_PERSISTENT!r} is not 0 or 1")
-    if GEMM_PERSISTENT == "0" or split_k != 1 or dtype != "float16":
+        raise FusejitError(f"FUSEJIT_GEMM_PERSISTENT={GEMM_PERSISTENT!r} is not one of "
+                           f"{', '.join(GEMM_PERSISTENT_MODES)}")
+    return GEMM_PERSISTENT
+
+
+def gemm_default_programs(tiles: int, split_k: int, dtype: str) -> int:
+    """The ``programs`` of a gemm kernel whose attributes do not say (see
+    ``GEMM_PERSISTENT``): ``SMS`` for a float16 product of enough tiles (on ``cuda``: the
+    caller checks), a third of the tiles for any product of two or more in mode "always",
+    else 0."""
+    mode = gemm_persistent_mode()
+    if mode == "0" or split_k != 1:
+        return 0
+    if mode == "always":
+        return max(1, tiles // 3) if tiles >= 2 else 0
+    if dtype != "float16":
         return 0
     return SMS if tiles >= GEMM_PERSISTENT_MIN_WAVES * SMS else 0
+
+
 #: Shared memory one program may use on an H100/H200 (227 KB), in bytes.
 GEMM_SHARED_LIMIT = 232448
 #: Most accumulator elements one thread may hold (past this the registers spill).

@@ -677,6 +677,8 @@ class _Emitter:
     auto_persistent: bool = False
     #: a GEMM's loads in its K loop that are not TMA boxes (``gemm.GemmEmitter``)
     k_pointer_loads: int = 0
+    #: the ``programs`` of such a GEMM emitted again without TMA (0 but in a test mode)
+    programs_without_tma: int = 0
 
     def assemble(self, fns: list[_Fn], launches: list[Launch]) -> EmittedKernel:
         """The module source: header comment (the region's IR), imports, constants, functions."""
@@ -1851,7 +1853,7 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
     if em.auto_persistent and em.k_pointer_loads:
         # a persistent GEMM of pointer loads ran at half speed (gemm.py, _auto_persistent):
         # an operand tile that is not a TMA box keeps one program per tile
-        plain = {**kernel.attrs, "tma": 0, "programs": 0}
+        plain = {**kernel.attrs, "tma": 0, "programs": em.programs_without_tma}
         return emit_kernel(replace(kernel, attrs=plain), strides, target, None, origin)
     helper = ""
     for op in sorted(em.helpers):
