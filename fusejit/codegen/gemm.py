@@ -249,16 +249,23 @@ class GemmEmitter(_Emitter):
         (the tile order is unchanged, so grouped tiles still run together). Triton flattens
         the tile loop and the K loop into one pipeline (``flatten=True``): the next tile's
         first loads are in flight while this tile's epilogue runs. TMA descriptors do not
-        depend on the tile and are made once, before the loop."""
+        depend on the tile and are made once, before the loop. (The interpreter's loop has
+        constant bounds: see below.)"""
         at = next(i for i, line in enumerate(fn.out) if line.startswith("pid = "))
         start = fn.out[at][len("pid = "):]
         before, rest = fn.out[:at], fn.out[at + 1:]
         hoisted = [line for line in rest if line.split(" = ", 1)[0] in self.hoisted]
         looped = [line for line in rest if line.split(" = ", 1)[0] not in self.hoisted]
-        fn.out = before + hoisted + [
-            f"for pid in tl.range({start}, {tiles}, {programs}, flatten=True):  # this "
-            f"program's tiles: one in every {programs} of {tiles} (programs={programs})"
-        ] + ["    " + line for line in looped]
+        if self.target == "interpret":
+            # Triton 3.6's interpreter cannot take a program id in range(): constant bounds,
+            # and a program past the last tile computes the last one again (the same values)
+            header = [f"for step in range(0, {-(-tiles // programs)}):  # this program's tiles: "
+                      f"one in every {programs} of {tiles} (programs={programs})",
+                      f"    pid = tl.minimum({start} + step * {programs}, {tiles - 1})"]
+        else:
+            header = [f"for pid in tl.range({start}, {tiles}, {programs}, flatten=True):  # this "
+                      f"program's tiles: one in every {programs} of {tiles} (programs={programs})"]
+        fn.out = before + hoisted + header + ["    " + line for line in looped]
         why = "programs=" + str(programs)
         if self.auto_persistent:
             why = ("GEMM_PERSISTENT=always" if heuristics.GEMM_PERSISTENT == "always" else
