@@ -31,7 +31,7 @@ With ``programs=P`` the kernel is persistent: P programs, program p computing ti
 p + P, ... in one ``tl.range(..., flatten=True)`` loop that Triton pipelines together with
 the K loop (the next tile's loads overlap this tile's epilogue). By default on ``cuda`` a
 float16 GEMM of at least two waves of tiles is persistent with TMA loads, one program per SM,
-when every load of its K loop is a TMA box (``_auto_persistent``; measured 3-5% faster, 13%
+when every load of its K loop is a TMA box (``_default_programs``; measured 3-5% faster, 13%
 with GELU); otherwise it is emitted again with one program per tile, since a persistent loop
 of pointer loads ran at half speed.
 
@@ -143,8 +143,12 @@ class GemmEmitter(_Emitter):
         self.tiles_m = -(-self.m // self.cfg.block_m)
         self.tiles_n = -(-self.n // self.cfg.block_n)
         self.tiles = self.tiles_m * self.tiles_n
-        #: persistent with TMA loads by the heuristic's choice, not the kernel's attributes
-        self.auto_persistent = self._auto_persistent()
+        #: programs of a launch made persistent with TMA loads by the heuristic's choice, not
+        #: the kernel's attributes (0: not so), and of its emission without TMA
+        self.auto_programs = self._default_programs()
+        self.auto_persistent = self.auto_programs > 0
+        self.programs_without_tma = self.auto_programs \
+            if heuristics.gemm_persistent_mode() == "always" else 0  # (a test mode's loop)
         self.tma = bool(self.kernel.attrs.get("tma", 0)) or self.auto_persistent
         #: loads in the K loop that are not TMA boxes (``auto_persistent`` needs none)
         self.k_pointer_loads = 0
@@ -176,25 +180,20 @@ class GemmEmitter(_Emitter):
         self.candidates = tuple(candidates)
         return cfg
 
-    def _auto_persistent(self) -> bool:
-        """Whether this emission makes the GEMM persistent with TMA loads by itself: on
-        ``cuda``, when the kernel's attributes say neither ``tma`` nor ``programs`` and
-        ``heuristics.gemm_default_programs`` gives programs (see ``GEMM_PERSISTENT``). If an
-        operand tile then cannot load as a TMA box, ``emit_kernel`` emits the kernel again
-        with ``tma=0 programs=0``; the ``cuda`` backend does too for a buffer that does not
-        start on a 16-byte boundary."""
+    def _default_programs(self) -> int:
+        """The programs of a launch this emission makes persistent with TMA loads by itself,
+        or 0: on ``cuda`` (any target in mode "always"), when the kernel's attributes say
+        neither ``tma`` nor ``programs``, ``heuristics.gemm_default_programs`` (see
+        ``GEMM_PERSISTENT``). If an operand tile then cannot load as a TMA box,
+        ``emit_kernel`` emits the kernel again with ``tma=0 programs=0``; the ``cuda`` backend
+        does too for a buffer that does not start on a 16-byte boundary."""
         attrs = self.kernel.attrs
-        self.auto_programs = self.programs_without_tma = 0
         if "tma" in attrs or "programs" in attrs:
-            return False
+            return 0
         if self.target != "cuda" and heuristics.gemm_persistent_mode() != "always":
-            return False
-        self.auto_programs = heuristics.gemm_default_programs(self.batch * self.tiles,
-                                                              self.cfg.split_k, self.dtype.name)
-        # mode "always" tests the loop with pointer loads too: the fallback stays persistent
-        self.programs_without_tma = self.auto_programs \
-            if heuristics.gemm_persistent_mode() == "always" else 0
-        return self.auto_programs > 0
+            return 0
+        return heuristics.gemm_default_programs(self.batch * self.tiles, self.cfg.split_k,
+                                                self.dtype.name)
 
     def _how(self) -> str:
         acc = TL[self.acc_dtype]

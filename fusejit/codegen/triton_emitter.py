@@ -134,7 +134,7 @@ class EmittedKernel:
     #: (``gemm.GemmEmitter._relay_output``): the ``cuda`` backend emits it again with
     #: ``relay=1`` if ptxas serializes its main loop (``Compiled.serialized_mma``)
     relayable: bool = False
-    #: a GEMM the heuristic made persistent with TMA loads (``gemm.GemmEmitter._auto_persistent``,
+    #: a GEMM the heuristic made persistent with TMA loads (``gemm.GemmEmitter._default_programs``,
     #: not the kernel's attributes): the ``cuda`` backend emits it again with ``tma=0
     #: programs=0`` when a buffer it reads through TMA does not start on a 16-byte boundary,
     #: and with ``programs`` = the device's SM count when that is fewer
@@ -1851,8 +1851,9 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
     em._bm = em._bn = 0
     emitted = em.emit()
     if em.auto_persistent and em.k_pointer_loads:
-        # a persistent GEMM of pointer loads ran at half speed (gemm.py, _auto_persistent):
-        # an operand tile that is not a TMA box keeps one program per tile
+        # a persistent GEMM of pointer loads ran at half speed (gemm.py, _default_programs):
+        # an operand tile that is not a TMA box keeps one program per tile (persistent still
+        # in the test mode GEMM_PERSISTENT="always")
         plain = {**kernel.attrs, "tma": 0, "programs": em.programs_without_tma}
         return emit_kernel(replace(kernel, attrs=plain), strides, target, None, origin)
     helper = ""

@@ -609,7 +609,8 @@ class CudaBackend:
                 persistent = bool(fix["programs"])
                 source_kernel = replace(kernel, attrs={**kernel.attrs, **fix})
                 emitted = kc.emitted_for(source_kernel, strides, "cuda")
-        if emitted.relayable and not (kernel.attrs.get("programs") and not persistent) and any(
+        written_persistent = bool(kernel.attrs.get("programs"))  # (left as written)
+        if emitted.relayable and not written_persistent and any(
                 compile_launch(emitted, launch, self._divisible(launch, spec), dev.cc)
                 .serialized_mma for launch in emitted.launches):
             # ptxas serialized the GEMM's main loop for its epilogue: the epilogue reads the
