@@ -728,9 +728,10 @@ def test_float16_gemms_of_enough_tiles_are_persistent_with_tma_by_default(fresh_
     """On ``cuda``, a float16 GEMM of at least ``GEMM_PERSISTENT_MIN_WAVES`` waves of tiles
     whose attributes say neither ``tma`` nor ``programs`` loads its operand tiles through TMA
     and launches one program per SM (``heuristics.SMS``); one whose operand is computed (a
-    prologue: not a TMA box) is emitted again with ``tma=0 programs=0``; other dtypes, fewer
-    tiles, the interpreter, ``FUSEJIT_GEMM_PERSISTENT=0`` and written attributes are not
-    persistent; a bad ``FUSEJIT_GEMM_PERSISTENT`` is a clear error."""
+    prologue: not a TMA box) is emitted again with ``tma=0 programs=0``; a prologue of a
+    TMA-readable buffer (a scale), other dtypes, fewer tiles, the interpreter,
+    ``FUSEJIT_GEMM_PERSISTENT=0`` and written attributes are not persistent; a bad
+    ``FUSEJIT_GEMM_PERSISTENT`` is a clear error."""
     from fusejit.codegen import emit_kernel, heuristics
     monkeypatch.setattr(heuristics, "SMS", 5)  # 12 tiles of 16 x 16: 2.4 waves of 5
 
@@ -749,7 +750,9 @@ def test_float16_gemms_of_enough_tiles_are_persistent_with_tma_by_default(fresh_
              emitted(lambda xp, a, b, c: (a @ b) + c,
                      [_array((64, 40), F32), _array((40, 48), F32), _array((48,), F32)]),
              emitted(lambda xp, a, s, b: (a * s).astype(F16) @ b,  # a prologue: re-emitted
-                     [_array((64, 40), F32), _array((40,), F32), _array((40, 48), F16)])]
+                     [_array((64, 40), F32), _array((40,), F32), _array((40, 48), F16)]),
+             emitted(lambda xp, a, b: (a * 0.5).astype(F16) @ b,  # TMA could load it: not
+                     [_array((64, 40), F32), _array((40, 48), F16)])]             # measured
     for p in plain:
         assert not p.auto_persistent and p.launches[0].grid == (12, 1, 1)
         assert "flatten=True" not in p.source and "(TMA)" not in p.source

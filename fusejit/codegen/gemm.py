@@ -183,15 +183,18 @@ class GemmEmitter(_Emitter):
     def _default_programs(self) -> int:
         """The programs of a launch this emission makes persistent with TMA loads by itself,
         or 0: on ``cuda`` (any target in mode "always"), when the kernel's attributes say
-        neither ``tma`` nor ``programs``, ``heuristics.gemm_default_programs`` (see
+        neither ``tma`` nor ``programs`` and neither operand is computed (a prologue: the
+        measured kernels had none), ``heuristics.gemm_default_programs`` (see
         ``GEMM_PERSISTENT``). If an operand tile then cannot load as a TMA box,
         ``emit_kernel`` emits the kernel again with ``tma=0 programs=0``; the ``cuda`` backend
         does too for a buffer that does not start on a 16-byte boundary."""
         attrs = self.kernel.attrs
         if "tma" in attrs or "programs" in attrs:
             return 0
-        if self.target != "cuda" and heuristics.gemm_persistent_mode() != "always":
-            return 0
+        mode = heuristics.gemm_persistent_mode()
+        if mode != "always" and (self.target != "cuda" or any(
+                self._has_prologue(name) for name in self.mm.args)):
+            return 0  # (measured: plain operands; a prologue's loads and casts were not)
         return heuristics.gemm_default_programs(self.batch * self.tiles, self.cfg.split_k,
                                                 self.dtype.name)
 
