@@ -582,6 +582,14 @@ def test_launches_go_through_the_driver_with_their_parameters(
                 assert cells[6] == out._node.buffer.data.ptr and cells[7] == 0
 
 
+def test_only_pointers_and_carrier_scalars_launch_through_the_driver() -> None:
+    """The driver path takes pointers and the scalar carriers (float32, float64, int32,
+    int64); a launch with any other parameter type goes through CuPy's Function call."""
+    from fusejit.runtime.cuda_backend import _RawLaunch
+    assert _RawLaunch.takes(("*fp32", "fp32", "*i8", "i64", "fp64", "i32", "*"))
+    assert not _RawLaunch.takes(("*fp32", "fp16")) and not _RawLaunch.takes(())
+
+
 def test_tiles_that_need_too_much_shared_memory_are_a_clear_error(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     """Edited tiles whose compiled kernel asks for more shared memory than the device allows

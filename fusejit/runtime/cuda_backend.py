@@ -486,7 +486,7 @@ class CudaBackend:
         # cuLaunchKernel with a parameter block built once (``_RawLaunch``) where CuPy has it
         launch_kernel = getattr(self.cp.cuda.driver, "launchKernel", None)
         bound = tuple(_RawLaunch(launch_kernel, fn, grid, block, shared, sel, kinds, null_slot)
-                      if launch_kernel is not None and kinds else
+                      if launch_kernel is not None and _RawLaunch.takes(kinds) else
                       _CupyLaunch(fn, grid, block, shared, _getter(sel))
                       for fn, grid, block, shared, sel, kinds in launches)
         fresh = [(i, shape, dtype) for i, shape, dtype, _ in allocs]
@@ -788,10 +788,16 @@ class _RawLaunch:
         scalars = []
         for j, (i, kind) in enumerate(zip(sel, kinds)):
             if not kind.startswith("*"):
-                view = views[kind]  # (a KeyError here: a parameter type this cannot pass)
+                view = views[kind]
                 scalars.append((view, j * 8 // view.itemsize, i))
         self.scalars = tuple(scalars)
         self.lock = threading.Lock()
+
+    @staticmethod
+    def takes(kinds: tuple[str, ...]) -> bool:
+        """Whether a launch of these parameter types can go this way (pointers and
+        ``_SCALAR_PARAM``'s scalars; CuPy's ``Function`` call passes anything else)."""
+        return bool(kinds) and all(k.startswith("*") or k in _SCALAR_PARAM for k in kinds)
 
     def __call__(self, slots: list[Any], stream: int) -> None:
         cells = self.cells
