@@ -714,8 +714,12 @@ def run_fusejit(recipe: Recipe, backend: str | None = None, *, jit: bool = False
     with ctx:
         if jit:
             def program(*arrays: Any) -> tuple[Any, ...]:
+                # a NumPy bool or integer scalar is a static argument of a jitted function,
+                # passed as it is; the realize path and the reference take every input as an
+                # array (``_as_arrays``), so it becomes a 0-d tensor here too
+                inputs = [fj.asarray(a) if isinstance(a, np.generic) else a for a in arrays]
                 return tuple(t if isinstance(t, fj.Tensor) else fj.asarray(t)
-                             for t in recipe(fj, *arrays))
+                             for t in recipe(fj, *inputs))
             jitted = fj.jit(program)
             first = [t.numpy() for t in jitted(*recipe.fresh_inputs(device=True))]
             second = [t.numpy() for t in jitted(*recipe.fresh_inputs(device=True))]

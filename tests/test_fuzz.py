@@ -556,6 +556,21 @@ def test_a_numpy_scalar_input_is_a_0d_array_in_the_reference() -> None:
     check_program(recipe, backend="interpret")
 
 
+@pytest.mark.parametrize("backend_name", ["numpy", "interpret"])
+def test_a_numpy_scalar_input_is_a_0d_array_through_jit_too(backend_name: str) -> None:
+    """The same program through ``fj.jit`` (interpret fuzz with ``--jit``, seed 9720): a NumPy
+    bool or integer scalar is a static argument of a jitted function (passed as it is, as
+    ints and bools are), so the function squared ``np.False_`` itself (int64) where the
+    reference and the realize path take the input as a 0-d array (int8). The fuzzer's jitted
+    program now makes such inputs 0-d tensors as the realize path does."""
+    from fusejit.testing import check_program
+
+    view = InputView(np.array([False]), module="numpy", steps=(("getitem", (0,)),))
+    recipe = Recipe((view.build(np, copy=False),), (Step("operator", "**", (Ref(0), 2)),),
+                    outputs=(1,), views=(view,))
+    check_program(recipe, backend=backend_name, jit=True)
+
+
 def test_an_overflow_inside_one_output_of_a_reduction_is_judged_by_its_own_inputs() -> None:
     """float16 ``prod`` over axis 0 (interpret fuzz, seed 9614, shrunk here): NumPy multiplies
     column 1's nine 4s into inf (past 65504) before it meets the 0, and inf * 0 is NaN;
