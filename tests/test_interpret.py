@@ -154,6 +154,22 @@ def test_interpreter_arctanh_near_minus_one():
     assert np.signbit(got[1]) and not np.signbit(got[0])
 
 
+@pytest.mark.parametrize("name", ["sinh", "cosh"])
+def test_interpreter_sinh_cosh_near_overflow(name):
+    """float64 ``sinh`` and ``cosh`` past e^x's overflow (interpret fuzz, seed 9731:
+    ``sinh(-710)`` was -inf, NumPy's -1.117e308): the formula halved ``exp(|x|)`` after it
+    had overflowed, from |x| = 709.78 where the result overflows only from 710.48. Now
+    ``(0.5 * exp(|x| / 2)) * exp(|x| / 2)`` past 20: within 1e-14 of NumPy from 20 to the
+    overflow, inf past it, on both sides."""
+    x = np.concatenate([np.linspace(20.0, 710.47, 301), [709.78, 709.9, 710.0, 710.4,
+                                                         710.475, 710.476, 711.0, 1e4]])
+    x = np.concatenate([x, -x])
+    with np.errstate(all="ignore"):
+        expected = getattr(np, name)(x)
+    got = getattr(fj, name)(fj.asarray(x)).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-14, atol=0)
+
+
 @pytest.mark.parametrize("op", ["logical_and", "logical_or", "logical_xor"])
 def test_per_program_scalar_bools_of_a_tiled_kernel(op):
     """``logical_and(exp(v1), v0)``, v1 a (1, 2, 1) bool, v0 a transposed (8, 1, 64) bool
