@@ -14,21 +14,12 @@ from __future__ import annotations
 import cProfile
 import pstats
 import sys
-import time
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def per_call_us(fn: Any, sync: Any, reps: int = 20000) -> float:
-    fn()
-    sync()
-    best = float("inf")
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - t) / reps * 1e6)
-    return best
+from dispatch import per_call_us  # noqa: E402  (best of 5 rounds, device finished)
 
 
 def main() -> int:

@@ -255,9 +255,9 @@ class GemmEmitter(_Emitter):
         constant bounds: see below.)"""
         at = next(i for i, line in enumerate(fn.out) if line.startswith("pid = "))
         start = fn.out[at][len("pid = "):]
-        before, rest = fn.out[:at], fn.out[at + 1:]
-        hoisted = [line for line in rest if line.split(" = ", 1)[0] in self.hoisted]
-        looped = [line for line in rest if line.split(" = ", 1)[0] not in self.hoisted]
+        before, hoisted, looped = fn.out[:at], [], []
+        for line in fn.out[at + 1:]:
+            (hoisted if line.split(" = ", 1)[0] in self.hoisted else looped).append(line)
         if self.target == "interpret":
             # Triton 3.6's interpreter cannot take a program id in range(): constant bounds,
             # and a program past the last tile computes the last one again (the same values)

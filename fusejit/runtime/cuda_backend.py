@@ -497,9 +497,10 @@ class CudaBackend:
             for i, carrier, dtype in scalars:
                 if type(slots[i]) is not carrier:
                     slots[i] = scalar_arg(slots[i], dtype)
+            stream = stream_of().ptr  # (the launches' and the counters' stream)
             try:
                 if counter_slots:
-                    bufs = held.get(stream_of().ptr) or self._counters(held, sizes)
+                    bufs = held.get(stream) or self._counters(held, sizes)
                     for (i, _), buf in zip(counter_slots, bufs):
                         slots[i] = buf
                 for i, shape, dtype in fresh:
@@ -507,7 +508,6 @@ class CudaBackend:
             except oom as exc:
                 raise _out_of_memory(exc, device_id, _asked(exc), _failed_alloc(allocs, slots)) \
                     from None
-            stream = stream_of().ptr
             for launch in bound:
                 launch(slots, stream)
             if single is not None:
@@ -680,9 +680,10 @@ class CudaBackend:
         if compiled.scratch_align > 256:
             raise BackendError(f"kernel {compiled.name} asks for global scratch aligned to "
                                f"{compiled.scratch_align} bytes (CuPy gives 256)")
+        # each parameter's type: the signature's, in the order of the launch's arguments, then
+        # Triton's trailing scratch pointers (``_RawLaunch`` packs the parameters by them)
+        assert len(launch.signature) == len(selectors), launch.fn_name
         kinds = tuple(launch.signature.values()) + ("*",) * n_nulls
-        if len(kinds) != len(selectors) + n_nulls:  # (never: each emitter's args are its signature's)
-            kinds = ()
         return (loaded[1], launch.grid, block, compiled.shared, tuple(selectors), n_nulls,
                 global_scratch, kinds)
 
@@ -777,8 +778,7 @@ class _RawLaunch:
         self.grid, self.block, self.shared, self.sel = tuple(grid), tuple(block), shared, sel
         n = max(1, len(sel))
         self.cells = np.zeros(n, np.uint64)
-        self.addresses = (self.cells.ctypes.data + 8 * np.arange(n, dtype=np.uint64)).astype(
-            np.uint64)
+        self.addresses = self.cells.ctypes.data + 8 * np.arange(n, dtype=np.uint64)
         self.addresses_ptr = int(self.addresses.ctypes.data)
         #: (cell, slot) of each pointer parameter (a null pointer's cell stays 0)
         self.pointers = tuple((j, i) for j, (i, kind) in enumerate(zip(sel, kinds))
