@@ -48,6 +48,17 @@ FAMILIES: list[Callable[[Any, Any, Any], Any]] = [
 ]
 
 
+def exp_condition(out: np.ndarray) -> float:
+    """The condition number of the ``exp`` epilogue at its largest finite output: exp(z)'s
+    relative error is |z| times z's (for the seed-84 find on the H200, exp(88.6) of a value 2
+    ulp off is 2.1e-5 off: a ratio of 88.6 to the rtol of float32), so the comparison's
+    rtol scales by max(1, max |z|) = max(1, max |log(out)|)."""
+    with np.errstate(all="ignore"):
+        z = np.abs(np.log(np.abs(out.astype(np.float64))))
+    z = z[np.isfinite(z)]
+    return max(1.0, float(z.max(initial=0.0)))
+
+
 def _compiles_for_sm90(program: Callable[..., Any], *arrays_and_what: Any) -> int:
     """1 (and a line saying what) if a kernel of ``program`` fails to compile for sm_90."""
     from fusejit.codegen import emit_kernel
@@ -118,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         rtol, atol = tolerance(want.dtype)
         finite = np.abs(want[np.isfinite(want)].astype(np.float64))
         atol = max(atol, rtol * float(finite.max(initial=0.0)))
+        rtol *= exp_condition(want) if epi is EPILOGUES[2] else 1.0
         try:
             assert_matches_numpy(got, want, rtol=rtol, atol=atol)
         except AssertionError as exc:

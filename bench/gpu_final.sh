@@ -6,8 +6,11 @@
 # --paired-only). Each phase is bounded by `timeout`; logs packed into $OUT/gpu-final.tgz,
 # the suite's and the GEMM benchmark's tables and JSON copied to $OUT.
 #   bash bench/gpu_final.sh [FUZZ_SECONDS] [FUZZ_PROCS] [SUITE_BUDGET] [MATMUL_BUDGET]
+# (MATMUL_BUDGET 0: no GEMM benchmark; ROWS_PROCS of the fuzz processes run the wide-row fuzz,
+# bench/fuzz_rows.py; SUITE_IMPLS: the suite's --impls, default all)
 set -uo pipefail
 fuzz_s=${1:-120}; procs=${2:-11}; suite_s=${3:-120}; mm_s=${4:-80}; jit_procs=${JIT_PROCS:-3}
+rows_procs=${ROWS_PROCS:-0}; suite_impls=${SUITE_IMPLS:-fusejit,cupy,cupy.fuse,jax,torch}
 out=${OUT:-gpu-out}; work=/tmp/gpu-final; mkdir -p "$out" "$work/fuzz"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
@@ -15,7 +18,11 @@ export FUSEJIT_CACHE_DIR=/tmp/fusejit-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv > "$work/gpu.txt" 2>&1
 timeout $((fuzz_s + 90)) python3 -m pytest -m gpu -q -p no:cacheprovider tests \
   -k "not no_device_synchronization" > "$work/gpu-tests.log" 2>&1 &
-for i in $(seq 1 "$procs"); do
+for i in $(seq 1 "$rows_procs"); do
+  timeout $((fuzz_s + 60)) python3 bench/fuzz_rows.py --backend cuda --seconds "$fuzz_s" --seed $((90 + i)) \
+    > "$work/fuzz/fuzz-rows-$i.log" 2>&1 &
+done
+for i in $(seq $((rows_procs + 1)) "$procs"); do
   mode=""; [ "$i" -gt $((procs - jit_procs)) ] && mode="--jit"
   timeout $((fuzz_s + 40)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" --seed $((6000 + i)) \
     $mode --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/fuzz-$i.log" 2>&1 &
@@ -29,10 +36,13 @@ grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log | awk '
   END { for (k in n) print "cuda fuzz programs (" k "):", n[k] }'
 grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log | grep -v "mismatch 0, error 0, crash 0" | head -5
 ls "$work/fuzz/failures" 2>/dev/null | head
+tail -qn 1 "$work"/fuzz/fuzz-rows-*.log 2>/dev/null; grep -h "^FAIL" "$work"/fuzz/fuzz-rows-*.log 2>/dev/null | head -5
 timeout $((suite_s + 60)) python3 bench/suite.py --out "$work/suite" --quick --budget "$suite_s" \
-  > "$work/suite.log" 2>&1; echo "suite exit $?"; grep -A8 "^## Summary" "$work/suite/results.md"
-timeout $((mm_s + 50)) python3 bench/bench_matmul.py --out "$work/matmul" --quick --budget "$mm_s" \
-  > "$work/matmul.log" 2>&1; echo "matmul exit $?"; head -14 "$work/matmul/results.md"
+  --impls "$suite_impls" > "$work/suite.log" 2>&1; echo "suite exit $?"; grep -A8 "^## Summary" "$work/suite/results.md"
+if [ "$mm_s" -gt 0 ]; then
+  timeout $((mm_s + 50)) python3 bench/bench_matmul.py --out "$work/matmul" --quick --budget "$mm_s" \
+    > "$work/matmul.log" 2>&1; echo "matmul exit $?"; head -14 "$work/matmul/results.md"
+fi
 timeout 40 python3 bench/host_cost.py --backend cuda > "$work/host_cost.log" 2>&1; tail -10 "$work/host_cost.log"
 timeout 40 python3 bench/dispatch.py --paired-only 5 > "$work/paired.log" 2>&1; tail -6 "$work/paired.log"
 cp "$work"/suite/results.md "$work"/suite/results.png "$work"/suite/results.json "$out"/ 2>/dev/null

@@ -105,8 +105,9 @@ def test_looped_passes_alternate_direction(monkeypatch):
     last are the likeliest in L2), unless its reductions need the forward order: argmax
     keeps the first index of a tie, Welford's counts assume the ragged tile comes last.
     Rows of 37 in tiles of 16: the ragged tile is first on the way back."""
-    from fusejit.codegen import triton_emitter
+    from fusejit.codegen import heuristics, triton_emitter
     monkeypatch.setitem(triton_emitter.PERSISTENT_LIMIT, "interpret", 16)
+    monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", False)  # (the looped kernel's test)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 37)).astype(np.float32)
     ties = np.clip(np.round(x), -1, 1)  # equal maxima in several tiles of each row

@@ -133,15 +133,22 @@ def test_softmax_with_infinities_and_nan(backend, fn, dtype, shape, axis):
 
 
 @pytest.mark.parametrize("shape", [(4, 100000), (64, 4096)])
-def test_softmax_statistics_in_one_stage(shape):
+def test_softmax_statistics_in_one_stage(shape, monkeypatch):
     """max and sumexp of the row are one stage: a looped row is read twice (statistics, then
-    the output), not three times."""
+    the output), not three times; a cooperative row's programs store one (max, sum) partial
+    per chunk, the max being the sumexp's."""
+    import fusejit.codegen.heuristics as heuristics
     from fusejit.codegen import emit_kernel
     x = fj.asarray(np.ones(shape, np.float32))
     (k,) = fj.plan(fj.softmax(x, axis=1)).program.kernels
+    monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", False)
     source = emit_kernel(k, None, "cuda").source
     loops = source.count("for k in range") + source.count("for k_up in range")  # (backwards)
     assert loops == (2 if shape[1] > 16384 else 0), source
+    monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", True)
+    source = emit_kernel(k, None, "cuda").source
+    assert ("_finish(" in source) == (shape[1] > 16384)
+    assert source.count("tl.store(part_") == (2 if shape[1] > 16384 else 0), source
 
 
 @pytest.fixture

@@ -173,17 +173,25 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
 # chunk from a ticket counter in the order they start, so the programs of the lowest
 # unfinished row are always resident and a wait ends; a program that waits past a bound
 # gives its chunk to the row's last program, which reads it again (right in any schedule,
-# Triton's interpreter included). Off until timed on the H200 (``bench/exp_wide_softmax.py``
-# times fusejit's kernel both ways beside a hand-written one).
+# Triton's interpreter included).
+#
+# Measured on the H200 (float32, ``bench/exp_wide_softmax.py --fusejit-only``, % of the copy
+# rate, looped kernel -> cooperative with chunks of 8192 and 4 warps; ``bash
+# bench/gpu_coop_rows.sh``): softmax 256x2**18 64 -> 80, 512x2**17 65 -> 81, 1024x2**16 64 ->
+# 85, 2048x2**15 69 -> 78; layer norm 57 -> 68, 56 -> 71, 57 -> 71, 73 -> 74. Chunks of 16384
+# with 16 warps: 47-80; 8 warps: 56-80 (the fewer warps, the more programs per SM, so some
+# load while others wait). The emitted kernel ran at 45-65% until it lost a grid-wide count of
+# programs done, a per-row flag loop and the softmax's second exp per element
+# (``bench/exp_coop_gap.py``, ``bench/exp_wide_softmax2.py``).
 
 #: Whether wide rows whose values go back over the row run as cooperative row kernels
-#: (``FUSEJIT_COOPERATIVE_ROWS=1`` at import: for the GPU fuzz and benchmarks of the switch).
-COOPERATIVE_ROWS = os.environ.get("FUSEJIT_COOPERATIVE_ROWS", "0") == "1"
+#: (``FUSEJIT_COOPERATIVE_ROWS=0`` at import: the looped row kernel instead).
+COOPERATIVE_ROWS = os.environ.get("FUSEJIT_COOPERATIVE_ROWS", "1") != "0"
 #: Elements of a row one program of a cooperative row kernel holds (float32; 8-byte types
 #: half), by target.
 COOP_CHUNK = {"cuda": 8192, "interpret": 1 << 16}
 #: Most warps of a cooperative row program on a GPU.
-COOP_MAX_WARPS = 8
+COOP_MAX_WARPS = 4
 #: Most programs per row (the partials a program combines), and in all (counters per row).
 COOP_MAX_CHUNKS = 64
 COOP_MAX_PROGRAMS = 1 << 16
@@ -192,11 +200,10 @@ COOP_MAX_PROGRAMS = 1 << 16
 COOP_SPIN_LIMIT = 1 << 20
 #: The tile in which a row's last program re-reads a chunk given up (few registers).
 COOP_REDO_BLOCK = 1024
-#: Narrowest row (bytes) that runs cooperatively on a GPU: the looped kernel's second pass
-#: re-reads from L2 while its resident rows fit there (about 2 programs per SM of 132 with
-#: rows of 128 KB is 34 MB of a 50 MB L2); from 256 KB they do not. (A guess from the sizes,
-#: to be replaced by the measured crossover.)
-COOP_MIN_ROW_BYTES = 1 << 18
+#: Narrowest row (bytes) that runs cooperatively on a GPU: rows of 128 KB (2048x2**15
+#: float32) measured 78% against the looped kernel's 69% (layer norm 74 against 73); narrower
+#: rows than that were not measured, and the looped kernel's re-read is likelier an L2 hit.
+COOP_MIN_ROW_BYTES = 1 << 17
 
 
 @dataclass(frozen=True)

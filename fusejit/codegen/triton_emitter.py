@@ -565,6 +565,9 @@ class _Emitter:
         self.row_max: dict[str, str | None] = {}
         #: the per-row shift each looped m2 accumulates against, by name
         self.shift: dict[str, str | None] = {}
+        #: a cooperative row's sumexp partials, by name: the chunk's exp(x - chunk max) tile
+        #: and chunk max (``_reuse_chunk_exps`` writes exp(x - row max) from them)
+        self.chunk_exps: dict[str, tuple[str, str]] = {}
         self.name = function_name(kernel.name)
         self.domain: Domain = region_domain(kernel)
         self.types = {p.name: p.type for p in kernel.params}
@@ -1217,20 +1220,29 @@ class _Emitter:
         settle calls ``<name>_finish``, which writes the row's own outputs and re-reads the
         chunks given up (the interpreter runs programs one after another: there every chunk
         of a row but the last is given up, so this path is checked on the CPU too), and
-        zeroes the row's counters and flags; the grid's last program zeroes the ticket.
+        zeroes the row's counters and flags. The program that draws the last ticket zeroes
+        the ticket at once: every other ticket is drawn by then, and the next launch on
+        the stream starts after this one ends. (A count of programs done, the grid's last
+        zeroing the ticket, cost every program an ordered atomic on one address: at 256 rows
+        of 2**18 float32 the kernel ran at 45% of the copy rate with it, against 80% for the
+        same protocol without it in ``bench/exp_wide_softmax2.py``.)
 
         Memory ordering as in ``split_reduction``: a CTA barrier before each atomic that
         publishes stores (release), acquire on the counts read, partials and flags loaded
-        with ``.cg``. Counters: ticket, programs done, then per row its arrivals, per row
-        its settled programs, and per chunk its flag (``EmittedKernel.counters``).
+        with ``.cg``. Counters: the ticket, then per row its arrivals, per row its settled
+        programs, and per chunk its flag (``EmittedKernel.counters``).
         """
         d = self.domain
         rows, cols = d.rows, d.reduce_size
         n_split, bn, num_warps = t.chunks, t.block, t.num_warps
         (stage,) = self._stages()
-        slots, part_names = self._partial_slots(stage, n_split)
-        arrivals, settled, given_up = 2, 2 + rows, 2 + 2 * rows
-        self.counters = 2 + 2 * rows + rows * n_split
+        # a max of the same operand as a sumexp is the sumexp's max: no partials of its own
+        riders = {m.name: e for m in stage if m.op == "max" for e in stage
+                  if e.op == "sumexp" and e.args[0] == m.args[0]}
+        computed = [r for r in stage if r.name not in riders]
+        slots, part_names = self._partial_slots(computed, n_split)
+        arrivals, settled, given_up = 1, 1 + rows, 1 + 2 * rows
+        self.counters = 1 + 2 * rows + rows * n_split
         fn = _Fn(self)
         fn.used.update({"ticket", "pid", "chunk", "rows", "row_mask", "cols", "col_mask", "mask",
                         "arrived", "spins", "counters", *part_names})
@@ -1238,12 +1250,14 @@ class _Emitter:
         self._bm, self._bn = 1, bn
         out.append('ticket = tl.atomic_add(counters, 1, sem="relaxed")  # in the order programs '
                    'start')
+        out.append(f"if ticket == {rows * n_split - 1}:  # the last ticket: zero for the next launch")
+        out.append('    tl.atomic_xchg(counters, 0, sem="relaxed")')
         out.append(f"pid = ticket // {n_split}{'.to(tl.int64)' if self.idx64 else ''}  # the row")
         out.append(f"chunk = ticket % {n_split}  # its chunk of {bn} elements, of {n_split}")
         row_mask = self._open_rows(fn, 1, rows)
         coords = self._open_tile(fn, f"chunk * {bn} + ", False, cols % bn != 0, row_mask)
-        at = "chunk + rows" if rows == 1 else f"chunk * {rows} + rows"
-        for r in stage:  # (of the one tile the program holds)
+        at = f"rows * {n_split} + chunk"  # (a row's partials side by side: one or two lines)
+        for r in computed:  # (of the one tile the program holds)
             vs = self._reduce_tile(fn, r, fn.value(r.args[0], coords), None, partial=True)
             for part, v in zip(slots[r.name], vs if isinstance(vs, tuple) else (vs,)):
                 out.append(f"tl.store({part} + {at}, {v})  # partial of %{r.name}")
@@ -1259,32 +1273,33 @@ class _Emitter:
             out.append("    spins += 1")
             out.append("tl.debug_barrier()")
         stats_name, finish_name = f"{self.name}_stats", f"{self.name}_finish"
-        stats = self._coop_stats(stats_name, stage, slots, part_names, n_split)
+        stats = self._coop_stats(stats_name, stage, riders, slots, part_names, n_split)
         self._bm, self._bn = 1, bn  # (the stats function's tile was its partials')
         out.append(f"if arrived >= {n_split}:  # every partial of the row is stored: "
                    f"the chunk held is written")
         mark = len(out)
         self._call_stats(fn, stage, stats_name, "pid", part_names)
+        self._reuse_chunk_exps(fn, stage, coords)
         self._store_domain_outputs(fn, coords)
+        out.append(f'settled = tl.atomic_add(counters + {settled} + pid, 1, sem="relaxed")'
+                   f"  # (it publishes nothing)")
         out[mark:] = ["    " + line for line in out[mark:]]
         out.append("else:  # waited too long: the row's last program writes this chunk")
         out.append(f"    tl.store(counters + {given_up} + pid * {n_split} + chunk, 1)")
-        out.append("tl.debug_barrier()  # the flag is stored before this program settles")
+        out.append("    tl.debug_barrier()  # the flag is stored before this program settles")
+        out.append(f'    settled = tl.atomic_add(counters + {settled} + pid, 1, sem="release")')
         finish, finish_params = self._coop_finish(finish_name, stats_name, stage, part_names,
                                                   n_split, bn, given_up)
         call = ", ".join(part_names + [self.ptr_name[i] for i in finish_params]
                          + ["counters"] + self.out_name)
-        out.append(f'if tl.atomic_add(counters + {settled} + pid, 1, sem="acq_rel") == '
-                   f"{n_split - 1}:  # the row's last to settle: its flags are final")
+        out.append(f"if settled == {n_split - 1}:  # the row's last to settle")
+        out.append(f'    tl.atomic_add(counters + {settled} + pid, 0, sem="acquire")  '
+                   f"# every flag stored before a settle is seen")
         out.append("    tl.debug_barrier()")
         out.append(f"    {finish_name}(pid, {call})")
         out.append(f'    tl.atomic_xchg(counters + {arrivals} + pid, 0, sem="relaxed")  '
                    f"# the row's counters are zero again")
         out.append(f'    tl.atomic_xchg(counters + {settled} + pid, 0, sem="relaxed")')
-        out.append(f'if tl.atomic_add(counters + 1, 1, sem="acq_rel") == {rows * n_split - 1}:'
-                   f"  # every ticket is taken")
-        out.append('    tl.atomic_xchg(counters, 0, sem="relaxed")')
-        out.append('    tl.atomic_xchg(counters + 1, 0, sem="relaxed")')
         self.tiling = [f"cooperative rows: {t.why} ({rows * n_split} programs, {num_warps} "
                        f"warps): each reads its chunk once, waits for its row's partials, "
                        f"then writes the chunk (a chunk given up is re-read by the row's last "
@@ -1292,14 +1307,54 @@ class _Emitter:
         launch = self._partials_launch(fn, part_names, (rows * n_split, 1, 1), num_warps)
         return [fn, stats, finish], [launch]
 
-    def _coop_stats(self, name: str, stage: list[Instr], slots: dict[str, list[str]],
-                    part_names: list[str], n_split: int) -> _Fn:
+    def _reuse_chunk_exps(self, fn: _Fn, stage: list[Instr], coords: Coords) -> None:
+        """In a cooperative row's fast path: each ``exp(a - max(a))`` of the region (softmax's
+        numerator) as ``exp(a - chunk max) * exp(chunk max - row max)``, from the exps that the
+        chunk's sumexp partial of ``a`` computed. One exp per element instead of two (the
+        kernel is bound by exp throughput at 2**18-wide float32 rows: 80% of the copy rate
+        with two, 84-86% with one, ``bench/exp_wide_softmax2.py``), within 2 ulp of the one
+        exp. Equal values (both infinite) keep NumPy's answer: the chunk's exp counts 1 there
+        (``_sumexp_tile``) and exp(inf - inf) is NaN, as exp(x - max) is."""
+        maxes = {r.name: r.args[0] for r in stage if r.op == "max"}
+        partials = {r.args[0]: r.name for r in stage
+                    if r.op == "sumexp" and r.name in self.chunk_exps}
+        for instr in self.kernel.body:
+            if instr.op != "exp" or instr.type.shape != self.domain.shape:
+                continue
+            shifted = self.defs.get(instr.args[0])
+            if shifted is None or shifted.op != "sub":
+                continue
+            a, big = shifted.args
+            spread = self.defs.get(big)
+            if spread is not None and spread.op == "expand":
+                big = spread.args[0]
+            if maxes.get(big) != a or a not in partials:
+                continue
+            sumexp = partials[a]
+            e, chunk_max = self.chunk_exps[sumexp]
+            if self._acc_dtype(self.defs[sumexp]) != instr.type.dtype:
+                continue  # (float16 exps are rounded to float16 in the region: not the same)
+            row_max = fn.row_value(big)
+            hint = self.var_name(instr.name)
+            scale = self._exp(fn, f"{chunk_max} - {row_max}", instr.type.dtype, 1,
+                              f"{hint}_scale")
+            var = fn.emit(2, f"{e} * {scale}", hint, _instr_text(instr)
+                          + ": the chunk's exps, rescaled to the row's max")
+            fn.memo_tile[(instr.name, coords.key())] = var
+
+    def _coop_stats(self, name: str, stage: list[Instr], riders: dict[str, Instr],
+                    slots: dict[str, list[str]], part_names: list[str], n_split: int) -> _Fn:
         """``name(row, partials...)``: the row values of ``stage``'s reductions, combined from
-        the row's ``n_split`` partials."""
+        the row's ``n_split`` partials (``riders``: maxes that are a sumexp's max)."""
         g = _Fn(self)
         g.used.update({"row", *part_names})
         self._open_partials(g, "row", 1, False, n_split)
-        self._combine_partials(g, stage, slots, n_split)
+        self._combine_partials(g, [r for r in stage if r.name not in riders], slots, n_split,
+                               row_major=True)
+        for name_, e in riders.items():
+            m, out = self.row_max[e.name], self.types[name_].dtype
+            g.rowvals[name_] = m if self._acc_dtype(e) == out else \
+                g.emit(1, f"{m}.to({TL[out]})", self.var_name(name_), "max shared with sumexp")
         g.out.append(f"return {', '.join(g.rowvals[r.name] for r in stage)}")
         g.source = self._header(name, ["row"] + part_names) + ["    " + line for line in g.out]
         return g
@@ -1324,6 +1379,7 @@ class _Emitter:
         cols = d.reduce_size
         h = _Fn(self)
         h.used.update({"row", "c", "sub", "counters", "rows", "cols", "col_mask", "mask",
+                       "chunks", "flags",
                        *part_names})
         self._call_stats(h, stage, stats_name, "row", part_names)
         h.out.append("rows = row + tl.arange(0, 1)[:, None]  # flat kept index")
@@ -1340,11 +1396,17 @@ class _Emitter:
         self._store_domain_outputs(h, coords)
         body, h.body = h.body, None
         flag = f"counters + {given_up} + row * {n_split} + c"
-        h.out.append(f"for c in range(0, {n_split}):  # the chunks given up, read again")
-        h.out.append(f'    if tl.load({flag}, cache_modifier=".cg") != 0:')
-        h.out.append(f"        for sub in range(0, {bn}, {redo}):")
-        h.out.extend("            " + line for line in body)
-        h.out.append(f"        tl.store({flag}, 0)")
+        sb = next_pow2(n_split)
+        h.out.append(f"chunks = tl.arange(0, {sb})")
+        mask = f", mask=chunks < {n_split}, other=0" if sb != n_split else ""
+        h.out.append(f"flags = tl.load(counters + {given_up} + row * {n_split} + chunks{mask}, "
+                     f'cache_modifier=".cg")  # one load: is any chunk given up?')
+        h.out.append("if tl.reduce(flags, 0, tl.standard._elementwise_max) != 0:")
+        h.out.append(f"    for c in range(0, {n_split}):  # the chunks given up, read again")
+        h.out.append(f'        if tl.load({flag}, cache_modifier=".cg") != 0:')
+        h.out.append(f"            for sub in range(0, {bn}, {redo}):")
+        h.out.extend("                " + line for line in body)
+        h.out.append(f"            tl.store({flag}, 0)")
         used = self._used_params(h.out)
         h.source = self._header(name, ["row"] + part_names + [self.ptr_name[i] for i in used]
                                 + ["counters"] + self.out_name)
@@ -1383,12 +1445,17 @@ class _Emitter:
         return row_mask
 
     def _combine_partials(self, g: _Fn, stage: list[Instr], slots: dict[str, list[str]],
-                          n_split: int) -> None:
+                          n_split: int, row_major: bool = False) -> None:
         """Load every partial of ``g``'s rows (``_open_partials``) in chunk order and combine
-        them in one fixed tree: each reduction's row value in ``g.rowvals``."""
+        them in one fixed tree: each reduction's row value in ``g.rowvals``. (``row_major``:
+        a row's partials are side by side, a cooperative row's layout; else each chunk's
+        rows are, a split reduction's.)"""
         rows = self.domain.rows
         tile_mask = g.masks[2]
-        at = "parts" if rows == 1 else f"parts * {rows} + rows"
+        if row_major:
+            at = f"rows * {n_split} + parts"
+        else:
+            at = "parts" if rows == 1 else f"parts * {rows} + rows"
         for r in stage:
             # masked partials load as neutral values: (0, 0, 0) for m2, (-inf, 0) for sumexp;
             # .cg: from L2, where every program's release put them
@@ -1711,6 +1778,7 @@ class _Emitter:
         e = self._exp(fn, f"{t} - {m}", dt, 2, f"{hint}_exp")
         if partial:
             e = fn.emit(2, f"tl.where({t} == {m}, 1, {e})", f"{hint}_exp")
+            self.chunk_exps[r.name] = (e, m)
         mask = fn.masks[2]
         if mask:
             e = fn.emit(2, f"tl.where({mask}, {e}, 0)", f"{hint}_exp")
@@ -1756,6 +1824,7 @@ class _Emitter:
                         f"{hint}_sum", _instr_text(r) + (" (partial)" if partial else ""))
         if partial:
             return big, total
+        self.row_max[r.name] = big  # (a max of the same operand reuses it)
         v = fn.emit(1, f"tl.where(({big} == INF) | ({big} == -INF), {NAN}, {total})", hint)
         return v if dt == r.dtype else fn.emit(1, f"{v}.to({TL[r.dtype]})", hint)
 
