@@ -44,6 +44,10 @@ if [ "$mm_s" -gt 0 ]; then
     > "$work/matmul.log" 2>&1; echo "matmul exit $?"; head -14 "$work/matmul/results.md"
 fi
 timeout 40 python3 bench/host_cost.py --backend cuda > "$work/host_cost.log" 2>&1; tail -10 "$work/host_cost.log"
+if [ -d .old ]; then  # the code at the start of the host-cost work, in the same run (see gpu_host_rows.sh)
+  (cd .old && PYTHONPATH=/tmp/site:$PWD timeout 60 python3 bench/host_cost.py --backend cuda) \
+    > "$work/host_cost_old.log" 2>&1; echo "old code:"; head -6 "$work/host_cost_old.log"
+fi
 timeout 40 python3 bench/dispatch.py --paired-only 5 > "$work/paired.log" 2>&1; tail -6 "$work/paired.log"
 cp "$work"/suite/results.md "$work"/suite/results.png "$work"/suite/results.json "$out"/ 2>/dev/null
 cp "$work"/matmul/results.md "$out"/matmul.md 2>/dev/null
