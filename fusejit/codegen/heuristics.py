@@ -181,8 +181,9 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
 # 85, 2048x2**15 69 -> 78; layer norm 57 -> 68, 56 -> 71, 57 -> 71, 73 -> 74. Chunks of 16384
 # with 16 warps: 47-80; 8 warps: 56-80 (the fewer warps, the more programs per SM, so some
 # load while others wait). The emitted kernel ran at 45-65% until it lost a grid-wide count of
-# programs done, a per-row flag loop and the softmax's second exp per element
-# (``bench/exp_coop_gap.py``, ``bench/exp_wide_softmax2.py``).
+# programs done, a row's partials stored 256 apart, a duplicated max, a per-row flag loop and
+# the softmax's second exp per element (``bench/exp_coop_gap.py``,
+# ``bench/exp_wide_softmax2.py``).
 
 #: Whether wide rows whose values go back over the row run as cooperative row kernels
 #: (``FUSEJIT_COOPERATIVE_ROWS=0`` at import: the looped row kernel instead).

@@ -1314,10 +1314,11 @@ class _Emitter:
         """In a cooperative row's fast path: each ``exp(a - max(a))`` of the region (softmax's
         numerator) as ``exp(a - chunk max) * exp(chunk max - row max)``, from the exps that the
         chunk's sumexp partial of ``a`` computed. One exp per element instead of two (the
-        kernel is bound by exp throughput at 2**18-wide float32 rows: 80% of the copy rate
-        with two, 84-86% with one, ``bench/exp_wide_softmax2.py``), within 2 ulp of the one
-        exp. Equal values (both infinite) keep NumPy's answer: the chunk's exp counts 1 there
-        (``_sumexp_tile``) and exp(inf - inf) is NaN, as exp(x - max) is."""
+        hand-written kernel of ``bench/exp_wide_softmax2.py`` at 2**18-wide float32 rows: 80%
+        of the copy rate with two, 84-86% with one); as close to the float64 softmax as
+        NumPy's float32 one (``tests/test_cooperative_rows.py``). Equal values (both
+        infinite) keep NumPy's answer: the chunk's exp counts 1 there (``_sumexp_tile``) and
+        exp(inf - inf) is NaN, as exp(x - max) is."""
         maxes = {r.name: r.args[0] for r in stage if r.op == "max"}
         partials = {r.args[0]: r.name for r in stage
                     if r.op == "sumexp" and r.name in self.chunk_exps}
