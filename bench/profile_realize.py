@@ -56,16 +56,26 @@ def _large_layer_norm(lines: list[str]) -> str:
     del keep
     lines.append(f"layer_norm 16384x4096: host issue {issued:.1f} us/call, with GPU work "
                  f"{total:.1f} us/call")
+    text = io.StringIO()
+    _profile(text, "\nlayer_norm 16384x4096, 30 realizes:\n",
+             lambda: fj.layer_norm(x, w, b).realize(), 30, ("tottime",), 15)
+    return text.getvalue()
+
+
+def _profile(text: io.StringIO, title: str, call: Callable[[], Any], reps: int,
+             orders: tuple[str, ...], top: int) -> None:
+    """Write ``title`` and the top ``top`` lines of a cProfile of ``reps`` calls (the device
+    waited for), sorted by each of ``orders``, to ``text``."""
     profiler = cProfile.Profile()
     profiler.enable()
-    for _ in range(30):
-        fj.layer_norm(x, w, b).realize()
+    for _ in range(reps):
+        call()
     _sync()
     profiler.disable()
-    text = io.StringIO()
-    text.write("\nlayer_norm 16384x4096, 30 realizes:\n")
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
-    return text.getvalue()
+    text.write(title)
+    stats = pstats.Stats(profiler, stream=text)
+    for order in orders:
+        stats.sort_stats(order).print_stats(top)
 
 
 def main(out_path: str | None = None) -> int:
@@ -81,14 +91,8 @@ def main(out_path: str | None = None) -> int:
         built = _best_us(build)
         total = _best_us(lambda b=build: b().realize())
         lines.append(f"{name:18s} build {built:7.1f} us   realize total {total:7.1f} us")
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(3000):
-        (small * 2 + 1).realize()
-    _sync()
-    profiler.disable()
     text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(18)
+    _profile(text, "", lambda: (small * 2 + 1).realize(), 3000, ("tottime",), 18)
     # the issue's layer norm (256x1024, weight and bias): where a cached realize's time goes
     lx = fj.asarray(np.random.default_rng(1).standard_normal((256, 1024)).astype(np.float32))
     lw, lb = fj.asarray(np.ones(1024, np.float32)), fj.asarray(np.zeros(1024, np.float32))
@@ -99,16 +103,8 @@ def main(out_path: str | None = None) -> int:
     built = _best_us(lambda: fj.layer_norm(lx, lw, lb))
     total = _best_us(lambda: fj.layer_norm(lx, lw, lb).realize())
     lines.append(f"{'layer_norm 256x1024':18s} build {built:7.1f} us   realize total {total:7.1f} us")
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(3000):
-        fj.layer_norm(lx, lw, lb).realize()
-    _sync()
-    profiler.disable()
-    text.write("\nlayer_norm 256x1024 with weight and bias, 3000 realizes:\n")
-    stats = pstats.Stats(profiler, stream=text)
-    stats.sort_stats("tottime").print_stats(30)
-    stats.sort_stats("cumulative").print_stats(30)
+    _profile(text, "\nlayer_norm 256x1024 with weight and bias, 3000 realizes:\n",
+             lambda: fj.layer_norm(lx, lw, lb).realize(), 3000, ("tottime", "cumulative"), 30)
     if fj.get_backend() == "cuda":
         text.write(_large_layer_norm(lines))
     report = "\n".join(lines) + "\n\n" + text.getvalue()

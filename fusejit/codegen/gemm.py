@@ -270,7 +270,7 @@ class GemmEmitter(_Emitter):
         fn.out = before + hoisted + header + ["    " + line for line in looped]
         why = "programs=" + str(programs)
         if self.auto_persistent:
-            why = ("GEMM_PERSISTENT=always" if heuristics.GEMM_PERSISTENT == "always" else
+            why = ("GEMM_PERSISTENT=always" if heuristics.gemm_persistent_mode() == "always" else
                    "GEMM_PERSISTENT: float16, two or more waves of tiles, every operand tile "
                    "a TMA box")
         self.summary = (*self.summary, f"      persistent: {programs} programs, each computing "

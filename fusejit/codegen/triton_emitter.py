@@ -227,6 +227,13 @@ def _kernel_text(kernel: Kernel) -> list[str]:
         return [f"kernel @{kernel.name}"] + ["  " + _instr_text(i) for i in kernel.body]
 
 
+def _sumexp_riders(stage: list[Instr]) -> dict[str, Instr]:
+    """The maxes of ``stage`` over the same operand as one of its sumexps, by name, each with
+    that sumexp: the sumexp computes the row's max anyway, so the max is not computed again."""
+    return {m.name: e for m in stage if m.op == "max" for e in stage
+            if e.op == "sumexp" and e.args[0] == m.args[0]}
+
+
 class _Fn:
     """Builds the body of one Triton function."""
 
@@ -967,9 +974,7 @@ class _Emitter:
             self._close_loop(fn, cols, bn, backwards=backwards)
 
         for stage in stages:
-            # a max of the same operand as a sumexp is the sumexp's running max: not computed twice
-            riders = {m.name: s for m in stage if m.op == "max" for s in stage
-                      if s.op == "sumexp" and s.args[0] == m.args[0]}
+            riders = _sumexp_riders(stage)
             stage = [r for r in stage if r.name not in riders]
             if persistent:
                 coords = straight_coords
@@ -989,11 +994,7 @@ class _Emitter:
                 for i, r in enumerate(stage):
                     fn.rowvals[r.name] = self._reduce_tile(fn, r, None, accs[i])
                     self.row_max[r.name] = accs[i][0] if r.op == "sumexp" else None
-            for name, s in riders.items():
-                m = self.row_max[s.name]
-                out = self.types[name].dtype
-                fn.rowvals[name] = m if self._acc_dtype(s) == out else \
-                    fn.emit(1, f"{m}.to({TL[out]})", self.var_name(name), "max shared with sumexp")
+            self._ride_on_sumexps(fn, riders)
         self._store_row_outputs(fn, row_mask)
         if any(self.types[y].shape == d.shape for y in self.kernel.yields):
             if persistent:
@@ -1239,9 +1240,7 @@ class _Emitter:
         rows, cols = d.rows, d.reduce_size
         n_split, bn, num_warps = t.chunks, t.block, t.num_warps
         (stage,) = self._stages()
-        # a max of the same operand as a sumexp is the sumexp's max: no partials of its own
-        riders = {m.name: e for m in stage if m.op == "max" for e in stage
-                  if e.op == "sumexp" and e.args[0] == m.args[0]}
+        riders = _sumexp_riders(stage)  # (no partials of their own)
         computed = [r for r in stage if r.name not in riders]
         slots, part_names = self._partial_slots(computed, n_split)
         arrivals, settled, given_up = 1, 1 + rows, 1 + 2 * rows
@@ -1355,13 +1354,18 @@ class _Emitter:
         self._open_partials(g, "row", 1, False, n_split)
         self._combine_partials(g, [r for r in stage if r.name not in riders], slots, n_split,
                                row_major=True)
-        for name_, e in riders.items():
-            m, out = self.row_max[e.name], self.types[name_].dtype
-            g.rowvals[name_] = m if self._acc_dtype(e) == out else \
-                g.emit(1, f"{m}.to({TL[out]})", self.var_name(name_), "max shared with sumexp")
+        self._ride_on_sumexps(g, riders)
         g.out.append(f"return {', '.join(g.rowvals[r.name] for r in stage)}")
         g.source = self._header(name, ["row"] + part_names) + ["    " + line for line in g.out]
         return g
+
+    def _ride_on_sumexps(self, fn: _Fn, riders: dict[str, Instr]) -> None:
+        """Each max of ``riders`` (``_sumexp_riders``) as its sumexp's row max in ``fn``, cast
+        to the max's dtype (a float16 max of float32-accumulated values is exact in float16)."""
+        for name, e in riders.items():
+            m, out = self.row_max[e.name], self.types[name].dtype
+            fn.rowvals[name] = m if self._acc_dtype(e) == out else \
+                fn.emit(1, f"{m}.to({TL[out]})", self.var_name(name), "max shared with sumexp")
 
     def _call_stats(self, fn: _Fn, stage: list[Instr], stats_name: str, row: str,
                     part_names: list[str]) -> None:
