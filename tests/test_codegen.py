@@ -63,6 +63,23 @@ def test_libdevice_only_on_cuda():
     assert "libdevice" not in emit_kernel(k, None, "interpret").source
 
 
+def test_float32_exp_on_cuda_is_one_ptx_helper_per_module(monkeypatch):
+    # libdevice's expf as inline PTX (EXP_F32_HELPER: the same instructions, less compile
+    # time), defined once however many of the module's functions call it; float64 keeps
+    # libdevice's exp, the interpreter its own lowering
+    import fusejit.codegen.heuristics as heuristics
+    monkeypatch.setattr(heuristics, "COOPERATIVE_ROWS", True)
+    x = fj.asarray(np.ones((256, 1 << 18), np.float32))
+    (k,) = _kernels(fj.softmax(x, axis=-1))
+    src = emit_kernel(k, None, "cuda").source
+    assert "cooperative rows" in src and src.count("def _exp_f32(") == 1
+    assert src.count("_exp_f32(") >= 4 and "import libdevice" not in src  # fast path, finish
+    assert "_exp_f32" not in emit_kernel(k, None, "interpret").source
+    (k64,) = _kernels(fj.exp(fj.asarray(np.ones(16, np.float64))))
+    src64 = emit_kernel(k64, None, "cuda").source
+    assert "libdevice.exp(" in src64 and "_exp_f32" not in src64
+
+
 def test_looped_reduction_for_long_rows():
     x = fj.asarray(np.ones((2, 100000), np.float32))
     (k,) = _kernels(x.sum(axis=1))

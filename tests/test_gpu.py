@@ -292,6 +292,40 @@ def test_float16_tanh_within_one_ulp_of_numpy_everywhere():
     assert same_sign.all() and ulps.max() <= 1, (x[ulps > 1][:8], got[ulps > 1][:8])
 
 
+def test_float32_exp_is_libdevices_expf_bit_for_bit_on_every_input(monkeypatch):
+    # float32 exp on cuda is libdevice's __nv_expf written out as inline PTX (lowering.py,
+    # EXP_F32_HELPER, for compile time): on every one of the 2**32 float32 bit patterns it
+    # gives the bits of the libdevice call (EXP_F32_AS_PTX off), NaN for NaN
+    import cupy as cp
+
+    import fusejit.fuse as fuse
+    import fusejit.runtime as runtime
+    import fusejit.runtime.kernel_cache as kernel_cache
+    from fusejit.codegen import lowering
+
+    def exp_of(x, as_ptx):  # (nothing planned or emitted under the other setting is reused)
+        monkeypatch.setattr(lowering, "EXP_F32_AS_PTX", as_ptx)
+        monkeypatch.setattr(runtime, "_plans", {})
+        monkeypatch.setattr(runtime, "_backends", {})
+        monkeypatch.setattr(kernel_cache, "_emit_cache", {})
+        fuse.clear_cache()
+        return fj.exp(fj.asarray(x)).realize().cupy()
+
+    from fusejit.codegen.triton_emitter import kernel_sources
+    program = fj.plan(fj.exp(fj.asarray(np.zeros(8, np.float32)))).program
+    for as_ptx, call in ((True, "_exp_f32("), (False, "libdevice.exp(")):
+        monkeypatch.setattr(lowering, "EXP_F32_AS_PTX", as_ptx)
+        assert call in kernel_sources(program, "cuda")[0].source
+    chunk = 1 << 28
+    for start in range(0, 1 << 32, chunk):
+        x = cp.arange(start, start + chunk, dtype=cp.uint64).astype(cp.uint32).view(cp.float32)
+        got, want = exp_of(x, True), exp_of(x, False)
+        same = (got.view(cp.uint32) == want.view(cp.uint32)) | (cp.isnan(got) & cp.isnan(want))
+        bad = cp.flatnonzero(~same)
+        assert bad.size == 0, (start, x[bad[:5]].get(), got[bad[:5]].get(), want[bad[:5]].get())
+    fuse.clear_cache()
+
+
 def test_float16_add_sub_mul_bit_for_bit():
     # float16 + - * are native float16 instructions on the GPU: correctly rounded, so NumPy's
     # float16 results exactly, subnormals and signed zeros included

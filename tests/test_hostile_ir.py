@@ -119,7 +119,7 @@ def _rename(text: str, shift: int, long: bool = False) -> str:
 
 
 _RESERVED = {"triton", "tl", "libdevice", "INF", "NAN"} | set(dir(builtins)) | set(keyword.kwlist)
-_HELPERS = {"_mul", "_max_nan", "_min_nan"}
+_HELPERS = {"_mul", "_max_nan", "_min_nan", "_exp_f32"}
 
 
 def _check_source(source: str, launch_names: set[str]) -> None:

@@ -63,6 +63,7 @@ from .heuristics import (
 )
 from .lowering import (
     BOOL,
+    EXP_F32_HELPER,
     NAN,
     PTR,
     SCALAR_ARG,
@@ -703,6 +704,8 @@ class _Emitter:
         if uses_lib:
             lines.append("from triton.language.extra import libdevice")
         lines += ["", "INF = tl.constexpr(float(\"inf\"))", ""]
+        if any(f.low.uses_exp_f32 for f in fns):
+            lines += EXP_F32_HELPER.splitlines()
         for i, f in enumerate(fns):
             lines += ["", "", *f.source] if i else ["", *f.source]
         source = "\n".join(lines) + "\n"
