@@ -76,6 +76,13 @@ CASES = {
     "layer_norm_float64": (_layer_norm,
                            lambda n: [_rng().standard_normal((3, n)) * 1e3 + 1e6,
                                       _rng(1).standard_normal(n), _rng(2).standard_normal(n)]),
+    "layer_norm_float16": (_layer_norm,
+                           lambda n: [(_rng().standard_normal((3, n)) + 5).astype(np.float16),
+                                      _rng(1).standard_normal(n).astype(np.float16),
+                                      _rng(2).standard_normal(n).astype(np.float16)]),
+    "sum_and_var_ints": (lambda xp, x: (x - x.sum(axis=-1, keepdims=True) // 37)
+                         * x.var(axis=-1, keepdims=True),
+                         lambda n: [_rng().integers(-1000, 1000, (3, n)).astype(np.int32)]),
     "centered_ints": (_centered_ints,
                       lambda n: [_rng().integers(-1000, 1000, (3, n)).astype(np.int32)]),
     "prologue": (lambda xp, x: _softmax(xp, xp.exp(x * 0.5) - x),
@@ -155,6 +162,25 @@ def test_rescaled_chunk_exps_in_the_fast_path(cooperative):
     # (both are off by tens of ulp where |x - max| is large: exp(x - max) magnifies the
     # rounding of its argument; measured 34 / 3.6 ulp (max / mean) against NumPy's 37 / 4.7)
     assert ours.max() <= 1.25 * numpys.max() + 2 and ours.mean() <= numpys.mean() + 1
+
+
+@pytest.mark.parametrize("name, partials", [("layer_norm", ["sum", "m2"]),
+                                             ("layer_norm_float16", ["sum", "m2"]),
+                                             ("sum_and_var_ints", ["", "sum", "m2"])])
+def test_a_sum_shares_the_partials_of_an_m2_of_its_operand(cooperative, name, partials):
+    """A cooperative row stores the chunk's (sum, m2) for an m2 (its count is known from the
+    chunk's place, its mean the sum over that count, as the chunk divides): a sum of the same
+    operand in the same accumulator dtype (layer norm's mean and variance, float16's both in
+    float32) has no partial of its own. An integer sum (int64) beside the variance (float64)
+    keeps its own."""
+    fn, make = CASES[name]
+    (emitted,) = _cooperative_kernels(fn, make(37))
+    header = emitted.source[emitted.source.index("@triton.jit\ndef " + emitted.name):]
+    params = header[header.index("(") + 1:header.index(")")].split(", ")
+    kinds = [p.rsplit("_", 1)[1] if p.count("_") > 1 else "" for p in params
+             if p.startswith("part_")]
+    assert kinds == partials, params
+    assert len(emitted.scratch) == len(partials)
 
 
 def test_counters_are_zero_after_each_launch(cooperative):

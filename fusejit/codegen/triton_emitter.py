@@ -33,7 +33,7 @@ import hashlib
 import keyword
 import math
 import re
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -233,6 +233,14 @@ def _sumexp_riders(stage: list[Instr]) -> dict[str, Instr]:
     that sumexp: the sumexp computes the row's max anyway, so the max is not computed again."""
     return {m.name: e for m in stage if m.op == "max" for e in stage
             if e.op == "sumexp" and e.args[0] == m.args[0]}
+
+
+def _m2_riders(stage: list[Instr], acc_dtype: Callable[[Instr], np.dtype]) -> dict[str, Instr]:
+    """The sums of ``stage`` over the same operand as one of its m2s (in the same accumulator
+    dtype), by name, each with that m2: a cooperative row's m2 partial is the chunk's sum
+    (and its m2), so the sum's partial is that one, not a second."""
+    return {s.name: m for s in stage if s.op == "sum" for m in stage
+            if m.op == "m2" and m.args[0] == s.args[0] and acc_dtype(m) == acc_dtype(s)}
 
 
 class _Fn:
@@ -1136,13 +1144,15 @@ class _Emitter:
         launch = self._partials_launch(fn, part_names, (row_blocks, n_split, 1), num_warps)
         return [fn, g], [launch]
 
-    def _partial_slots(self, stage: list[Instr], n_split: int
+    def _partial_slots(self, stage: list[Instr], n_split: int, cooperative: bool = False
                        ) -> tuple[dict[str, list[str]], list[str]]:
         """One scratch buffer per partial value of ``stage``'s reductions (``n_split`` per
-        row, in the accumulator dtype; m2's partials are (count, mean, m2) triples, sumexp's
-        (max, sum) pairs), set as the kernel's scratch: the buffer names by reduction, and
-        all of them in order."""
-        parts = {"m2": ("n", "mean", "m2"), "sumexp": ("max", "sum")}
+        row, in the accumulator dtype; m2's partials are (count, mean, m2) triples, a
+        ``cooperative`` row's (sum, m2) pairs, its chunks' counts known from their places;
+        sumexp's are (max, sum) pairs), set as the kernel's scratch: the buffer names by
+        reduction, and all of them in order."""
+        parts = {"m2": ("sum", "m2") if cooperative else ("n", "mean", "m2"),
+                 "sumexp": ("max", "sum")}
         slots = {r.name: ([f"part_{self.var_name(r.name)}_{s}" for s in parts[r.op]]
                           if r.op in parts else [f"part_{self.var_name(r.name)}"]) for r in stage}
         part_names = [p for r in stage for p in slots[r.name]]
@@ -1244,8 +1254,9 @@ class _Emitter:
         n_split, bn, num_warps = t.chunks, t.block, t.num_warps
         (stage,) = self._stages()
         riders = _sumexp_riders(stage)  # (no partials of their own)
-        computed = [r for r in stage if r.name not in riders]
-        slots, part_names = self._partial_slots(computed, n_split)
+        sum_riders = _m2_riders(stage, self._acc_dtype)
+        computed = [r for r in stage if r.name not in riders and r.name not in sum_riders]
+        slots, part_names = self._partial_slots(computed, n_split, cooperative=True)
         arrivals, settled, given_up = 1, 1 + rows, 1 + 2 * rows
         self.counters = 1 + 2 * rows + rows * n_split
         fn = _Fn(self)
@@ -1278,7 +1289,8 @@ class _Emitter:
             out.append("    spins += 1")
             out.append("tl.debug_barrier()")
         stats_name, finish_name = f"{self.name}_stats", f"{self.name}_finish"
-        stats = self._coop_stats(stats_name, stage, riders, slots, part_names, n_split)
+        stats = self._coop_stats(stats_name, stage, riders, sum_riders, slots, part_names,
+                                 n_split, bn)
         self._bm, self._bn = 1, bn  # (the stats function's tile was its partials')
         out.append(f"if arrived >= {n_split}:  # every partial of the row is stored: "
                    f"the chunk held is written")
@@ -1349,14 +1361,20 @@ class _Emitter:
             fn.memo_tile[(instr.name, coords.key())] = var
 
     def _coop_stats(self, name: str, stage: list[Instr], riders: dict[str, Instr],
-                    slots: dict[str, list[str]], part_names: list[str], n_split: int) -> _Fn:
+                    sum_riders: dict[str, Instr], slots: dict[str, list[str]],
+                    part_names: list[str], n_split: int, bn: int) -> _Fn:
         """``name(row, partials...)``: the row values of ``stage``'s reductions, combined from
-        the row's ``n_split`` partials (``riders``: maxes that are a sumexp's max)."""
+        the row's ``n_split`` partials of ``bn`` columns (``riders``: maxes that are a
+        sumexp's max; ``sum_riders``: sums whose partials are an m2's)."""
         g = _Fn(self)
         g.used.update({"row", *part_names})
         self._open_partials(g, "row", 1, False, n_split)
-        self._combine_partials(g, [r for r in stage if r.name not in riders], slots, n_split,
-                               row_major=True)
+        computed = [r for r in stage if r.name not in riders and r.name not in sum_riders]
+        sums = self._combine_partials(g, computed, slots, n_split, row_major=True, chunk=bn)
+        for r in stage:
+            if r.name in sum_riders:
+                g.rowvals[r.name] = self._reduce_tile(g, r, sums[sum_riders[r.name].name], None,
+                                                      src=self._acc_dtype(r))
         self._ride_on_sumexps(g, riders)
         g.out.append(f"return {', '.join(g.rowvals[r.name] for r in stage)}")
         g.source = self._header(name, ["row"] + part_names) + ["    " + line for line in g.out]
@@ -1456,13 +1474,18 @@ class _Emitter:
         return row_mask
 
     def _combine_partials(self, g: _Fn, stage: list[Instr], slots: dict[str, list[str]],
-                          n_split: int, row_major: bool = False) -> None:
+                          n_split: int, row_major: bool = False, chunk: int = 0
+                          ) -> dict[str, str]:
         """Load every partial of ``g``'s rows (``_open_partials``) in chunk order and combine
         them in one fixed tree: each reduction's row value in ``g.rowvals``. (``row_major``:
         a row's partials are side by side, a cooperative row's layout; else each chunk's
-        rows are, a split reduction's.)"""
+        rows are, a split reduction's. ``chunk``: a cooperative row's chunk size, whose m2
+        partials are (sum, m2) pairs: the count of partial ``p`` is its share of the row's
+        columns and its mean sum / count, the bits the chunk's own division gave.) Returns
+        the loaded sums of those m2s, by name."""
         rows = self.domain.rows
         tile_mask = g.masks[2]
+        sums: dict[str, str] = {}
         if row_major:
             at = f"rows * {n_split} + parts"
         else:
@@ -1479,10 +1502,20 @@ class _Emitter:
             if r.op == "sumexp":
                 g.rowvals[r.name] = self._online_reduce(g, r, tuple(xs), partial=False,
                                                         shared_max=False)
+            elif r.op == "m2" and chunk:
+                total, m2 = xs
+                sums[r.name] = total
+                hint, dt = f"part_{self.var_name(r.name)}", TL[self._acc_dtype(r)]
+                n = g.emit(2, f"tl.minimum(tl.maximum({self.domain.reduce_size} - parts * "
+                              f"{chunk}, 0), {chunk}).to({dt})", hint, "each chunk's count")
+                mean = g.emit(2, f"{total} / tl.where({n} == 0, 1, {n})",
+                              f"{slots[r.name][0]}_mean")
+                g.rowvals[r.name] = self._chan_reduce(g, r, (n, mean, m2), partial=False)
             elif r.op == "m2":
                 g.rowvals[r.name] = self._chan_reduce(g, r, tuple(xs), partial=False)
             else:
                 g.rowvals[r.name] = self._reduce_tile(g, r, xs[0], None, src=self._acc_dtype(r))
+        return sums
 
     def _used_params(self, lines: list[str]) -> list[int]:
         """Indices of the parameters whose pointer a function body mentions."""
@@ -1735,10 +1768,11 @@ class _Emitter:
 
     def _two_pass_tile(self, fn: _Fn, r: Instr, x: str, partial: bool = False) -> Any:
         """m2 of a row held in registers: its mean, then the squared deviations (no re-read).
-        ``partial``: of one chunk of the row (a cooperative row's), as the (count, mean, m2)
-        that ``_chan_reduce`` combines, the count from the chunk's place in the row (chunk
-        ``chunk`` of ``self._bn`` columns; Triton 3.6 miscompiled the count as a sum of the
-        column mask beside the other sums of the chunk: "operand does not dominate")."""
+        ``partial``: of one chunk of the row (a cooperative row's), as its (sum, m2): the
+        stats function takes the count from the chunk's place in the row (chunk ``chunk`` of
+        ``self._bn`` columns; Triton 3.6 miscompiled the count as a sum of the column mask
+        beside the other sums of the chunk: "operand does not dominate") and divides the sum
+        by it as this chunk does, so a sum of the same operand shares the partial."""
         dt = self._acc_dtype(r)
         hint = ("part_" if partial else "") + self.var_name(r.name)
         t = self._masked(fn, r, x, dt)
@@ -1749,14 +1783,15 @@ class _Emitter:
             count = (f"tl.minimum({size} - chunk * {bn}, {bn}).to({TL[dt]})" if mask
                      else f"{bn}")
             n = fn.emit(1, f"tl.full([{self._bm}, 1], {count}, {TL[dt]})", f"{hint}_n")
-            mean = fn.emit(1, total.format(t) + f" / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
+            chunk_sum = fn.emit(1, total.format(t), f"{hint}_sum")
+            mean = fn.emit(1, f"{chunk_sum} / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
         else:
             mean = fn.emit(1, total.format(t) + f" / {self.domain.reduce_size}", f"{hint}_mean")
         dev = f"{t} - {mean}"
         d = fn.emit(2, f"tl.where({mask}, {dev}, 0)" if mask else dev, f"{hint}_dev")
         v = total.format(f"{d} * {d}")
         if partial:
-            return n, mean, fn.emit(1, v, f"{hint}_m2", _instr_text(r) + " (partial)")
+            return chunk_sum, fn.emit(1, v, f"{hint}_m2", _instr_text(r) + " (partial)")
         if dt != r.dtype:
             v = f"({v}).to({TL[r.dtype]})"
         return fn.emit(1, v, hint, _instr_text(r))
