@@ -239,12 +239,14 @@ def interpret_check(rows: int, cols: int) -> int:
 
 
 def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
-                     fp_fusion: bool = False) -> float:
+                     fp_fusion: bool = False, outputs: list[Any] | None = None) -> float:
     """Microseconds per launch of an emitted single-launch kernel through Triton's own
     launcher (torch views of CuPy buffers: this script only): inputs ``arrays`` in order,
     fresh outputs and scratch, zeroed counters (the kernel leaves them zero). fusejit
     compiles without floating-point contraction (``fp_fusion`` False: its compile options);
-    the hand-written kernel above is compiled with it (Triton's default)."""
+    the hand-written kernel above is compiled with it (Triton's default). Python numbers in
+    ``arrays`` are the kernel's scalar parameters; ``outputs``, when given, receives the output
+    buffers (holding the last launch's results)."""
     import cupy as cp
     import torch
 
@@ -256,9 +258,10 @@ def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
     scratch = [cp.empty(n, d) for d, n in emitted.scratch]
     counters = cp.zeros(max(emitted.counters, 1), cp.int32)
     groups = {"in": arrays, "out": outs, "scratch": scratch, "counters": [counters]}
-    if any(not t.startswith("*") for t in launch.signature.values()):
-        raise ValueError("the kernel takes scalar params (only buffers are bound here)")
-    args = [torch.from_dlpack(groups[kind][i]) for kind, i in launch.args]
+    args = [v if isinstance(v, (int, float)) else torch.from_dlpack(v)
+            for v in (groups[kind][i] for kind, i in launch.args)]
+    if outputs is not None:
+        outputs.extend(outs)
     grid = launch.grid
     options = {"num_warps": launch.num_warps, "enable_fp_fusion": fp_fusion}
     if launch.num_stages:

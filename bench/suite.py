@@ -321,6 +321,10 @@ def _build_registry() -> list[Workload]:
                            {"S": (256, 65536), "L": (256, 262144)}, (2, 300)))
     w.append(_softmax_workload("softmax_wide", "wide-rows", "float32",
                                {"S": (64, 65536), "L": (256, 262144)}, (2, 300)))
+    w.append(Workload("layer_norm_wide", "wide-rows", "float32",
+                      {"S": (64, 65536), "L": (256, 262144)}, (2, 300),
+                      _rows_affine(), fj=lambda fj, x, w_, b: fj.layer_norm(x, w_, b, eps=EPS),
+                      ref=_layer_norm, cupy=_layer_norm, jax=_j_layer_norm, torch=_t_layer_norm))
     # -- float16 and float64 variants ----------------------------------------------------------
     w.append(_sum_workload("sum_rows_f16", "float16", "float16", -1,
                            {"S": (4096, 1024), "L": (16384, 8192)}, (8, 24)))
