@@ -8,7 +8,9 @@ hand-written kernel, at 4 and 8 warps: the output as ``e * (scale / sum)`` (one 
 row) instead of ``(e * scale) / sum`` (one per element); no select that makes a chunk's
 maximum's exp exactly 1 (it keeps an all-infinite chunk from NaN); a plain ``max`` for the
 NaN-propagating one; then all three (timings only: the kernel's answers with the edits are
-not checked).
+not checked). Then (2026-12-02, third session) the fast path without its settle, an atomic
+whose result each program waits for before it ends, with the counters zeroed by a memset
+before each launch instead (``NO_SETTLE``; both timed with the memset).
 
 Run (GPU machine, torch installed: Triton's launcher takes torch views):
 ``python3 bench/exp_coop_gap.py``.
@@ -17,6 +19,7 @@ Run (GPU machine, torch installed: Triton's launcher takes torch views):
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,8 +69,30 @@ def main() -> int:
     return 0
 
 
+#: the fast path without its settle (an atomic whose result every program waits for before
+#: it ends: is it the row's last?), counters zeroed by a memset before each launch instead
+#: (both timed with that memset: the row's counters are never zeroed by the kernel then)
+NO_SETTLE = {
+    "memset, as emitted": [],
+    "memset, no settle": [(re.compile(r"settled = tl\.atomic_add\(counters \+ \d+ \+ pid, 1, "
+                                      r'sem="relaxed"\)'), "settled = -1")],
+}
+
+
 def time_variants(emitted: Any, x: Any, copy_us: float, events: Any, direct_launch_us: Any) -> None:
-    """Time the emitted source as it is and with each of ``VARIANTS``' edits."""
+    """Time the emitted source as it is and with each of ``VARIANTS``' edits, then the
+    ``NO_SETTLE`` pair."""
+    for name, edits in NO_SETTLE.items():
+        source = emitted.source
+        for pattern, new in edits:
+            source, n = pattern.subn(new, source, count=1)
+            if not n:
+                print(f"{name}: {pattern.pattern!r} not in the source, skipped")
+                break
+        else:
+            variant = dataclasses.replace(emitted, source=source)
+            us = direct_launch_us(variant, [x], events, zero_counters=True)
+            print(f"{name:18s} {us:8.1f} us  {100 * copy_us / us:5.1f}% of copy", flush=True)
     for name, edits in VARIANTS.items():
         source = emitted.source
         for old, new in edits:

@@ -239,14 +239,16 @@ def interpret_check(rows: int, cols: int) -> int:
 
 
 def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
-                     fp_fusion: bool = False, outputs: list[Any] | None = None) -> float:
+                     fp_fusion: bool = False, outputs: list[Any] | None = None,
+                     zero_counters: bool = False) -> float:
     """Microseconds per launch of an emitted single-launch kernel through Triton's own
     launcher (torch views of CuPy buffers: this script only): inputs ``arrays`` in order,
     fresh outputs and scratch, zeroed counters (the kernel leaves them zero). fusejit
     compiles without floating-point contraction (``fp_fusion`` False: its compile options);
     the hand-written kernel above is compiled with it (Triton's default). Python numbers in
     ``arrays`` are the kernel's scalar parameters; ``outputs``, when given, receives the output
-    buffers (holding the last launch's results)."""
+    buffers (holding the last launch's results); ``zero_counters``: a memset of the counters
+    before each launch (timed with it), for variants that do not leave them zero."""
     import cupy as cp
     import torch
 
@@ -268,6 +270,8 @@ def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
         options["num_stages"] = launch.num_stages
 
     def run() -> None:
+        if zero_counters:
+            counters.fill(0)
         fn[grid](*args, **options)
     return float(events(run))
 
