@@ -17,9 +17,11 @@ against a float64 layer norm), and emitted at other tiles:
 * ``L1 prefetch``: the weight's and bias's lines prefetched into L1 right after the arrival,
   (``x .cg``: and the chunk's own load kept out of L1).
 
-First run (``bench/results/h200-s3-2026-12-02.txt``): hoisting cost 13-14 points (the
+First run (``bench/results/h200-s3-2026-12-02.md``): hoisting cost 13-14 points (the
 arrival's release waits for the loads), the sum and count partials gained 2-3: the emitter
 now keeps the sum in the m2's partials, and ``CURRENT`` lists the variants that still apply.
+Second run: the L1 prefetch gained nothing (67-73% against 70-74% as emitted), 8 warps and
+chunks of 4096 neither (each better at one shape, worse at the other).
 
 Run (GPU machine, torch installed: Triton's launcher takes torch views):
 ``python3 bench/exp_coop_ln.py [--shapes 256x262144,1024x65536]``.

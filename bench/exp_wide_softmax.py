@@ -240,7 +240,7 @@ def interpret_check(rows: int, cols: int) -> int:
 
 def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
                      fp_fusion: bool = False, outputs: list[Any] | None = None,
-                     zero_counters: bool = False) -> float:
+                     zero_counters: bool = False, maxnreg: int | None = None) -> float:
     """Microseconds per launch of an emitted single-launch kernel through Triton's own
     launcher (torch views of CuPy buffers: this script only): inputs ``arrays`` in order,
     fresh outputs and scratch, zeroed counters (the kernel leaves them zero). fusejit
@@ -248,7 +248,8 @@ def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
     the hand-written kernel above is compiled with it (Triton's default). Python numbers in
     ``arrays`` are the kernel's scalar parameters; ``outputs``, when given, receives the output
     buffers (holding the last launch's results); ``zero_counters``: a memset of the counters
-    before each launch (timed with it), for variants that do not leave them zero."""
+    before each launch (timed with it), for variants that do not leave them zero;
+    ``maxnreg``: Triton's register cap per thread (ptxas fits the kernel under it)."""
     import cupy as cp
     import torch
 
@@ -266,6 +267,8 @@ def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
         outputs.extend(outs)
     grid = launch.grid
     options = {"num_warps": launch.num_warps, "enable_fp_fusion": fp_fusion}
+    if maxnreg:
+        options["maxnreg"] = maxnreg
     if launch.num_stages:
         options["num_stages"] = launch.num_stages
 
