@@ -2,8 +2,8 @@
 # The closing GPU call of a session with little device time left (2026-12-02): the
 # gpu-marked tests beside the cuda fuzz (JIT_PROCS of its processes through fj.jit), the
 # no-synchronization timing test alone, then alone: the suite (--quick), the GEMM benchmark
-# (--quick), the host cost per call and fj.jit against cupy.fuse in turn (dispatch.py
-# --paired-only). Each phase is bounded by `timeout`; logs packed into $OUT/gpu-final.tgz,
+# (--quick), the host cost per call (two rounds, this code and the code under .old in turn)
+# and fj.jit against cupy.fuse in turn (dispatch.py --paired-only). Each phase is bounded by `timeout`; logs packed into $OUT/gpu-final.tgz,
 # the suite's and the GEMM benchmark's tables and JSON copied to $OUT.
 #   bash bench/gpu_final.sh [FUZZ_SECONDS] [FUZZ_PROCS] [SUITE_BUDGET] [MATMUL_BUDGET]
 # (MATMUL_BUDGET 0: no GEMM benchmark; ROWS_PROCS of the fuzz processes run the wide-row fuzz,
@@ -43,11 +43,14 @@ if [ "$mm_s" -gt 0 ]; then
   timeout $((mm_s + 50)) python3 bench/bench_matmul.py --out "$work/matmul" --quick --budget "$mm_s" \
     > "$work/matmul.log" 2>&1; echo "matmul exit $?"; head -14 "$work/matmul/results.md"
 fi
-timeout 40 python3 bench/host_cost.py --backend cuda > "$work/host_cost.log" 2>&1; tail -10 "$work/host_cost.log"
-if [ -d .old ]; then  # the code at the start of the host-cost work, in the same run (see gpu_host_rows.sh)
-  (cd .old && PYTHONPATH=/tmp/site:$PWD timeout 60 python3 bench/host_cost.py --backend cuda) \
-    > "$work/host_cost_old.log" 2>&1; echo "old code:"; head -6 "$work/host_cost_old.log"
-fi
+for round in 1 2; do  # new code, then (when .old is there) the code at the start of the host-cost work
+  timeout 40 python3 bench/host_cost.py --backend cuda > "$work/host_cost_$round.log" 2>&1
+  echo "host cost, round $round, this code:"; tail -10 "$work/host_cost_$round.log"
+  if [ -d .old ]; then  # (same run, in turn: see gpu_host_rows.sh)
+    (cd .old && PYTHONPATH=/tmp/site:$PWD timeout 60 python3 bench/host_cost.py --backend cuda) \
+      > "$work/host_cost_old_$round.log" 2>&1; echo "old code:"; head -8 "$work/host_cost_old_$round.log"
+  fi
+done
 timeout 40 python3 bench/dispatch.py --paired-only 5 > "$work/paired.log" 2>&1; tail -6 "$work/paired.log"
 cp "$work"/suite/results.md "$work"/suite/results.png "$work"/suite/results.json "$out"/ 2>/dev/null
 cp "$work"/matmul/results.md "$out"/matmul.md 2>/dev/null
