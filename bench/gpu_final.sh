@@ -3,8 +3,9 @@
 # gpu-marked tests beside the cuda fuzz (JIT_PROCS of its processes through fj.jit), the
 # no-synchronization timing test alone, then alone: the suite (--quick), the GEMM benchmark
 # (--quick), the host cost per call (two rounds, this code and the code under .old in turn)
-# and fj.jit against cupy.fuse in turn (dispatch.py --paired-only). Each phase is bounded by `timeout`; logs packed into $OUT/gpu-final.tgz,
-# the suite's and the GEMM benchmark's tables and JSON copied to $OUT.
+# and fj.jit against cupy.fuse in turn (dispatch.py --paired-only). Each phase is bounded by
+# `timeout`; logs packed into $OUT/gpu-final.tgz, the suite's and the GEMM benchmark's tables
+# and JSON copied to $OUT.
 #   bash bench/gpu_final.sh [FUZZ_SECONDS] [FUZZ_PROCS] [SUITE_BUDGET] [MATMUL_BUDGET]
 # (MATMUL_BUDGET 0: no GEMM benchmark; ROWS_PROCS of the fuzz processes run the wide-row fuzz,
 # bench/fuzz_rows.py; SUITE_IMPLS: the suite's --impls, default all)
