@@ -17,7 +17,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
   && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
 export FUSEJIT_CACHE_DIR=/tmp/fusejit-cache
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv > "$work/gpu.txt" 2>&1
-timeout $((fuzz_s + 90)) python3 -m pytest -m gpu -q -p no:cacheprovider tests \
+timeout $((fuzz_s + 230)) python3 -m pytest -m gpu -q -p no:cacheprovider tests \
   -k "not no_device_synchronization" > "$work/gpu-tests.log" 2>&1 &
 for i in $(seq 1 "$rows_procs"); do
   timeout $((fuzz_s + 60)) python3 bench/fuzz_rows.py --backend cuda --seconds "$fuzz_s" --seed $((90 + i)) \
