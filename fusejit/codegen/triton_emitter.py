@@ -1507,9 +1507,10 @@ class _Emitter:
                 sums[r.name] = total
                 hint, dt = f"part_{self.var_name(r.name)}", TL[self._acc_dtype(r)]
                 n = g.emit(2, f"tl.minimum(tl.maximum({self.domain.reduce_size} - parts * "
-                              f"{chunk}, 0), {chunk}).to({dt})", hint, "each chunk's count")
-                mean = g.emit(2, f"{total} / tl.where({n} == 0, 1, {n})",
-                              f"{slots[r.name][0]}_mean")
+                              f"{chunk}, 0), {chunk}).to({dt})", f"{hint}_n",
+                           "each chunk's count")
+                mean = g.emit(2, f"{total} / tl.where({n} == 0, 1, {n})", f"{hint}_mean",
+                              "each chunk's mean, as the chunk divided")
                 g.rowvals[r.name] = self._chan_reduce(g, r, (n, mean, m2), partial=False)
             elif r.op == "m2":
                 g.rowvals[r.name] = self._chan_reduce(g, r, tuple(xs), partial=False)
