@@ -78,6 +78,10 @@ def test_float32_exp_on_cuda_is_one_ptx_helper_per_module(monkeypatch):
     (k64,) = _kernels(fj.exp(fj.asarray(np.ones(16, np.float64))))
     src64 = emit_kernel(k64, None, "cuda").source
     assert "libdevice.exp(" in src64 and "_exp_f32" not in src64
+    from fusejit.codegen import lowering
+    monkeypatch.setattr(lowering, "EXP_F32_AS_PTX", False)  # (the GPU test's reference)
+    src = emit_kernel(k, None, "cuda").source
+    assert "_exp_f32" not in src and "import libdevice" in src and "libdevice.exp(" in src
 
 
 def test_looped_reduction_for_long_rows():
