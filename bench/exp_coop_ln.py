@@ -7,21 +7,21 @@ the weight and the bias after the row's wait (L2 reads on the path from the wait
 store), it keeps four partials per chunk (the sum, and the count, mean and M2 of the
 variance) where softmax keeps two, and it needs more registers (166 against 127 with
 CUDA 13's ptxas: three programs of 4 warps per SM, against four). This launches the emitted
-kernel as it is and with one of those removed at a time (edits of the source, each checked
-against a float64 layer norm), and emitted at other tiles:
+kernel as it is and with one change at a time (edits of the source, each checked against a
+float64 layer norm), and emitted at other tiles:
 
 * ``hoisted``: the weight and the bias loaded before the wait (latency hidden, registers up);
-* ``sum rides``: no partial of the sum: the row's sum is count * mean of the M2 partials;
-* ``count known``: the chunk's count is its size, not a stored partial;
 * ``8 warps`` / ``4096 elements``: emitted with ``COOP_MAX_WARPS`` 8 or ``COOP_CHUNK`` 4096;
 * ``L1 prefetch``: the weight's and bias's lines prefetched into L1 right after the arrival,
   (``x .cg``: and the chunk's own load kept out of L1).
 
-First run (``bench/results/h200-s3-2026-12-02.md``): hoisting cost 13-14 points (the
-arrival's release waits for the loads), the sum and count partials gained 2-3: the emitter
-now keeps the sum in the m2's partials, and ``CURRENT`` lists the variants that still apply.
-Second run: the L1 prefetch gained nothing (67-73% against 70-74% as emitted), 8 warps and
-chunks of 4096 neither (each better at one shape, worse at the other).
+First run (``bench/results/h200-s3-2026-12-02.md``, on a77418e's source, where the
+variance's partials were (count, mean, m2) beside a partial of the sum: two more edits, no
+partial of the sum and the count as a constant, which the emitter has since made its own
+and which no longer apply): hoisting cost 13-14 points (the arrival's release waits for
+the loads), the sum and count partials gained 2-3. Second run: the L1 prefetch gained
+nothing (67-73% against 70-74% as emitted), 8 warps and chunks of 4096 neither (each better
+at one shape, worse at the other).
 
 Run (GPU machine, torch installed: Triton's launcher takes torch views):
 ``python3 bench/exp_coop_ln.py [--shapes 256x262144,1024x65536]``.
@@ -53,27 +53,6 @@ def _hoist(src: str) -> str:
     return src.replace(wait, "".join(f"    {line}\n" for line in loads) + wait, 1)
 
 
-def _sum_rides(src: str) -> str:
-    """No partial of the sum: the row's sum from the M2 partials' count and mean."""
-    src, n = re.subn(r"^    tl\.store\(part_v0 \+ .*\n", "", src, count=1, flags=re.M)
-    src, m = re.subn(r"^    part_v0_all = tl\.load\(.*\n    v0 = tl\.reduce\(part_v0_all.*\n",
-                     "", src, count=1, flags=re.M)
-    if not (n and m and "    return v0, v5_m2\n" in src):
-        raise ValueError("the sum's partial not found")
-    return src.replace("    return v0, v5_m2\n", "    return v5_mean * v5_n, v5_m2\n")
-
-
-def _count_known(src: str, chunk: int) -> str:
-    """The chunk's count as a constant, not a stored and reloaded partial."""
-    src, n = re.subn(r"^    tl\.store\(part_v5_n \+ .*\n", "", src, count=1, flags=re.M)
-    src, m = re.subn(r"^    part_v5_n_all = tl\.load\(.*\n", "", src, count=1, flags=re.M)
-    mean = re.search(r"^    part_v5_mean_all = tl\.load\(.*\n", src, flags=re.M)
-    if not (n and m and mean):
-        raise ValueError("the count's partial not found")
-    const = f"    part_v5_n_all = tl.full(part_v5_mean_all.shape, {chunk}, tl.float32)\n"
-    return src[:mean.end()] + const + src[mean.end():]
-
-
 def _prefetch(src: str, chunk: int, l1_only: bool = False) -> str:
     """After the arrival (its release waits for earlier loads, so loads before it delay the
     row), the weight's and bias's lines of the chunk prefetched into L1 (no registers held
@@ -96,16 +75,17 @@ def _prefetch(src: str, chunk: int, l1_only: bool = False) -> str:
 VARIANTS: dict[str, Any] = {
     "as emitted": lambda s, c: s,
     "hoisted": lambda s, c: _hoist(s),
-    "sum rides": lambda s, c: _sum_rides(s),
-    "count known": _count_known,
-    "sum rides, count known": lambda s, c: _count_known(_sum_rides(s), c),
-    "all three": lambda s, c: _count_known(_sum_rides(_hoist(s)), c),
     "L1 prefetch": _prefetch,
     "L1 prefetch, x .cg": lambda s, c: _prefetch(s, c, True),
 }
-#: since the emitter keeps layer norm's sum in its m2's partials (2026-12-02, third session)
-#: the edits of the sum's and the count's partials no longer apply: only these run
-CURRENT = ["as emitted", "hoisted", "L1 prefetch", "L1 prefetch, x .cg"]
+
+
+def layer_norm_reference(x: Any, w: Any, b: Any, eps: float = 1e-5) -> Any:
+    """``(x - mean) / sqrt(var + eps) * w + b`` over the last axis, in float64 (CuPy)."""
+    import cupy as cp
+    x64 = x.astype(cp.float64)
+    mu = x64.mean(axis=1, keepdims=True)
+    return (x64 - mu) / cp.sqrt(((x64 - mu) ** 2).mean(axis=1, keepdims=True) + eps) * w + b
 
 
 def main() -> int:
@@ -133,13 +113,12 @@ def main() -> int:
         b = cp.random.standard_normal(cols, dtype=cp.float32)
         y = cp.empty_like(x)
         copy_us = events(lambda x=x, y=y: cp.copyto(y, x))
-        x64 = x.astype(cp.float64)
-        mu = x64.mean(axis=1, keepdims=True)
-        want = (x64 - mu) / cp.sqrt(((x64 - mu) ** 2).mean(axis=1, keepdims=True) + 1e-5) * w + b
+        want = layer_norm_reference(x, w, b)
         print(f"{rows}x{cols} float32 layer norm (weight, bias): copy {copy_us:8.1f} us",
               flush=True)
-        tiles = [(8192, 4, CURRENT), (8192, 8, CURRENT[:1] + CURRENT[2:]),
-                 (4096, 4, CURRENT[:1] + CURRENT[2:])]
+        every = list(VARIANTS)
+        other = [name for name in every if name != "hoisted"]  # (hoisting: 4 warps only)
+        tiles = [(8192, 4, every), (8192, 8, other), (4096, 4, other)]
         for chunk, warps, names in tiles:
             heuristics.COOP_CHUNK["cuda"], heuristics.COOP_MAX_WARPS = chunk, warps
             with fj.using_backend("interpret"):  # (planned only)

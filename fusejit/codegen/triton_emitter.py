@@ -1289,8 +1289,8 @@ class _Emitter:
             out.append("    spins += 1")
             out.append("tl.debug_barrier()")
         stats_name, finish_name = f"{self.name}_stats", f"{self.name}_finish"
-        stats = self._coop_stats(stats_name, stage, riders, sum_riders, slots, part_names,
-                                 n_split, bn)
+        stats = self._coop_stats(stats_name, stage, computed, riders, sum_riders, slots,
+                                 part_names, n_split, bn)
         self._bm, self._bn = 1, bn  # (the stats function's tile was its partials')
         out.append(f"if arrived >= {n_split}:  # every partial of the row is stored: "
                    f"the chunk held is written")
@@ -1360,16 +1360,17 @@ class _Emitter:
                           + ": the chunk's exps, rescaled to the row's max")
             fn.memo_tile[(instr.name, coords.key())] = var
 
-    def _coop_stats(self, name: str, stage: list[Instr], riders: dict[str, Instr],
-                    sum_riders: dict[str, Instr], slots: dict[str, list[str]],
-                    part_names: list[str], n_split: int, bn: int) -> _Fn:
+    def _coop_stats(self, name: str, stage: list[Instr], computed: list[Instr],
+                    riders: dict[str, Instr], sum_riders: dict[str, Instr],
+                    slots: dict[str, list[str]], part_names: list[str], n_split: int,
+                    bn: int) -> _Fn:
         """``name(row, partials...)``: the row values of ``stage``'s reductions, combined from
-        the row's ``n_split`` partials of ``bn`` columns (``riders``: maxes that are a
-        sumexp's max; ``sum_riders``: sums whose partials are an m2's)."""
+        the row's ``n_split`` partials of ``bn`` columns: those of ``computed``, then the
+        riders (``riders``: maxes that are a sumexp's max; ``sum_riders``: sums whose
+        partials are an m2's)."""
         g = _Fn(self)
         g.used.update({"row", *part_names})
         self._open_partials(g, "row", 1, False, n_split)
-        computed = [r for r in stage if r.name not in riders and r.name not in sum_riders]
         sums = self._combine_partials(g, computed, slots, n_split, row_major=True, chunk=bn)
         for r in stage:
             if r.name in sum_riders:
