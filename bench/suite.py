@@ -395,7 +395,18 @@ def _build_registry() -> list[Workload]:
     return w
 
 
-REGISTRY: list[Workload] = _build_registry()
+def _registry() -> list[Workload]:
+    """The fixed workloads, or with ``FUSEJIT_SUITE_UNSEEN=SEED:COUNT`` (``--unseen``) the
+    ones ``bench/unseen.py`` draws from that seed (every worker process draws the same)."""
+    choice = os.environ.get("FUSEJIT_SUITE_UNSEEN")
+    if not choice:
+        return _build_registry()
+    sys.path.insert(0, str(HERE))
+    import unseen
+    return unseen.draw(*unseen.parse(choice), Workload, Arg)
+
+
+REGISTRY: list[Workload] = _registry()
 BY_NAME: dict[str, Workload] = {w.name: w for w in REGISTRY}
 
 
@@ -1350,6 +1361,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warm-caches", action="store_true",
                    help="keep the environment's compile caches (default: fresh ones, so cold times are cold)")
     p.add_argument("--list", action="store_true", help="print the selected workloads and exit")
+    p.add_argument("--unseen", default=None, metavar="SEED:COUNT",
+                   help="run COUNT workloads drawn at random from SEED (bench/unseen.py) instead of "
+                        "the fixed ones")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--part", default=None, help=argparse.SUPPRESS)
     p.add_argument("--deadline", type=float, default=None, help=argparse.SUPPRESS)
@@ -1763,6 +1777,11 @@ def plot(doc: dict[str, Any], path: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.unseen and not args.worker:
+        global REGISTRY, BY_NAME
+        os.environ["FUSEJIT_SUITE_UNSEEN"] = args.unseen  # (the workers inherit it)
+        REGISTRY = _registry()
+        BY_NAME = {w.name: w for w in REGISTRY}
     if args.worker:
         return run_worker(args.worker, Path(args.data), Path(args.part), args.deadline or float("inf"))
     return driver(args)

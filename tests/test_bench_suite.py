@@ -427,3 +427,42 @@ def test_rel_error_catches_unwritten_and_wrong_outputs() -> None:
     rec = {}
     suite.check(rec, np, [np.ones((4, 3), np.float16) * 1.001], [ref], suite.TOLERANCE["float16"], False)
     assert rec["ok"] is True and rec["poisoned"] is False and rec["tol"] == 5e-3
+
+
+# -- bench/unseen.py: workloads drawn at random ---------------------------------------------------
+
+sys.path.insert(0, str(_PATH.parent))
+import unseen  # noqa: E402
+
+#: seeds whose drawn programs are checked here (the GPU run uses others: any seed must work)
+_UNSEEN = [w for seed in (1, 2, 3) for w in unseen.draw(seed, 24, suite.Workload, suite.Arg)]
+
+
+def test_unseen_draws_every_family_and_dtype_and_is_deterministic() -> None:
+    assert {w.family for w in _UNSEEN} == {name for name, _ in unseen.FAMILIES}
+    assert {w.dtype for w in _UNSEEN} == {"float16", "float32", "float64"}
+    again = unseen.draw(2, 24, suite.Workload, suite.Arg)
+    assert [(w.name, w.sizes, w.tiny) for w in again] == \
+        [(w.name, w.sizes, w.tiny) for w in _UNSEEN[24:48]]
+    for w in _UNSEEN:
+        e = suite.plan_entry(w, "U")
+        assert 15e6 <= e["in_bytes"] <= 600e6, (w.name, e["in_bytes"])
+    assert unseen.parse("7:30") == (7, 30)
+    for bad in ("7", "a:3", "3:0"):
+        with pytest.raises(SystemExit):
+            unseen.parse(bad)
+
+
+@pytest.mark.parametrize("w", _UNSEEN, ids=[f"{i // 24 + 1}-{w.name}" for i, w in enumerate(_UNSEEN)])
+def test_unseen_programs_match_numpy_and_their_peer_bodies(w: Any, numpy_backend: str) -> None:
+    """Every drawn program on fusejit (numpy backend) and its CuPy / jax body written against
+    NumPy's names, at the tiny size, against the float64 reference, with the suite's tolerance."""
+    xs = suite.make_inputs(np, w, "tiny", 0)
+    refs = suite.reference(w, xs)
+    outs = suite.as_tuple(w.fj(fj, *[fj.asarray(x) for x in xs]))
+    fj.realize(*outs)
+    _check_outputs(w, tuple(o.numpy() for o in outs), refs, f"{w.name} fusejit")
+    _check_outputs(w, suite.as_tuple(w.cupy(np, *xs)), refs, f"{w.name} cupy")
+    jax_like = types.SimpleNamespace(numpy=np)  # (the generic jax bodies call jax.numpy)
+    if w.family not in ("row-op", "logsumexp"):  # (those call jax.nn)
+        _check_outputs(w, suite.as_tuple(w.jax(jax_like, *xs)), refs, f"{w.name} jax body")
