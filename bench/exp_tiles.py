@@ -144,6 +144,7 @@ def main() -> int:
     for name in names:
         shape, dtype, fn = PROGRAMS[name]
         x = fj.asarray(cp.random.standard_normal(shape, dtype=np.float32).astype(dtype))
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         t0 = time.perf_counter()
         measured.clear()
         fn(x).realize()
@@ -156,7 +157,7 @@ def main() -> int:
             timed = [i for i, t in enumerate(ts) if t is not None]
             order = sorted(timed, key=lambda i: ts[i])
             print(f"  {kernel}: heuristic {grid[0]!r}: {base * 1e6:.1f} us "
-                  f"({x.nbytes / base / 1e9:.0f} GB/s of the input)")
+                  f"({nbytes / base / 1e9:.0f} GB/s of the input)")
             for i in order[:5]:
                 print(f"    {ts[i] * 1e6:8.1f} us  {ts[i] / base:5.2f}x  {grid[i]!r}")
             for c, t in zip(grid, ts):
