@@ -65,6 +65,38 @@ PROGRAMS: dict[str, tuple[tuple[int, ...], str, Callable[[Any], Any]]] = {
     "softmax_axis0": ((96, 133000), "float32", lambda x: fj.softmax(x, axis=0)),
 }
 
+
+def _batch_stats(x: Any) -> Any:
+    return x.mean(axis=0), x.var(axis=0)
+
+
+#: ``--set check``: shapes the rules of the first set were not measured on (short rows,
+#: short outer extents), and more looped rows and split outer reductions
+CHECK: dict[str, tuple[tuple[int, ...], str, Callable[[Any], Any]]] = {
+    "sum_rows77": ((400000, 77), "float32", lambda x: x.sum(axis=1)),
+    "softmax_rows257": ((150000, 257), "float32", lambda x: fj.softmax(x, axis=-1)),
+    "layer_norm_rows999": ((60000, 999), "float32", lambda x: fj.layer_norm(x)),
+    "var_rows500": ((100000, 500), "float32", lambda x: x.var(axis=1)),
+    "log_softmax_rows1023": ((48000, 1023), "float32", lambda x: fj.log_softmax(x, axis=-1)),
+    "max_rows45": ((800000, 45), "float32", lambda x: x.max(axis=1)),
+    "sum_axis0_short50": ((50, 500000), "float32", lambda x: x.sum(axis=0)),
+    "var_axis0_short120": ((120, 300000), "float32", lambda x: x.var(axis=0)),
+    "max_axis0_short30": ((30, 1000000), "float32", lambda x: x.max(axis=0)),
+    "sum_axis0_short77_f64": ((77, 200000), "float64", lambda x: x.sum(axis=0)),
+    "mean_mid_short100": ((100, 100, 3000), "float32", lambda x: x.mean(axis=1)),
+    "sum_rows20000": ((4000, 20000), "float32", lambda x: x.sum(axis=1)),
+    "var_rows30000": ((3000, 30000), "float32", lambda x: x.var(axis=1)),
+    "sum_rows100000": ((600, 100000), "float32", lambda x: x.sum(axis=1)),
+    "layer_norm_rows20000": ((4000, 20000), "float32", lambda x: fj.layer_norm(x)),
+    "std_cols": ((65536, 1024), "float32", lambda x: x.std(axis=0)),
+    "batch_stats_256": ((262144, 256), "float32", _batch_stats),
+    "batch_stats_4096": ((16384, 4096), "float32", _batch_stats),
+    "sum_axes02": ((64, 4096, 256), "float32", lambda x: x.sum(axis=(0, 2))),
+    "var_axis0_50": ((200000, 50), "float32", lambda x: x.var(axis=0)),
+    "logsumexp_axis0": ((30000, 300), "float32", lambda x: fj.logsumexp(x, axis=0)),
+}
+SETS = {"first": PROGRAMS, "check": CHECK}
+
 def _pow2(low: int, high: int) -> list[int]:
     out, v = [], max(1, low)
     while v <= high:
@@ -124,8 +156,10 @@ def _dedup(grid: list[Any]) -> list[Any]:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--only", default=None)
+    p.add_argument("--set", default="first", choices=sorted(SETS))
     args = p.parse_args()
-    names = args.only.split(",") if args.only else list(PROGRAMS)
+    programs = SETS[args.set]
+    names = args.only.split(",") if args.only else list(programs)
     emitter.reduction_candidates = reduction_grid
     emitter.split_candidates = split_grid
     import cupy as cp
@@ -142,12 +176,13 @@ def main() -> int:
 
     autotune._measure = recording
     for name in names:
-        shape, dtype, fn = PROGRAMS[name]
+        shape, dtype, fn = programs[name]
         x = fj.asarray(cp.random.standard_normal(shape, dtype=np.float32).astype(dtype))
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         t0 = time.perf_counter()
         measured.clear()
-        fn(x).realize()
+        out = fn(x)
+        fj.realize(*(out if isinstance(out, tuple) else (out,)))
         cp.cuda.get_current_stream().synchronize()
         print(f"== {name} {shape} {dtype} ({time.perf_counter() - t0:.1f} s)")
         for kernel, grid, ts in measured:

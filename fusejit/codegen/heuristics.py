@@ -57,6 +57,11 @@ TILE_ELEMENTS = 4096
 OUTER_MIN_KEPT = 32
 #: Most kept points across an outer-reduction tile.
 OUTER_MAX_KEPT = 256
+#: Longest reduced extent (next power of two) an outer reduction over many kept points holds
+#: in one tile (``reduction_tiles``).
+OUTER_SHORT_EXTENT = 128
+#: Largest tile (elements) of 4-byte rows in registers that takes half the warps.
+SMALL_ROW_TILE = 2048
 
 #: Fewest elements one partial program of a split reduction combines (when choosing).
 SPLIT_MIN_CHUNK = 4096
@@ -142,6 +147,19 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
                 # softmax of 32768x4096 float16 (autotune_check), 149 us with 8 warps, 136 with 4
                 warps //= 2
                 why += f", {warps} warps for 2-byte elements"
+            elif itemsize == 4 and bm * bn <= SMALL_ROW_TILE:
+                # short rows: fewer warps, more programs resident per SM (H200, exp_tiles.py:
+                # sums of rows of 200, 333 and 700, 8 -> 4 warps: 59.6 -> 58.7, 81.7 -> 60.5,
+                # 60.9 -> 59.3 us; softmax of 700, 140.6 -> 121.8; rows of 100-1500 equal)
+                warps = max(1, warps // 2)
+                if (cols * itemsize) % 16:
+                    # rows not a multiple of 16 bytes load element by element (no 16-byte
+                    # vectors): half again (rows of 141: 129.3 us with 8 warps, 75.8 with 4,
+                    # 54.5 with 2; of 333: 60.5 -> 59.2, a normalize over them 36.8 -> 36.9)
+                    warps = max(1, warps // 2)
+                why += f", {warps} warps for short rows"
+                if (cols * itemsize) % 16:
+                    why += " not 16-byte aligned"
             return ReductionTiles(bm, bn, warps, True, why)
         if rows < TARGET_PROGRAMS:
             # few programs: each keeps more bytes in flight (H200, softmax of 256 rows of
@@ -157,6 +175,16 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
     bm = min(max(OUTER_MIN_KEPT, min(OUTER_MAX_KEPT, bm)), next_pow2(rows))
     bn = max(1, min(next_pow2(cols), tile // bm))
     persistent = next_pow2(cols) <= bn
+    full = next_pow2(cols)
+    if not persistent and full <= OUTER_SHORT_EXTENT and rows >= TARGET_PROGRAMS * OUTER_MIN_KEPT:
+        # a short reduced extent under many kept points: the whole extent in one tile, fewer
+        # kept points across it, 4 warps (H200, exp_tiles.py, 109 reduced x 184950 kept: sum
+        # 30.3 -> 23.4 us, min in float64 53.5 -> 44.7; softmax over 96 x 133000: the
+        # statistics 25.2 -> 17.3 us)
+        bm = max(OUTER_MIN_KEPT, min(bm, 2 * tile // full))
+        return ReductionTiles(bm, full, 4, True,
+                              f"outer: the reduced extent of {cols} in one tile, {bm} kept "
+                              f"points across it")
     return ReductionTiles(bm, bn, warps_for(bm * bn * state), persistent,
                           f"outer: {bm} kept points across the tile, {bn} reduced per step"
                           + (" (Welford: half the tile)" if state > 1 else ""))
