@@ -80,3 +80,56 @@ def test_split_candidates_offer_chunks_of_whole_tiles() -> None:
     assert _even_split(1000, 128, 3) is None  # a ragged last tile anyway
     assert _even_split(128 * 7, 128, 2) is None  # 7 tiles: no count from 3 to 4 divides them
     assert _even_split(128 * 12, 128, 5) == 6
+
+
+def test_short_rows_take_fewer_warps_and_unaligned_ones_fewer_still() -> None:
+    """Rows held in registers, tiles of at most ``SMALL_ROW_TILE`` 4-byte elements: half the
+    warps; rows whose length in bytes is not a multiple of 16 (no 16-byte vector loads):
+    a quarter (``bench/exp_tiles.py``: rows of 141, 129 -> 55 us)."""
+    from fusejit.codegen.heuristics import SMALL_ROW_TILE
+    aligned = reduction_tiles("cuda", 90000, 700, False, 4)  # 2800 bytes
+    unaligned = reduction_tiles("cuda", 369027, 141, False, 4)  # 564 bytes
+    assert (aligned.block_m * aligned.block_n, aligned.num_warps) == (SMALL_ROW_TILE, 4)
+    assert (unaligned.block_m, unaligned.block_n, unaligned.num_warps) == (8, 256, 2)
+    assert "not 16-byte aligned" in unaligned.why and "aligned" not in aligned.why
+    # wider rows, 2-byte rows and looped rows keep their warps
+    assert reduction_tiles("cuda", 16384, 4096, False, 4).num_warps == 8
+    assert reduction_tiles("cuda", 16384, 4095, False, 4).num_warps == 8
+    assert reduction_tiles("cuda", 300000, 141, False, 2).num_warps == 4
+    assert reduction_tiles("cuda", 4096, 141, False, 4).num_warps == 2  # (never 1 warp)
+    x = _lazy((100000, 141))
+    (mean,) = _emitted(x.mean(axis=1))
+    assert mean.launches[0].num_warps == 2 and "2 warps for short rows" in mean.source
+
+
+def test_a_short_outer_extent_under_many_kept_points_is_one_tile() -> None:
+    """``x.sum(axis=0)`` of 109x184950: the 109 reduced rows in one tile of 128, 64 kept
+    points across it, 4 warps (was 256x16, a loop of 7 steps, 8 warps: 30.3 -> 23.4 us)."""
+    t = reduction_tiles("cuda", 184950, 109, True, 4)
+    assert (t.block_m, t.block_n, t.num_warps, t.persistent) == (64, 128, 4, True)
+    assert "in one tile" in t.why
+    f64 = reduction_tiles("cuda", 184950, 109, True, 8)  # half the tile for 8-byte types
+    assert (f64.block_m, f64.block_n) == (32, 128)
+    # a longer extent, or few kept points, keep the looped tiles
+    assert not reduction_tiles("cuda", 184950, 300, True, 4).persistent
+    few = reduction_tiles("cuda", 4096, 109, True, 4)
+    assert "in one tile" not in few.why and few.num_warps == 8
+    x = _lazy((96, 16384 * 2))
+    (total,) = _emitted(x.sum(axis=0))
+    assert "the reduced extent of 96 in one tile" in total.source
+
+
+def test_welford_halves_a_looped_rows_step_and_caps_its_partials() -> None:
+    """var/std over rows too wide for registers step 2048 float32 at a time (4096 for a
+    sum); a split var/std keeps at most one partial per SM (its last program combines
+    Welford triples)."""
+    from fusejit.codegen.heuristics import SMS, choose_split, split_candidates
+    var = reduction_tiles("cuda", 3000, 30000, False, 4, state=2)
+    total = reduction_tiles("cuda", 3000, 30000, False, 4)
+    assert (var.block_n, total.block_n) == (2048, 4096) and "Welford" in var.why
+    assert choose_split(50, 200000, 2, 32) == 264
+    assert choose_split(50, 200000, 2, 32, state=2) == SMS
+    assert split_candidates("cuda", 50, 200000, True, 4, state=2)[0].split == SMS
+    x = _lazy((3000, 30000))
+    (v,) = _emitted(x.var(axis=1))
+    assert "looped in steps of 2048 (Welford: half the step)" in v.source

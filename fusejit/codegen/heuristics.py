@@ -67,6 +67,10 @@ SMALL_ROW_TILE = 2048
 SPLIT_MIN_CHUNK = 4096
 #: Most partials per output: the last program of a row block combines them in one tile.
 SPLIT_MAX = 1024
+#: Most partials per output of a split var/std (Welford's count, mean and m2 per partial):
+#: one per SM. H200, exp_tiles.py, var over axis 0 of 200000x50 (2 row blocks): 264 partials
+#: 23.8 us, 132 14.3 us.
+SPLIT_MAX_WELFORD = SMS
 #: Kept points across a split outer reduction's tile (one row block): 32, one 128-byte line of
 #: float32. The last program of each row block combines that block's partials, so narrower
 #: blocks finish in parallel; measured on the H200 (kernel us, 64 -> 32 kept points): std over
@@ -151,12 +155,12 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
                 # short rows: fewer warps, more programs resident per SM (H200, exp_tiles.py:
                 # sums of rows of 200, 333 and 700, 8 -> 4 warps: 59.6 -> 58.7, 81.7 -> 60.5,
                 # 60.9 -> 59.3 us; softmax of 700, 140.6 -> 121.8; rows of 100-1500 equal)
-                warps = max(1, warps // 2)
+                warps = max(2, warps // 2)
                 if (cols * itemsize) % 16:
                     # rows not a multiple of 16 bytes load element by element (no 16-byte
                     # vectors): half again (rows of 141: 129.3 us with 8 warps, 75.8 with 4,
                     # 54.5 with 2; of 333: 60.5 -> 59.2, a normalize over them 36.8 -> 36.9)
-                    warps = max(1, warps // 2)
+                    warps = max(2, warps // 2)
                 why += f", {warps} warps for short rows"
                 if (cols * itemsize) % 16:
                     why += " not 16-byte aligned"
@@ -165,9 +169,15 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
             # few programs: each keeps more bytes in flight (H200, softmax of 256 rows of
             # 65536: 55.6 us in steps of 8192 against 62.6 us in steps of 4096, autotuned)
             tile *= 2
+        why = f"row of {cols} > {limit}: looped in steps of {tile // state}"
+        if state > 1:
+            # Welford's state per element: half the step (H200, exp_tiles.py, var of
+            # 3000x30000: 127.0 -> 92.5 us, std of 1000x54452: 81.7 -> 61.8; a layer norm
+            # of 4000x20000, whose output pass does not need it, 215.9 -> 220.3)
+            tile //= state
+            why += " (Welford: half the step)"
         return ReductionTiles(1, tile, warps_for(tile), False,
-                              f"row of {cols} > {limit}: looped in steps of {tile} "
-                              f"(a pass after a forward one runs backwards)")
+                              why + " (a pass after a forward one runs backwards)")
     # outer: kept points across the tile (coalesced), as few per program as keeps the GPU busy
     if state > 1:
         tile //= state
@@ -278,20 +288,22 @@ def split_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int,
 
 
 def choose_split(rows: int, reduce_size: int, row_blocks: int | None = None,
-                 kept_per_program: int = 1) -> int:
+                 kept_per_program: int = 1, state: int = 1) -> int:
     """Partials per output of a split reduction whose region has no ``split`` attribute.
 
     Enough partial programs to fill the GPU several times (``row_blocks``
     programs per chunk index, default ``rows``; about ``TARGET_PROGRAMS`` in
     all), each combining at least ``SPLIT_MIN_CHUNK`` elements
     (``kept_per_program`` outputs times its chunk of the reduced extent), at
-    most ``SPLIT_MAX``. E.g. ``sum`` of 2**26 elements: 528 partials of
+    most ``SPLIT_MAX`` (``SPLIT_MAX_WELFORD`` when ``state`` > 1: the last program combines
+    Welford triples). E.g. ``sum`` of 2**26 elements: 528 partials of
     127100 elements; of 2**16 elements: 16 partials of 4096.
     """
     blocks = max(1, rows if row_blocks is None else row_blocks)
     by_programs = -(-TARGET_PROGRAMS // blocks)
     by_size = max(1, reduce_size * max(1, kept_per_program) // SPLIT_MIN_CHUNK)
-    return max(1, min(by_programs, by_size, SPLIT_MAX))
+    most = SPLIT_MAX if state == 1 else SPLIT_MAX_WELFORD
+    return max(1, min(by_programs, by_size, most))
 
 
 
@@ -460,7 +472,7 @@ def split_candidates(target: str, rows: int, cols: int, outer: bool, itemsize: i
     """
     bm, bn, w = split_tiles(target, rows, cols, outer, itemsize, state)
     row_blocks = -(-rows // bm)
-    s = choose_split(rows, cols, row_blocks, bm) if split is None else min(split, SPLIT_MAX)
+    s = choose_split(rows, cols, row_blocks, bm, state) if split is None else min(split, SPLIT_MAX)
 
     def step(bn: int, s: int) -> int:
         return max(1, min(bn, next_pow2(-(-cols // max(1, s)))))  # as the emitter clamps it

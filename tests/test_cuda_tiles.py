@@ -1,0 +1,90 @@
+"""The ``cuda`` heuristics' tiles run on Triton's interpreter, against NumPy.
+
+The interpreter normally gets its own tiles (the largest blocks, ``heuristics``); the GPU's
+come from shape rules that only the GPU fuzz would exercise. Here the emitter is handed the
+``cuda`` heuristic's choice on the ``interpret`` target, for shapes that meet the rules measured
+with ``bench/exp_tiles.py``: short rows (and rows not 16-byte aligned), a short outer extent
+under many kept points held in one tile, Welford's halved step over looped rows and its
+capped partials. Each case first checks that its rule applies (the ``cuda`` tiling line of
+``plan.explain()``), then compares with NumPy (float64 accumulations: rtol 1e-5 for float32,
+1e-12 for float64; max and min exact).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fusejit as fj
+from fusejit.codegen import triton_emitter
+from fusejit.codegen.heuristics import SMS
+from fusejit.runtime import forget_plans
+
+
+@pytest.fixture
+def cuda_tiles(monkeypatch: pytest.MonkeyPatch, interpret_backend: str) -> Iterator[None]:
+    reduction, split = triton_emitter.reduction_candidates, triton_emitter.split_candidates
+    monkeypatch.setattr(triton_emitter, "reduction_candidates",
+                        lambda target, *a, **k: reduction("cuda", *a, **k)[:1])
+    monkeypatch.setattr(triton_emitter, "split_candidates",
+                        lambda target, *a, **k: split("cuda", *a, **k)[:1])
+    forget_plans()
+    yield
+    forget_plans()
+
+
+def _softmax(xp: Any, x: Any, axis: int) -> Any:
+    e = xp.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _log_softmax(xp: Any, x: Any) -> Any:
+    s = x - x.max(axis=-1, keepdims=True)
+    return s - xp.log(xp.exp(s).sum(axis=-1, keepdims=True))
+
+
+def _layer_norm(xp: Any, x: Any) -> Any:
+    d = x - x.mean(axis=-1, keepdims=True)
+    return d / xp.sqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5)
+
+
+#: name -> (shape, dtype, program written against NumPy's names, the rule's words)
+CASES: dict[str, tuple[tuple[int, ...], Any, Callable[..., Any], str]] = {
+    "sum_axis0_short": ((109, 17000), np.float32, lambda xp, x: x.sum(axis=0), "in one tile"),
+    "min_axis0_short_f64": ((77, 17000), np.float64, lambda xp, x: x.min(axis=0), "in one tile"),
+    "var_axis0_short": ((120, 17000), np.float32, lambda xp, x: x.var(axis=0), "in one tile"),
+    "softmax_axis0_short": ((96, 17000), np.float32, lambda xp, x: _softmax(xp, x, 0),
+                            "in one tile"),
+    "mean_rows141": ((300, 141), np.float32, lambda xp, x: x.mean(axis=1),
+                     "warps for short rows not 16-byte aligned"),
+    "log_softmax_rows257": ((200, 257), np.float32, _log_softmax, "warps for short rows"),
+    "layer_norm_rows999": ((40, 999), np.float32, _layer_norm, "warps for short rows"),
+    "var_rows30000": ((6, 30000), np.float32, lambda xp, x: x.var(axis=1),
+                      "Welford: half the step"),
+    "var_axis0_split": ((140000, 50), np.float32, lambda xp, x: x.var(axis=0), "chunks"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cuda_tiles_match_numpy(name: str, cuda_tiles: None) -> None:
+    shape, dtype, fn, rule = CASES[name]
+    x = np.random.default_rng(7).standard_normal(shape).astype(dtype) + 0.5
+    out = fn(fj, fj.asarray(x))
+    explained = fj.plan(out).explain()
+    if rule == "chunks":  # at most one partial per SM (264 without the cap)
+        chunks = re.search(r"row block\(s\) x (\d+) chunks", explained)
+        assert chunks and 100 <= int(chunks.group(1)) <= SMS, explained
+    else:
+        assert rule in explained, explained
+    got = out.numpy()
+    want = fn(np, x.astype(np.float64))
+    assert got.dtype == dtype and got.shape == want.shape
+    if name.startswith("min"):
+        np.testing.assert_array_equal(got, want.astype(dtype))
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12 if dtype == np.float64 else 1e-5,
+                                   atol=1e-6)
