@@ -1174,6 +1174,8 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
         return True
     if name in ("max", "min", "amax", "amin") and _zero_sign_by_order(values, floats, result):
         return True
+    if name == "prod" and _zero_meets_overflow(values, floats, result, step):
+        return True
     nudge = [i for i in floats if name in _ACCUMULATING or not exact[i]]
     if nudge:
         rng = np.random.default_rng(len(values))
@@ -1256,6 +1258,25 @@ def _overflows_inside(values: list[Any], floats: list[int], result: Any,
         return bool(np.any(~np.isfinite(r) & np.broadcast_to(finite, r.shape)))
     except (ValueError, TypeError, np.exceptions.AxisError):  # (another form of the step)
         return False
+
+
+def _zero_meets_overflow(values: list[Any], floats: list[int], result: Any, step: Step) -> bool:
+    """Whether a float ``prod`` meets a zero among terms whose product overflows in some
+    order: NumPy multiplies in sequence and may meet the zero first (0), a tree or a split
+    overflows a partial product first (inf * 0 = NaN). Found by the cuda fuzz (seed 7001):
+    the product of 511 values up to 200 with a zero at index 23."""
+    r = np.asarray(result)
+    if r.dtype.kind != "f" or len(floats) != 1:
+        return False
+    axis = dict(step.kwargs).get("axis")
+    magnitude = np.abs(np.asarray(values[floats[0]], dtype=np.float64))
+    try:
+        has_zero = np.any(magnitude == 0, axis=axis)
+        # the largest partial product any order can form: every term above 1, multiplied
+        grows = np.sum(np.log2(np.maximum(magnitude, 1.0)), axis=axis)
+    except (ValueError, TypeError, np.exceptions.AxisError):  # (another form of the step)
+        return False
+    return bool(np.any(has_zero & (grows >= np.log2(np.finfo(r.dtype).max) - 1)))
 
 
 def _zero_sign_by_order(values: list[Any], floats: list[int], result: Any) -> bool:

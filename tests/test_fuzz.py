@@ -593,3 +593,29 @@ def test_an_overflow_inside_one_output_of_a_reduction_is_judged_by_its_own_input
     y[:, 1] = 2  # a column that does not overflow: nothing to excuse
     with np.errstate(all="ignore"):
         assert not _overflows_inside([y], [0], np.prod(y, axis=0), step)
+
+
+def test_a_product_meeting_a_zero_among_terms_that_overflow_is_not_drawn() -> None:
+    """cuda fuzz, seed 7001: ``prod`` of 511 float64 values up to 200 with a zero at index
+    23. NumPy multiplies in sequence, meets the zero before overflowing and returns 0; a
+    tree (any GPU's order) overflows a partial product first and returns inf * 0 = NaN.
+    Such a product is not drawn; one whose terms cannot overflow in any order still is, as
+    is one without a zero (inf in every order), and each output of a reduction over an axis
+    is judged by its own terms."""
+    from fusejit.testing import _rounding_sensitive
+
+    rng = np.random.default_rng(7001)
+    terms = rng.integers(1, 200, 511).astype(np.float64)
+    terms[23] = 0.0
+    whole = Step("function", "prod", (Ref(0),), (("axis", None),))
+    tree = np.concatenate([terms, [1.0]])
+    with np.errstate(all="ignore"):
+        while tree.size > 1:  # pairwise, as a GPU's reduction tree
+            tree = tree[0::2] * tree[1::2]
+        assert np.prod(terms) == 0.0 and np.isnan(tree[0])  # the two orders disagree
+        assert _rounding_sensitive(whole, [terms], [True], np.prod(terms))
+    small = terms[:40].copy()  # 39 terms below 200: at most 2**306, no order overflows
+    assert not _rounding_sensitive(whole, [small], [True], np.prod(small))
+    rows = np.stack([terms[:40], terms[:40] + 1])  # a zero in row 0 only, no overflow anywhere
+    by_row = Step("function", "prod", (Ref(0),), (("axis", 1),))
+    assert not _rounding_sensitive(by_row, [rows], [True], np.prod(rows, axis=1))
