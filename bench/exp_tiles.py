@@ -95,7 +95,16 @@ CHECK: dict[str, tuple[tuple[int, ...], str, Callable[[Any], Any]]] = {
     "var_axis0_50": ((200000, 50), "float32", lambda x: x.var(axis=0)),
     "logsumexp_axis0": ((30000, 300), "float32", lambda x: fj.logsumexp(x, axis=0)),
 }
-SETS = {"first": PROGRAMS, "check": CHECK}
+#: ``--set outer256``: outer extents of 129 to 256 (the one-tile rule stops at 128)
+OUTER256: dict[str, tuple[tuple[int, ...], str, Callable[[Any], Any]]] = {
+    "normalize_axis0_144": ((144, 79 * 1645), "float32", _normalize(0)),
+    "sum_axis0_200": ((200, 150000), "float32", lambda x: x.sum(axis=0)),
+    "var_axis0_250": ((250, 100000), "float32", lambda x: x.var(axis=0)),
+    "max_axis0_160": ((160, 200000), "float32", lambda x: x.max(axis=0)),
+    "sum_axis0_180_f64": ((180, 100000), "float64", lambda x: x.sum(axis=0)),
+    "softmax_axis0_230": ((230, 100000), "float32", lambda x: fj.softmax(x, axis=0)),
+}
+SETS = {"first": PROGRAMS, "check": CHECK, "outer256": OUTER256}
 
 def _pow2(low: int, high: int) -> list[int]:
     out, v = [], max(1, low)
