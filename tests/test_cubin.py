@@ -495,3 +495,17 @@ def test_persistent_gemms_compile_and_keep_the_wgmma_pipeline(name, edit):
             assert "wgmma.mma_async" in ptx
             if "tma" not in edit:
                 assert not ptxas_serializes_mma(ptx, 90), name
+
+
+@pytest.mark.parametrize("extent", [96, 200])
+def test_outer_extents_in_one_tile_compile(extent):
+    """A short reduced extent under many kept points, held in one tile (``heuristics``'
+    ``OUTER_SHORT_EXTENT``): a sum, a float64 min, a variance and a softmax over axis 0."""
+    for fn, dtype in ((lambda xp, x: x.sum(axis=0), np.float32),
+                      (lambda xp, x: x.min(axis=0), np.float64),
+                      (lambda xp, x: x.var(axis=0), np.float32),
+                      (lambda xp, x: xp.softmax(x, axis=0), np.float32)):
+        kernels = _kernels(fn, [np.zeros((extent, 17000), dtype)])
+        assert any("in one tile" in line for k in kernels
+                   for line in emit_kernel(k, None, "cuda").source.splitlines()[:6])
+        _compile(fn, [np.zeros((extent, 17000), dtype)])

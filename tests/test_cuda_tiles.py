@@ -59,6 +59,8 @@ CASES: dict[str, tuple[tuple[int, ...], Any, Callable[..., Any], str]] = {
     "var_axis0_short": ((120, 17000), np.float32, lambda xp, x: x.var(axis=0), "in one tile"),
     "softmax_axis0_short": ((96, 17000), np.float32, lambda xp, x: _softmax(xp, x, 0),
                             "in one tile"),
+    "var_axis0_extent200": ((200, 17000), np.float32, lambda xp, x: x.var(axis=0),
+                            "in one tile"),
     "mean_rows141": ((300, 141), np.float32, lambda xp, x: x.mean(axis=1),
                      "warps for short rows not 16-byte aligned"),
     "log_softmax_rows257": ((200, 257), np.float32, _log_softmax, "warps for short rows"),

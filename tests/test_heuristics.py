@@ -111,6 +111,8 @@ def test_a_short_outer_extent_under_many_kept_points_is_one_tile() -> None:
     f64 = reduction_tiles("cuda", 184950, 109, True, 8)  # half the tile for 8-byte types
     assert (f64.block_m, f64.block_n) == (32, 128)
     # a longer extent, or few kept points, keep the looped tiles
+    wider = reduction_tiles("cuda", 129955, 144, True, 4)  # up to 256: 32 kept points
+    assert (wider.block_m, wider.block_n, wider.num_warps) == (32, 256, 4)
     assert not reduction_tiles("cuda", 184950, 300, True, 4).persistent
     few = reduction_tiles("cuda", 4096, 109, True, 4)
     assert "in one tile" not in few.why and few.num_warps == 8
