@@ -208,3 +208,25 @@ def test_make_scalar_op_is_make2_of_a_fresh_scalar(monkeypatch):
                 got = graph.make_scalar_op("mul", make(), np.float32(2), f32, f32, a.shape, first)
                 assert _shape(got, first) == _shape(want, first), (name, first, share)
                 assert got.srcs[0 if first else 1].copies is True and got.depth == want.depth
+
+
+def test_make3_is_the_general_path_of_three_sources(monkeypatch):
+    """``where``'s three sources take ``graph._make3``: the same signature, leaves and depth as
+    the general ``_make_any``, for sources of every kind of leaves (tuples and shared lists,
+    fresh and read scalars), below and past ``SHARE_LEAVES``."""
+    f32, b8 = np.dtype(np.float32), np.dtype(np.bool_)
+    kinds = _operands()
+    names = ["input", "read scalar", "two leaves", "shared", "shared, a branch", "one leaf"]
+    for share in (graph.SHARE_LEAVES, 2):
+        monkeypatch.setattr(graph, "SHARE_LEAVES", share)
+        for i, first in enumerate(names):
+            for second, third in ((names[i - 1], names[i - 2]), (first, first)):
+                built = []
+                for make in (graph._make3, graph._make_any):
+                    a, b, c = kinds[first](), kinds[second](), kinds[third]()
+                    cond = graph.make1("cast", a, b8, a.shape)
+                    shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+                    node = make("where", (cond, b, c), f32, shape, graph._NO_ATTRS, (), None)
+                    built.append((node.sig, node.depth,
+                                  [(n.op, n.dtype) for n in graph.structural_key([node])[1]]))
+                assert built[0] == built[1], (first, second, third, share)

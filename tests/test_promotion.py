@@ -162,3 +162,18 @@ def test_factory_default_dtypes() -> None:
     assert fj.arange(3).dtype == np.arange(3).dtype
     assert fj.arange(0.5, 3).dtype == np.arange(0.5, 3).dtype
     assert fj.asarray(3).dtype == np.asarray(3).dtype
+
+
+def test_where_memoized_types_follow_numpy_for_each_operand_kind(numpy_backend):
+    """``where`` memoizes its result dtype and shape by the operands' dtypes and shapes (a
+    Python float by its type): each combination, recorded twice, as NumPy."""
+    cond = np.array([[True], [False]])
+    for x, y in ((np.arange(3, dtype=np.int32), 0.5), (np.ones(3, np.float16), 0.5),
+                 (np.ones(3, np.float16), np.ones((2, 1), np.float32)),
+                 (np.arange(3, dtype=np.int8), 2), (np.arange(3, dtype=np.uint8), True)):
+        want = np.where(cond, x, y)
+        for _ in range(2):
+            got = fj.where(fj.asarray(cond), fj.asarray(x),
+                           fj.asarray(y) if isinstance(y, np.ndarray) else y)
+            assert got.dtype == want.dtype and got.shape == want.shape, (x.dtype, y)
+            np.testing.assert_array_equal(got.numpy(), want)

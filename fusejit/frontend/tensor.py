@@ -880,13 +880,32 @@ def _power_operator(x: Tensor, exponent: ArrayLike) -> Tensor:
 def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
     """Elements of ``x`` where ``condition`` holds, else of ``y`` (NumPy promotion of x and y)."""
     c, a, b = _operand(condition), _operand(x), _operand(y)
-    out = np.result_type(_kind_for_result_type(a), _kind_for_result_type(b))
-    out = as_dtype(out, where="where")
-    shapes = [t.shape for t in (c, a, b) if isinstance(t, Tensor)]
-    shape = broadcast_shapes(*shapes)
+    # the result's dtype and shape, memoized by the operands' (a Python float's type alone
+    # decides its weak promotion; ints and bools take the full path)
+    key: tuple | None = None
+    found = None
+    if type(c) is Tensor and type(a) is Tensor and (type(b) is Tensor or type(b) is float):
+        cn, an = c._node, a._node
+        key = (cn.dtype, cn.shape, an.dtype, an.shape,
+               (b._node.dtype, b._node.shape) if type(b) is Tensor else float)
+        found = _WHERE_TYPES.get(key)
+    if found is None:
+        out = np.result_type(_kind_for_result_type(a), _kind_for_result_type(b))
+        out = as_dtype(out, where="where")
+        shapes = [t.shape for t in (c, a, b) if isinstance(t, Tensor)]
+        found = (out, broadcast_shapes(*shapes))
+        if key is not None:
+            if len(_WHERE_TYPES) >= 1024:
+                _WHERE_TYPES.clear()
+            _WHERE_TYPES[key] = found
+    out, shape = found
     nc = coerce(c, BOOL, shape, "where") if isinstance(c, Tensor) else const_node(bool(c), BOOL, shape)
     na, nb = _where_operand(a, out, shape, nc), _where_operand(b, out, shape, nc)
     return Tensor(make("where", (nc, na, nb), {}, out, shape))
+
+
+#: (condition, x, y dtypes and shapes) -> ``where``'s result dtype and shape
+_WHERE_TYPES: dict[tuple, tuple[np.dtype, tuple[int, ...]]] = {}
 
 
 def _where_operand(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...],
