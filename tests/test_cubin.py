@@ -509,3 +509,12 @@ def test_outer_extents_in_one_tile_compile(extent):
         assert any("in one tile" in line for k in kernels
                    for line in emit_kernel(k, None, "cuda").source.splitlines()[:6])
         _compile(fn, [np.zeros((extent, 17000), dtype)])
+
+
+def test_logsumexp_of_few_wide_rows_compiles_as_one_split_launch():
+    """logsumexp's max and shifted sum are one online reduction (``sumexp``): over 6 rows of
+    70000 it splits across programs (was one looped program per row)."""
+    fn = lambda xp, x: xp.logsumexp(x, axis=1)  # noqa: E731
+    kernels = _kernels(fn, [np.zeros((6, 70000), np.float32)])
+    assert [k.kind for k in kernels] == ["split_reduction"]
+    _compile(fn, [np.zeros((6, 70000), np.float32)])

@@ -52,6 +52,13 @@ def _layer_norm(xp: Any, x: Any) -> Any:
     return d / xp.sqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5)
 
 
+def _logsumexp(xp: Any, x: Any) -> Any:
+    if xp is np:
+        from fusejit.testing import numpy_reference
+        return numpy_reference("logsumexp")(x, axis=1)
+    return xp.logsumexp(x, axis=1)
+
+
 #: name -> (shape, dtype, program written against NumPy's names, the rule's words)
 CASES: dict[str, tuple[tuple[int, ...], Any, Callable[..., Any], str]] = {
     "sum_axis0_short": ((109, 17000), np.float32, lambda xp, x: x.sum(axis=0), "in one tile"),
@@ -68,6 +75,8 @@ CASES: dict[str, tuple[tuple[int, ...], Any, Callable[..., Any], str]] = {
     "var_rows30000": ((6, 30000), np.float32, lambda xp, x: x.var(axis=1),
                       "Welford: half the step"),
     "var_axis0_split": ((140000, 50), np.float32, lambda xp, x: x.var(axis=0), "chunks"),
+    "logsumexp_few_wide_rows": ((6, 70000), np.float32, lambda xp, x: _logsumexp(xp, x),
+                                "split in one launch"),
 }
 
 

@@ -550,3 +550,22 @@ def test_power_with_a_scalar_half_is_sqrt_as_in_numpy():
     with np.errstate(all="ignore"):
         expected = np.power(a, np.full(5, 0.5))
     np.testing.assert_array_equal(fj.power(a, np.full(5, 0.5)).numpy(), expected)
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "interpret"])
+def test_logsumexp_of_rows_with_infinities_and_nans_is_scipys(backend_name: str) -> None:
+    """``logsumexp`` is ``where(isfinite(max), log(sumexp) + max, max)``: an online sum
+    beside the max; where the max is not finite the result is the max, as SciPy's (+inf
+    with an +inf, -inf when all are -inf, NaN with a NaN)."""
+    if backend_name == "interpret":
+        pytest.importorskip("triton")
+    from fusejit.testing import numpy_reference
+    rows = np.array([[0.5, -1.0, 2.0, 3.0], [np.inf, 1.0, 2.0, 0.0], [-np.inf] * 4,
+                     [np.nan, 1.0, 2.0, 3.0], [-np.inf, np.inf, 0.0, 1.0],
+                     [-np.inf, -np.inf, 1.0, 1.0], [1e30, 1e30, -1e30, 0.0]], np.float32)
+    with fj.using_backend(backend_name), np.errstate(all="ignore"):
+        for axis, data in ((1, rows), (0, rows.T.copy())):
+            got = fj.logsumexp(fj.asarray(data), axis=axis).numpy()
+            want = numpy_reference("logsumexp")(data, axis=axis)
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+            assert got.dtype == want.dtype

@@ -260,12 +260,18 @@ def _float(x: Tensor) -> Tensor:
 
 
 def logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    """``log(sum(exp(x)))`` computed stably (shifted by the finite maximum), as SciPy's."""
+    """``log(sum(exp(x)))`` computed stably (shifted by the maximum), as SciPy's.
+
+    ``sum(exp(x - max))`` is one online reduction beside the max (``sumexp``: one read of a
+    row too wide for registers, splittable over programs when the rows are few). Where the
+    maximum is not finite the result is the maximum itself, as SciPy's: +inf when an element
+    is +inf, -inf when every element is -inf, NaN when one is NaN (the shifted sum is NaN
+    there, and not selected).
+    """
     x = _float(_tensor(x))
     m = max(x, axis, keepdims=True)
-    m = where(unary("isfinite", m), m, Tensor(const_node(0, m.dtype, m.shape)))
     s = sum(unary("exp", x - m), axis, keepdims=True)
-    out = unary("log", s) + m
+    out = where(unary("isfinite", m), unary("log", s) + m, m)
     if keepdims:
         return out
     from .views import squeeze
