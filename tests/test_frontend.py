@@ -569,3 +569,13 @@ def test_logsumexp_of_rows_with_infinities_and_nans_is_scipys(backend_name: str)
             want = numpy_reference("logsumexp")(data, axis=axis)
             np.testing.assert_allclose(got, want, rtol=1e-6)
             assert got.dtype == want.dtype
+
+
+def test_itemsize_and_nbytes_are_numpys_and_need_no_computation() -> None:
+    for a in (np.zeros((3, 4), np.float32), np.zeros(5, np.float16), np.zeros((), np.int64),
+              np.zeros((2, 0, 3), np.float64), np.broadcast_to(np.zeros(3, np.int8), (4, 3))):
+        t = fj.asarray(a)
+        lazy = t * 2
+        assert (t.itemsize, t.nbytes) == (a.itemsize, a.nbytes)
+        assert (lazy.itemsize, lazy.nbytes) == ((a * 2).itemsize, (a * 2).nbytes)
+        assert not lazy.is_realized

@@ -85,6 +85,17 @@ class Tensor:
         return num_elements(self._node.shape)
 
     @property
+    def itemsize(self) -> int:
+        """Bytes per element, as NumPy's ``itemsize``."""
+        return self._node.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements (``size * itemsize``, as NumPy's ``nbytes``: a broadcast or
+        strided view counts its elements, not the memory under them), known without computing."""
+        return num_elements(self._node.shape) * self._node.dtype.itemsize
+
+    @property
     def is_realized(self) -> bool:
         """Whether this tensor holds a buffer (no pending computation)."""
         return self._node.op == "input"
