@@ -7,9 +7,10 @@ check that what they chose holds elsewhere: odd and prime extents, ranks 2 to 4,
 over any set of axes with or without ``keepdims``, rows from 50 to 300,000 wide, float16,
 float32 and float64, and pointwise chains over broadcasts, transposes and strided views.
 
-Each workload has one size, ``U`` (16 to 256 MB of inputs), and a ``tiny`` size of the same
-rank for the CPU test (``tests/test_bench_suite.py`` checks every drawn program against
-NumPy on the ``numpy`` backend for a few seeds).
+Each workload has one size, ``U`` (about 16 to 256 MB of inputs: whole extents land up to
+a fifth under), and a ``tiny`` size of the same rank for the CPU test
+(``tests/test_bench_suite.py`` checks every drawn program against NumPy on the ``numpy``
+backend for a few seeds).
 """
 
 from __future__ import annotations
