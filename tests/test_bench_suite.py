@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import sys
 import time
 import types
@@ -466,3 +467,20 @@ def test_unseen_programs_match_numpy_and_their_peer_bodies(w: Any, numpy_backend
     jax_like = types.SimpleNamespace(numpy=np)  # (the generic jax bodies call jax.numpy)
     if w.family not in ("row-op", "logsumexp"):  # (those call jax.nn)
         _check_outputs(w, suite.as_tuple(w.jax(jax_like, *xs)), refs, f"{w.name} jax body")
+
+
+def test_unseen_option_lists_the_draw_and_hands_it_to_the_workers(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--unseen SEED:COUNT`` replaces the registry in this process and, through
+    ``FUSEJIT_SUITE_UNSEEN``, in every worker's (each builds its registry at import)."""
+    monkeypatch.setattr(suite, "REGISTRY", suite.REGISTRY)
+    monkeypatch.setattr(suite, "BY_NAME", suite.BY_NAME)
+    monkeypatch.setenv("FUSEJIT_SUITE_UNSEEN", "")  # (so the variable main sets is undone)
+    assert suite.main(["--unseen", "5:4", "--list"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    drawn = unseen.draw(5, 4, suite.Workload, suite.Arg)
+    assert listed == [f"{w.name}:U" for w in drawn]
+    assert os.environ["FUSEJIT_SUITE_UNSEEN"] == "5:4"
+    assert [w.name for w in suite._registry()] == [w.name for w in drawn]
+    monkeypatch.setenv("FUSEJIT_SUITE_UNSEEN", "")
+    assert [w.name for w in suite._registry()] == NAMES
