@@ -136,7 +136,7 @@ def reduction_grid(target: str, rows: int, cols: int, outer: bool, itemsize: int
                         if heur._warps_ok(w, bm * bn):
                             grid.append(heur.ReductionTiles(bm, bn, w, full <= bn,
                                                          f"bm {bm} bn {bn} w {w}"))
-    return _dedup(grid)
+    return heur._unique(grid, limit=None)
 
 
 def split_grid(target: str, rows: int, cols: int, outer: bool, itemsize: int,
@@ -151,15 +151,7 @@ def split_grid(target: str, rows: int, cols: int, outer: bool, itemsize: int,
             for ww in (4, 8):
                 if bm * step(b, k) <= 16384 and heur._warps_ok(ww, bm * step(b, k)) and k <= heur.SPLIT_MAX:
                     grid.append(heur.SplitTiles(bm, step(b, k), ww, k, f"s {k} bn {b} w {ww}"))
-    return _dedup(grid)
-
-
-def _dedup(grid: list[Any]) -> list[Any]:
-    out: list[Any] = []
-    for c in grid:
-        if c not in out:
-            out.append(c)
-    return out
+    return heur._unique(grid, limit=None)
 
 
 def main() -> int:

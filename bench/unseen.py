@@ -81,6 +81,13 @@ def _axes(rng: random.Random, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(rng.sample(range(ndim), k)))
 
 
+def _one_axis(rng: random.Random, elements: int) -> tuple[tuple[int, ...], int]:
+    """A rank-2 or rank-3 shape of about ``elements`` elements and one of its axes."""
+    ndim = rng.randint(2, 3)
+    shape = _shape(rng, ndim, elements)
+    return shape, rng.randrange(ndim)
+
+
 def _reduced(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
     return math.prod(shape[a] for a in axes)
 
@@ -161,25 +168,21 @@ def _layer_norm(rng: random.Random, dtype: str, elements: int, tiny_rng: random.
 
 
 def _logsumexp(rng: random.Random, dtype: str, elements: int, tiny_rng: random.Random) -> dict[str, Any]:
-    ndim = rng.randint(2, 3)
-    shape = _shape(rng, ndim, elements)
-    axis = rng.randrange(ndim)
+    shape, axis = _one_axis(rng, elements)
 
     def reference(m: Any, x: Any) -> Any:
         mx = x.max(axis=axis, keepdims=True)
         return (m.log(m.exp(x - mx).sum(axis=axis, keepdims=True)) + mx).squeeze(axis)
 
     return dict(name=f"logsumexp_axis{axis}", family="logsumexp", dims=shape,
-                tiny=_tiny(tiny_rng, ndim), kinds=("normal",), body=reference,
+                tiny=_tiny(tiny_rng, len(shape)), kinds=("normal",), body=reference,
                 fj=lambda fj, x: fj.logsumexp(x, axis=axis),
                 torch=lambda t, x: t.logsumexp(x, dim=axis),
                 jax=lambda jax, x: jax.nn.logsumexp(x, axis=axis), note=f"over axis {axis}")
 
 
 def _normalize(rng: random.Random, dtype: str, elements: int, tiny_rng: random.Random) -> dict[str, Any]:
-    ndim = rng.randint(2, 3)
-    shape = _shape(rng, ndim, elements)
-    axis = rng.randrange(ndim)
+    shape, axis = _one_axis(rng, elements)
 
     def body(m: Any, x: Any) -> Any:
         mu = x.mean(axis=axis, keepdims=True)
@@ -192,7 +195,7 @@ def _normalize(rng: random.Random, dtype: str, elements: int, tiny_rng: random.R
         return d * t.rsqrt((d * d).mean(dim=axis, keepdim=True) + EPS)
 
     return dict(name=f"normalize_axis{axis}", family="normalize", dims=shape,
-                tiny=_tiny(tiny_rng, ndim), kinds=("offset",), body=body,
+                tiny=_tiny(tiny_rng, len(shape)), kinds=("offset",), body=body,
                 torch=torch_body, note=f"(x - mean) / std over axis {axis} (batch norm's statistics)")
 
 

@@ -23,6 +23,7 @@ import fusejit as fj
 from fusejit.codegen import triton_emitter
 from fusejit.codegen.heuristics import SMS
 from fusejit.runtime import forget_plans
+from fusejit.testing import numpy_reference
 
 
 @pytest.fixture
@@ -37,26 +38,11 @@ def cuda_tiles(monkeypatch: pytest.MonkeyPatch, interpret_backend: str) -> Itera
     forget_plans()
 
 
-def _softmax(xp: Any, x: Any, axis: int) -> Any:
-    e = xp.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def _log_softmax(xp: Any, x: Any) -> Any:
-    s = x - x.max(axis=-1, keepdims=True)
-    return s - xp.log(xp.exp(s).sum(axis=-1, keepdims=True))
-
-
-def _layer_norm(xp: Any, x: Any) -> Any:
-    d = x - x.mean(axis=-1, keepdims=True)
-    return d / xp.sqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5)
-
-
-def _logsumexp(xp: Any, x: Any) -> Any:
-    if xp is np:
-        from fusejit.testing import numpy_reference
-        return numpy_reference("logsumexp")(x, axis=1)
-    return xp.logsumexp(x, axis=1)
+def _named(name: str, **kwargs: Any) -> Callable[..., Any]:
+    """fusejit's ``name`` on fusejit, the testing module's NumPy reference of it on NumPy."""
+    def fn(xp: Any, x: Any) -> Any:
+        return (numpy_reference(name) if xp is np else getattr(xp, name))(x, **kwargs)
+    return fn
 
 
 #: name -> (shape, dtype, program written against NumPy's names, the rule's words)
@@ -64,18 +50,20 @@ CASES: dict[str, tuple[tuple[int, ...], Any, Callable[..., Any], str]] = {
     "sum_axis0_short": ((109, 17000), np.float32, lambda xp, x: x.sum(axis=0), "in one tile"),
     "min_axis0_short_f64": ((77, 17000), np.float64, lambda xp, x: x.min(axis=0), "in one tile"),
     "var_axis0_short": ((120, 17000), np.float32, lambda xp, x: x.var(axis=0), "in one tile"),
-    "softmax_axis0_short": ((96, 17000), np.float32, lambda xp, x: _softmax(xp, x, 0),
+    "softmax_axis0_short": ((96, 17000), np.float32, _named("softmax", axis=0),
                             "in one tile"),
     "var_axis0_extent200": ((200, 17000), np.float32, lambda xp, x: x.var(axis=0),
                             "in one tile"),
     "mean_rows141": ((300, 141), np.float32, lambda xp, x: x.mean(axis=1),
                      "warps for short rows not 16-byte aligned"),
-    "log_softmax_rows257": ((200, 257), np.float32, _log_softmax, "warps for short rows"),
-    "layer_norm_rows999": ((40, 999), np.float32, _layer_norm, "warps for short rows"),
+    "log_softmax_rows257": ((200, 257), np.float32, _named("log_softmax", axis=-1),
+                            "warps for short rows"),
+    "layer_norm_rows999": ((40, 999), np.float32, _named("layer_norm", axis=-1),
+                           "warps for short rows"),
     "var_rows30000": ((6, 30000), np.float32, lambda xp, x: x.var(axis=1),
                       "Welford: half the step"),
     "var_axis0_split": ((140000, 50), np.float32, lambda xp, x: x.var(axis=0), "chunks"),
-    "logsumexp_few_wide_rows": ((6, 70000), np.float32, lambda xp, x: _logsumexp(xp, x),
+    "logsumexp_few_wide_rows": ((6, 70000), np.float32, _named("logsumexp", axis=1),
                                 "split in one launch"),
 }
 

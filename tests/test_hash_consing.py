@@ -210,10 +210,12 @@ def test_make_scalar_op_is_make2_of_a_fresh_scalar(monkeypatch):
                 assert got.srcs[0 if first else 1].copies is True and got.depth == want.depth
 
 
-def test_make3_is_the_general_path_of_three_sources(monkeypatch):
-    """``where``'s three sources take ``graph._make3``: the same signature, leaves and depth as
-    the general ``_make_any``, for sources of every kind of leaves (tuples and shared lists,
-    fresh and read scalars), below and past ``SHARE_LEAVES``."""
+def test_three_sources_take_the_general_path_in_first_occurrence_order(monkeypatch):
+    """``where``'s three sources take ``graph._make_any`` (one pass over the sources): the
+    node's leaves are its sources' leaves in first-occurrence order, its depth one more than
+    the deepest source's, and the same sources give the same node again, for sources of
+    every kind of leaves (tuples and shared lists, fresh and read scalars), below and past
+    ``SHARE_LEAVES``; equal structures over other operands share the signature."""
     f32, b8 = np.dtype(np.float32), np.dtype(np.bool_)
     kinds = _operands()
     names = ["input", "read scalar", "two leaves", "shared", "shared, a branch", "one leaf"]
@@ -221,12 +223,18 @@ def test_make3_is_the_general_path_of_three_sources(monkeypatch):
         monkeypatch.setattr(graph, "SHARE_LEAVES", share)
         for i, first in enumerate(names):
             for second, third in ((names[i - 1], names[i - 2]), (first, first)):
-                built = []
-                for make in (graph._make3, graph._make_any):
+                sigs = []
+                for _ in range(2):
                     a, b, c = kinds[first](), kinds[second](), kinds[third]()
                     cond = graph.make1("cast", a, b8, a.shape)
                     shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
-                    node = make("where", (cond, b, c), f32, shape, graph._NO_ATTRS, (), None)
-                    built.append((node.sig, node.depth,
-                                  [(n.op, n.dtype) for n in graph.structural_key([node])[1]]))
-                assert built[0] == built[1], (first, second, third, share)
+                    want: list = []
+                    for src in (cond, b, c):
+                        want += [leaf for leaf in graph.leaves_of(src)
+                                 if not any(leaf is w for w in want)]
+                    node = graph.make("where", (cond, b, c), {}, f32, shape)
+                    assert list(graph.leaves_of(node)) == want, (first, second, third, share)
+                    assert node.depth == 1 + max(cond.depth, b.depth, c.depth)
+                    assert graph.make("where", (cond, b, c), {}, f32, shape) is node
+                    sigs.append(node.sig)
+                assert sigs[0] == sigs[1], (first, second, third, share)

@@ -159,14 +159,13 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
                 # sums of rows of 200, 333 and 700, 8 -> 4 warps: 59.6 -> 58.7, 81.7 -> 60.5,
                 # 60.9 -> 59.3 us; softmax of 700, 140.6 -> 121.8; rows of 100-1500 equal)
                 warps = max(2, warps // 2)
-                if (cols * itemsize) % 16:
+                unaligned = (cols * itemsize) % 16 != 0
+                if unaligned:
                     # rows not a multiple of 16 bytes load element by element (no 16-byte
                     # vectors): half again (rows of 141: 129.3 us with 8 warps, 75.8 with 4,
                     # 54.5 with 2; of 333: 60.5 -> 59.2, a normalize over them 36.8 -> 36.9)
                     warps = max(2, warps // 2)
-                why += f", {warps} warps for short rows"
-                if (cols * itemsize) % 16:
-                    why += " not 16-byte aligned"
+                why += f", {warps} warps for short rows" + (" not 16-byte aligned" if unaligned else "")
             return ReductionTiles(bm, bn, warps, True, why)
         if rows < TARGET_PROGRAMS:
             # few programs: each keeps more bytes in flight (H200, softmax of 256 rows of
@@ -186,9 +185,9 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
         tile //= state
     bm = next_pow2(-(-rows // TARGET_PROGRAMS))
     bm = min(max(OUTER_MIN_KEPT, min(OUTER_MAX_KEPT, bm)), next_pow2(rows))
-    bn = max(1, min(next_pow2(cols), tile // bm))
-    persistent = next_pow2(cols) <= bn
     full = next_pow2(cols)
+    bn = max(1, min(full, tile // bm))
+    persistent = full <= bn
     if not persistent and full <= OUTER_SHORT_EXTENT and rows >= TARGET_PROGRAMS * OUTER_MIN_KEPT:
         # a short reduced extent under many kept points: the whole extent in one tile, fewer
         # kept points across it, 4 warps (H200, exp_tiles.py, 109 reduced x 184950 kept: sum
@@ -371,13 +370,13 @@ def tiles_2d(target: str, m: int, n: int) -> Tiles2D:
     return Tiles2D(tm, tn, 4 if tm * tn >= 1024 else 1, "heuristic")
 
 
-def _unique(candidates: list[Any]) -> list[Any]:
-    """The candidates without repeats (nor Nones), at most ``MAX_CANDIDATES``, in order."""
+def _unique(candidates: list[Any], limit: int | None = MAX_CANDIDATES) -> list[Any]:
+    """The candidates without repeats (nor Nones), at most ``limit``, in order."""
     out: list[Any] = []
     for c in candidates:
         if c is not None and c not in out:
             out.append(c)
-    return out[:MAX_CANDIDATES]
+    return out[:limit]
 
 
 def _warps_ok(warps: int, tile: int) -> bool:

@@ -168,22 +168,21 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
         return make2(op, srcs[0], srcs[1], dtype, shape, attrs, frozen, note)
     if n == 1:
         return make1(op, srcs[0], dtype, shape, attrs, frozen, note)
-    if n == 3:
-        return _make3(op, srcs, dtype, shape, attrs, frozen, note)
     return _make_any(op, srcs, dtype, shape, attrs, frozen, note)
 
 
 def _make_any(op: str, srcs: tuple[Node, ...], dtype: np.dtype, shape: tuple[int, ...],
               attrs: dict[str, Any], frozen: tuple, note: str | None) -> Node:
-    """``make`` of any number of sources (the arities without a path of their own)."""
-    n = len(srcs)
+    """``make`` of any number of sources (the arities without a path of their own: constants,
+    ``where``'s three). One pass over the sources, no generators: ``where`` is recorded in
+    every leaky activation and clip."""
     # keys of different arities differ in length, so they never compare equal
-    if n == 0:
-        key: tuple = (op, frozen, dtype, shape)
-        known = True
-    else:
-        key = (op, *[id(s) for s in srcs], frozen, dtype, shape)
-        known = all([s.used for s in srcs])  # (else no node has this key yet)
+    key = (op, *map(id, srcs), frozen, dtype, shape)
+    known = True
+    for s in srcs:
+        if not s.used:  # (no node has this key yet)
+            known = False
+            break
     if known:
         ref = _NODES.get(key)
         if ref is not None:
@@ -195,67 +194,31 @@ def _make_any(op: str, srcs: tuple[Node, ...], dtype: np.dtype, shape: tuple[int
     node.op, node.srcs, node.attrs, node.dtype, node.shape = op, srcs, attrs, dtype, shape
     node.buffer = node.name = None
     node.used = False
-    if n == 0:
+    if not srcs:
         node.depth = 0
         node.leaves = ()
         signature: tuple = (op, frozen, dtype, shape)
     else:
+        depth, total, tuples, groups = 0, 0, True, []
         for src in srcs:
             src.used = True
-        node.depth = 1 + max([s.depth for s in srcs])
-        groups = [leaves_of(s) for s in srcs]
-        if all(type(g) is tuple for g in groups) and sum(len(g) for g in groups) < SHARE_LEAVES:
+            if src.depth > depth:
+                depth = src.depth
+            leaves = src.leaves
+            if leaves is None:  # (a leaf: itself)
+                leaves = (src,)
+            elif type(leaves) is not tuple:
+                tuples = False
+            total += len(leaves)
+            groups.append(leaves)
+        node.depth = depth = depth + 1
+        if tuples and total < SHARE_LEAVES:
             node.leaves, positions = merge_leaves(groups)
-            if node.depth <= KEEP_DEPTH and len(node.leaves) == 1:
+            if depth <= KEEP_DEPTH and len(node.leaves) == 1:
                 _keep(node)
         else:
             node.leaves, positions = _merge_shared(groups)
         signature = (op, frozen, dtype, shape, tuple([s.sig for s in srcs]), positions)
-    sig = _SIGS.get(signature)
-    node.sig = sig if sig is not None else _intern(signature)
-    if note is not None:
-        NOTES[node.sig] = note
-    _NODES[key] = _ref(node)
-    if len(_NODES) > _sweep_at:
-        _sweep()
-    return node
-
-
-def _make3(op: str, srcs: tuple[Node, Node, Node], dtype: np.dtype, shape: tuple[int, ...],
-           attrs: dict[str, Any], frozen: tuple, note: str | None) -> Node:
-    """``make`` of three sources (``where``), the same node, leaves and signature as its
-    general path, with fewer temporaries."""
-    a, b, c = srcs
-    key = (op, id(a), id(b), id(c), frozen, dtype, shape)
-    if a.used and b.used and c.used:  # (else no node has this key yet)
-        ref = _NODES.get(key)
-        if ref is not None:
-            node = ref()
-            # sources are held by the node, so their ids cannot have been reused while it lives
-            if node is not None:
-                return node
-    node = _new(Node)
-    node.op, node.srcs, node.attrs, node.dtype, node.shape = op, srcs, attrs, dtype, shape
-    node.buffer = node.name = None
-    node.used = False
-    a.used = b.used = c.used = True
-    depth = a.depth
-    if b.depth > depth:
-        depth = b.depth
-    if c.depth > depth:
-        depth = c.depth
-    node.depth = depth + 1
-    la, lb, lc = a.leaves, b.leaves, c.leaves
-    groups = [(a,) if la is None else la, (b,) if lb is None else lb, (c,) if lc is None else lc]
-    g0, g1, g2 = groups
-    if type(g0) is tuple and type(g1) is tuple and type(g2) is tuple \
-            and len(g0) + len(g1) + len(g2) < SHARE_LEAVES:
-        node.leaves, positions = merge_leaves(groups)
-        if depth + 1 <= KEEP_DEPTH and len(node.leaves) == 1:
-            _keep(node)
-    else:
-        node.leaves, positions = _merge_shared(groups)
-    signature = (op, frozen, dtype, shape, (a.sig, b.sig, c.sig), positions)
     sig = _SIGS.get(signature)
     node.sig = sig if sig is not None else _intern(signature)
     if note is not None:
