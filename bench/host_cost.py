@@ -127,6 +127,12 @@ def measure(backend: str, quick: bool = False) -> dict[str, float]:
             t = fj.exp(fj.negative(t))
         return t
 
+    def chain_where() -> Any:  # 10 compare-and-select pairs: 20 ops
+        t = x
+        for _ in range(10):
+            t = fj.where(t > y, t, y)
+        return t
+
     def five_ops() -> Any:  # the 5-op program of the target
         return fj.maximum(x * 2.0 + y, 0.0) * 0.5 - 1.0
 
@@ -134,7 +140,7 @@ def measure(backend: str, quick: bool = False) -> dict[str, float]:
         return fj.layer_norm(lx, lw, lb)
 
     for name, build, ops in (("scalar op", chain_scalar, 20), ("tensor op", chain_tensor, 20),
-                             ("unary op", chain_unary, 20)):
+                             ("unary op", chain_unary, 20), ("where op", chain_where, 20)):
         fig[f"record per {name}"] = best_us(build, reps // 4) / ops
     fig["record 5-op program"] = best_us(five_ops, reps)
     fig["record layer_norm 256x1024"] = best_us(layer_norm, reps // 2)
