@@ -3,9 +3,10 @@
 The interpreter normally gets its own tiles (the largest blocks, ``heuristics``); the GPU's
 come from shape rules that only the GPU fuzz would exercise. Here the emitter is handed the
 ``cuda`` heuristic's choice on the ``interpret`` target, for shapes that meet the rules measured
-with ``bench/exp_tiles.py``: short rows (and rows not 16-byte aligned), a short outer extent
-under many kept points held in one tile, Welford's halved step over looped rows and its
-capped partials. Each case first checks that its rule applies (the ``cuda`` tiling line of
+with ``bench/exp_tiles.py`` and ``bench/exp_s5.py``: short rows (and rows not 16-byte
+aligned), a short outer extent under many kept points held in one tile, Welford's halved step
+over looped rows and its capped partials, float32 rows of 16K-32K held by 16 warps, and 2-D
+tiles of transposed reads (a short transposed axis, unaligned transposed rows). Each case first checks that its rule applies (the ``cuda`` tiling line of
 ``plan.explain()``), then compares with NumPy (float64 accumulations: rtol 1e-5 for float32,
 1e-12 for float64; max and min exact).
 """
@@ -29,8 +30,11 @@ from fusejit.testing import numpy_reference
 @pytest.fixture
 def cuda_tiles(monkeypatch: pytest.MonkeyPatch, interpret_backend: str) -> Iterator[None]:
     reduction, split = triton_emitter.reduction_candidates, triton_emitter.split_candidates
+    tiles_2d = triton_emitter.tiles_2d_candidates
     monkeypatch.setattr(triton_emitter, "reduction_candidates",
                         lambda target, *a, **k: reduction("cuda", *a, **k)[:1])
+    monkeypatch.setattr(triton_emitter, "tiles_2d_candidates",
+                        lambda target, *a, **k: tiles_2d("cuda", *a, **k)[:1])
     monkeypatch.setattr(triton_emitter, "split_candidates",
                         lambda target, *a, **k: split("cuda", *a, **k)[:1])
     forget_plans()
@@ -65,6 +69,14 @@ CASES: dict[str, tuple[tuple[int, ...], Any, Callable[..., Any], str]] = {
     "var_axis0_split": ((140000, 50), np.float32, lambda xp, x: x.var(axis=0), "chunks"),
     "logsumexp_few_wide_rows": ((6, 70000), np.float32, _named("logsumexp", axis=1),
                                 "split in one launch"),
+    "softmax_rows16500_held": ((4 * SMS, 16500), np.float32, _named("softmax", axis=-1),
+                               "in registers, 16 warps"),
+    "transposed_axis3_f64": ((5000, 3), np.float64, lambda xp, x: xp.sqrt(xp.abs(x.T) + 0.5),
+                             "a short transposed axis"),
+    "transposed_axis5_f32": ((3000, 5), np.float32, lambda xp, x: xp.exp(-x.T) * 2.0,
+                             "a short transposed axis"),
+    "transposed_rows769": ((300, 769), np.float32, lambda xp, x: xp.abs(x.T) + x.T * x.T,
+                           "unaligned transposed rows"),
 }
 
 

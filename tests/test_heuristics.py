@@ -122,16 +122,57 @@ def test_a_short_outer_extent_under_many_kept_points_is_one_tile() -> None:
 
 
 def test_welford_halves_a_looped_rows_step_and_caps_its_partials() -> None:
-    """var/std over rows too wide for registers step 2048 float32 at a time (4096 for a
-    sum); a split var/std keeps at most one partial per SM (its last program combines
+    """var/std over rows too wide for registers (over 32768 float32) step 2048 float32 at a
+    time (4096 for a sum); a split var/std keeps at most one partial per SM (its last program combines
     Welford triples)."""
     from fusejit.codegen.heuristics import SMS, choose_split, split_candidates
-    var = reduction_tiles("cuda", 3000, 30000, False, 4, state=2)
-    total = reduction_tiles("cuda", 3000, 30000, False, 4)
+    var = reduction_tiles("cuda", 3000, 40000, False, 4, state=2)
+    total = reduction_tiles("cuda", 3000, 40000, False, 4)
     assert (var.block_n, total.block_n) == (2048, 4096) and "Welford" in var.why
     assert choose_split(50, 200000, 2, 32) == 264
     assert choose_split(50, 200000, 2, 32, state=2) == SMS
     assert split_candidates("cuda", 50, 200000, True, 4, state=2)[0].split == SMS
-    x = _lazy((3000, 30000))
+    x = _lazy((1000, 54452))
     (v,) = _emitted(x.var(axis=1))
     assert "looped in steps of 2048 (Welford: half the step)" in v.source
+
+
+def test_float32_rows_of_16k_to_32k_are_held_by_16_warps_when_they_fill_the_gpu() -> None:
+    """``bench/exp_s5.py``: a looped row reads twice; held in registers by 16 warps, softmax of
+    1100x24000 79.1 -> 62.1 us, layer norm of 1200x32000 120.0 -> 80.6. Under
+    ``TARGET_PROGRAMS`` rows (427: 34.5 -> 36.4 us held) and for other types it stays looped."""
+    from fusejit.codegen.heuristics import TARGET_PROGRAMS
+    held = reduction_tiles("cuda", TARGET_PROGRAMS, 24000, False, 4)
+    assert (held.block_m, held.block_n, held.num_warps, held.persistent) == (1, 32768, 16, True)
+    assert reduction_tiles("cuda", 6000, 32768, False, 4, state=2).persistent  # Welford too
+    assert not reduction_tiles("cuda", TARGET_PROGRAMS - 1, 24000, False, 4).persistent
+    assert not reduction_tiles("cuda", 6000, 32769, False, 4).persistent
+    assert not reduction_tiles("cuda", 6000, 24000, False, 2).persistent
+    assert not reduction_tiles("cuda", 6000, 12000, False, 8).persistent
+    assert reduction_tiles("cuda", 6000, 16384, False, 4).num_warps == 16  # (as before)
+    (softmax,) = _emitted(fj.softmax(_lazy((1100, 24000)), axis=-1))
+    assert softmax.launches[0].num_warps == 16 and "for k in range" not in softmax.source
+
+
+def test_transposed_reads_get_2d_tiles_even_along_a_short_axis() -> None:
+    """An [N, 3] input written as [3, N] ran as flat blocks reading it 3 elements apart
+    (``bench/exp_s5.py``: 247.8 us for float64 N = 10313439, 128.9 in 4x1024 tiles); rows of a
+    transposed input not 16-byte aligned take tiles twice as long along the output's last
+    axis (769: 72.6 -> 62.9 us); tiles of 4096 elements take 8 warps."""
+    from fusejit.codegen.heuristics import tiles_2d
+    short = tiles_2d("cuda", 3, 10313439, 8, 24)
+    assert (short.tile_m, short.tile_n, short.num_warps) == (4, 1024, 8)
+    odd = tiles_2d("cuda", 769, 35118, 4, 3076)
+    assert (odd.tile_m, odd.tile_n, odd.num_warps) == (64, 128, 8)
+    for m, itemsize, row in ((1000, 4, 4000), (769, 8, 6152), (4096, 4, 16384)):
+        even = tiles_2d("cuda", m, 30000, itemsize, row)
+        assert (even.tile_m, even.tile_n, even.num_warps) == (64, 64, 8)
+    (k,) = _emitted(fj.sqrt(fj.abs(_lazy((100000, 3), np.float64).T)))
+    assert "tl.arange(0, 4)[:, None]" in k.source and "i_n * 3 + i_m" in k.source
+    assert k.launches[0].num_warps == 8
+    (k,) = _emitted(_lazy((20000, 769)).T * 2.0)
+    assert "tl.arange(0, 128)[None, :]" in k.source
+    # an output whose last axis is short still runs flat (the input rows are then contiguous
+    # runs of the output's last axis)
+    (k,) = _emitted(_lazy((3, 100000)).T * 2.0)
+    assert "tile_n" not in k.source

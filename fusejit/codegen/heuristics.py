@@ -142,6 +142,15 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
     if not outer:
         bn = next_pow2(cols)
         limit = PERSISTENT_LIMIT["cuda"] // (2 if itemsize >= 8 else 1)
+        if itemsize == 4 and bn == 2 * limit and rows >= TARGET_PROGRAMS:
+            # float32 rows of 16K-32K elements with enough of them to fill the GPU: held in
+            # registers by 16 warps, one read, where a looped row reads twice (H200,
+            # bench/exp_s5.py, looped -> held: softmax of 800, 1100, 2000 and 4000 rows of
+            # 20000-30000 47.1 -> 58.9 ... 330.6 -> 239.9 us, 1.14-1.38x; layer norm of 1200x32000
+            # 120.0 -> 80.6; log_softmax of 6000x18000 275.3 -> 215.6; var of 3000x20000 64.9 ->
+            # 57.0; 500 rows 34.0 -> 33.1; 427 rows 34.5 -> 36.4, so not under TARGET_PROGRAMS)
+            return ReductionTiles(1, bn, 16, True, f"row of {cols} in registers, 16 warps "
+                                                   f"({rows} rows fill the GPU)")
         if bn <= limit:
             bm = max(1, min(next_pow2(rows), 2048 // bn))
             # short rows: several per program, but keep enough programs to fill the GPU
@@ -363,11 +372,33 @@ def pointwise_tiles(target: str, n: int, heavy_calls: int = 0) -> PointwiseTiles
     return PointwiseTiles(block, _pointwise_warps(block), "heuristic")
 
 
-def tiles_2d(target: str, m: int, n: int) -> Tiles2D:
-    """The heuristic's tiles of a 2-D pointwise kernel over output axes of ``m`` and ``n``."""
-    tm = min(TILE_2D[target], next_pow2(m))
-    tn = min(TILE_2D[target], next_pow2(n))
-    return Tiles2D(tm, tn, 4 if tm * tn >= 1024 else 1, "heuristic")
+def tiles_2d(target: str, m: int, n: int, itemsize: int = 4, row_bytes: int = 0) -> Tiles2D:
+    """The heuristic's tiles of a 2-D pointwise kernel over output axes of ``m`` and ``n``.
+
+    ``itemsize``: the widest element; ``row_bytes``: the distance between the transposed
+    input's rows (0: unknown). Square tiles of ``TILE_2D``, 8 warps from 4096 elements; an
+    edge shorter than that (a transposed axis of 3, say) gives its share of the tile to the
+    other edge, so that a program still moves a full tile's bytes.
+    """
+    edge = TILE_2D[target]
+    tm, tn = min(edge, next_pow2(m)), min(edge, next_pow2(n))
+    why = "heuristic"
+    if tm < edge:
+        tn = min(next_pow2(n), edge * edge // tm)
+        why = "heuristic: a short transposed axis, a longer tile along the last"
+    elif tn < edge:
+        tm = min(next_pow2(m), edge * edge // tn)
+        why = "heuristic: a short last axis, a longer tile along the transposed one"
+    elif target == "cuda" and itemsize == 4 and row_bytes % 16 and n >= 2 * edge:
+        # rows of the transposed input not 16-byte aligned load element by element: twice the
+        # tile along the output's contiguous axis (H200, bench/exp_s5.py, transposed reads of
+        # (35118, 769): 72.6 -> 62.9 us; (60000, 333): 49.9 -> 48.1; (30000, 999): level)
+        tn = 2 * edge
+        why = "heuristic: unaligned transposed rows, twice the tile along the last axis"
+    # 8 warps for 4096 elements (H200, exp_s5.py, 64x64 tiles, 4 -> 8 warps: level or faster at
+    # 7 shapes, by up to 3.7%: 769, 333, 999, 1000 and 4096 float32, 2000 float64, 1531 float16)
+    warps = 8 if tm * tn >= 4096 else 4 if tm * tn >= 1024 else 1
+    return Tiles2D(tm, tn, warps, why) if target == "cuda" else Tiles2D(tm, tn, min(warps, 4), why)
 
 
 def _unique(candidates: list[Any], limit: int | None = MAX_CANDIDATES) -> list[Any]:
@@ -400,16 +431,17 @@ def pointwise_candidates(target: str, n: int, heavy_calls: int = 0) -> list[Poin
                     cand(b, 2 * w, f"{2 * w} warps")])
 
 
-def tiles_2d_candidates(target: str, m: int, n: int) -> list[Tiles2D]:
-    """Tiles to time for a 2-D pointwise kernel: the heuristic's, twice the warps, 2x either
-    edge, half of both edges."""
-    h = tiles_2d(target, m, n)
+def tiles_2d_candidates(target: str, m: int, n: int, itemsize: int = 4,
+                        row_bytes: int = 0) -> list[Tiles2D]:
+    """Tiles to time for a 2-D pointwise kernel (``tiles_2d``'s arguments): the heuristic's,
+    twice the warps, 2x either edge, half of both edges."""
+    h = tiles_2d(target, m, n, itemsize, row_bytes)
     if target != "cuda" or m * n < TUNE_MIN_ELEMENTS:
         return [h]
 
     def cand(tm: int, tn: int, warps: int, why: str) -> Tiles2D | None:
-        ok = (8 <= tm <= next_pow2(m) and 8 <= tn <= next_pow2(n) and tm * tn <= 16384
-              and _warps_ok(warps, tm * tn))
+        ok = (min(8, next_pow2(m)) <= tm <= next_pow2(m) and min(8, next_pow2(n)) <= tn
+              <= next_pow2(n) and tm * tn <= 16384 and _warps_ok(warps, tm * tn))
         return Tiles2D(tm, tn, warps, why) if ok else None
 
     tm, tn, w = h.tile_m, h.tile_n, h.num_warps

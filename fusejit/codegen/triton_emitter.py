@@ -593,6 +593,8 @@ class _Emitter:
         #: params passed by value (``s_<name>`` arguments), not pointers (``p_<name>``)
         self.scalars = frozenset(p.name for p in kernel.params if p.scalar)
         self.strides = [tuple(int(s) for s in st) for st in strides]
+        #: bytes between the rows of an input read transposed (``_transposed_axis``; 0: none)
+        self.transposed_row_bytes = 0
         # params "0" and "k_0" would both be p_k_0 (and clipped long names could meet);
         # scalar params (passed by value) are s_..., buffers p_...
         self.ptr_name = _distinct([f"{'s' if p.scalar else 'p'}_{sanitize(p.name)}"
@@ -808,20 +810,25 @@ class _Emitter:
         """An output axis along which some input is contiguous while it is not along the last.
 
         Such a region gets 2-D tiles over (that axis, the last axis): Triton's
-        layout conversion then coalesces both the transposed read and the write.
+        layout conversion then coalesces both the transposed read and the write. The axis
+        may be short (an input of [N, 3] written as [3, N]): flat blocks would read such an
+        input 3 elements apart, fetching each sector three times.
         """
         shape = self.domain.shape
         if len(shape) < 2 or shape[-1] < 8 or math.prod(shape) < 1024:
             return None
         origin = tuple(0 for _ in shape)
-        axes = [axis for axis in range(len(shape) - 1) if shape[axis] >= 8]
+        axes = [axis for axis in range(len(shape) - 1) if shape[axis] >= 2]
         points = (origin, origin[:-1] + (1,),
                   *(tuple(1 if i == axis else 0 for i in range(len(shape))) for axis in axes))
         sites = self._load_sites(points)
         for j, axis in enumerate(axes):
-            for _, offsets in sites:
+            for param, offsets in sites:
                 o0, o1, o2 = offsets[0], offsets[1], offsets[2 + j]
                 if abs(o1 - o0) > 1 and o2 - o0 == 1:
+                    # the distance between the input's rows along the output's last axis
+                    self.transposed_row_bytes = \
+                        abs(o1 - o0) * self.kernel.params[param].type.dtype.itemsize
                     return axis
         return None
 
@@ -835,7 +842,8 @@ class _Emitter:
         d = self.domain
         shape = d.shape
         last = len(shape) - 1
-        t = self.choose(tiles_2d_candidates(self.target, shape[axis], shape[last]))
+        t = self.choose(tiles_2d_candidates(self.target, shape[axis], shape[last],
+                                            self._itemsize(), self.transposed_row_bytes))
         tm, tn = t.tile_m, t.tile_n
         n_m, n_n = -(-shape[axis] // tm), -(-shape[last] // tn)
         batch = [i for i in range(len(shape)) if i not in (axis, last)]
@@ -845,7 +853,8 @@ class _Emitter:
         out = fn.out
         out.append(f"pid = {self._pid()}")
         out.append(f"tile_n = pid % {n_n}  # tile along output axis {last}")
-        out.append(f"tile_m = (pid // {n_n}) % {n_m}  # tile along output axis {axis}")
+        if n_m > 1:
+            out.append(f"tile_m = (pid // {n_n}) % {n_m}  # tile along output axis {axis}")
         fn.level.update({"tile_n": 1, "tile_m": 1})
         dims: list[str] = ["0"] * len(shape)
         if n_batch > 1:
@@ -854,7 +863,8 @@ class _Emitter:
             bdims = fn.unravel("b", tuple(shape[i] for i in batch))
             for i, bd in zip(batch, bdims):
                 dims[i] = bd
-        out.append(f"i_m = tile_m * {tm} + tl.arange(0, {tm})[:, None]  # index along axis {axis}")
+        first_m = f"tile_m * {tm} + " if n_m > 1 else ""  # (one tile along the axis)
+        out.append(f"i_m = {first_m}tl.arange(0, {tm})[:, None]  # index along axis {axis}")
         out.append(f"i_n = tile_n * {tn} + tl.arange(0, {tn})[None, :]  # index along axis {last}")
         fn.level.update({"i_m": 2, "i_n": 2})
         dims[axis], dims[last] = "i_m", "i_n"
@@ -878,7 +888,8 @@ class _Emitter:
             out.append(f"tl.store({self.out_name[j]} + {flat}, "
                        f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
         self.tiling = [f"2-D tiles {tm}x{tn} over output axes {axis} and {last}: an input is "
-                       f"contiguous along axis {axis}, so both its reads and the writes coalesce"]
+                       f"contiguous along axis {axis}, so both its reads and the writes coalesce"
+                       + (f" ({t.why})" if t.why.startswith("heuristic:") else "")]
         return self._single_launch(fn, (n_batch * n_m * n_n, 1, 1), t.num_warps)
 
     def _single_launch(self, fn: _Fn, grid: tuple[int, int, int],
