@@ -1,9 +1,11 @@
 """GEMM experiments behind issue 11's misses (one process, fusejit and cuBLAS only).
 
 Run on the GPU machine: ``python3 bench/exp_matmul.py OUT_DIR [--budget SECONDS]
-[--skip-epilogue] [--no-small-m] [--mlp] [--persistent]`` (``--mlp``: the MLP's first layer
-alone, with and without the product relayed before its epilogue; ``--persistent``: GEMMs
-with ``programs=P`` against one program per tile).
+[--skip-epilogue] [--no-small-m] [--mlp] [--persistent] [--tf32-plan]`` (``--mlp``: the MLP's
+first layer alone, with and without the product relayed before its epilogue;
+``--persistent``: GEMMs with ``programs=P`` against one program per tile; ``--tf32-plan``:
+the default plan of a TF32 product of a row-major B, whole, where the fuser may transpose B
+to K-major first, ``tf32_plan``).
 
 Three questions, each timed with CUDA events on the plan's launches alone:
 
@@ -87,6 +89,11 @@ def main() -> int:
 
     if "--persistent" in sys.argv:
         persistent(timed, rng, cp, fj, rows)
+        (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
+        return 0
+
+    if "--tf32-plan" in sys.argv:
+        tf32_plan(timed, rng, cp, fj, rows)
         (out / "exp_matmul.json").write_text(json.dumps(rows, indent=1))
         return 0
 
@@ -292,6 +299,49 @@ def tf32(timed: Any, rng: Any, cp: Any, fj: Any,
     rows.append({"label": "cuBLAS f32 4096^3 (CUPY_TF32=1 set late: may be ieee)", "ms": ms,
                  "tflops": flops / ms / 1e9})
     print(json.dumps(rows[-1]), flush=True)
+
+
+def tf32_plan(timed: Any, rng: Any, cp: Any, fj: Any, rows: list[dict[str, Any]],
+              shapes: list[tuple[int, int, int]] | None = None) -> None:
+    """The default plan of ``fj.matmul(a, b, precision="tf32")`` with B row-major, timed whole
+    (every launch: B's transposing pass, when the fuser's ``tf32_k_major_b`` rule adds one, and
+    the GEMM), at MxNxK 4096^3, 8192x4096x4096, 2048x4096x4096 and 1024x4096x4096 (the rule's
+    threshold is M of about 1650 at N = K = 4096: the last one keeps B N-major, as
+    (B^T A^T)^T); each row gives its kernels, TFLOP/s and relative error against the float64
+    product. Then the same product with B K-major (``a @ bt.T``: the GEMM alone, as the plan
+    runs it after the pass), and cuBLAS (CUPY_TF32 set late, as in ``tf32``)."""
+    import os
+    shapes = shapes or [(4096, 4096, 4096), (8192, 4096, 4096), (2048, 4096, 4096),
+                        (1024, 4096, 4096)]
+    for m, n, k in shapes:
+        a = rng.standard_normal((m, k), dtype=cp.float32)
+        b = rng.standard_normal((k, n), dtype=cp.float32)
+        prod = a.astype(cp.float64) @ b.astype(cp.float64)
+        flops = 2.0 * m * n * k
+        fa, fb = fj.asarray(a, name="a"), fj.asarray(b, name="b")
+        y = fj.matmul(fa, fb, precision="tf32")
+        layout = [line.strip() for line in fj.plan(y).explain().splitlines()
+                  if "tf32_k_major_b" in line and line.strip().startswith("@")]
+        print(f"tf32 {m}x{n}x{k}: {layout[0] if layout else 'no layout decision'}", flush=True)
+        timed(f"tf32 plan {m}x{n}x{k} B row-major default plan", y, prod, flops)
+        fbt = fj.asarray(cp.ascontiguousarray(b.T), name="bt")
+        timed(f"tf32 plan {m}x{n}x{k} B K-major (bt.T) default plan",
+              fj.matmul(fa, fbt.T, precision="tf32"), prod, flops)
+        del a, b, prod, fa, fb, fbt, y
+        cp.get_default_memory_pool().free_all_blocks()
+    os.environ["CUPY_TF32"] = "1"
+    for m, n, k in shapes:
+        a = rng.standard_normal((m, k), dtype=cp.float32)
+        b = rng.standard_normal((k, n), dtype=cp.float32)
+        prod = a.astype(cp.float64) @ b.astype(cp.float64)
+        got = cp.matmul(a, b)
+        err = float(cp.linalg.norm(got.astype(cp.float64) - prod) / cp.linalg.norm(prod))
+        ms = _time_events(cp, lambda a=a, b=b: cp.matmul(a, b), 0.6)
+        rows.append({"label": f"cuBLAS f32 {m}x{n}x{k} (CUPY_TF32=1 set late: may be ieee)",
+                     "ms": ms, "tflops": 2.0 * m * n * k / ms / 1e9, "error": err})
+        print(json.dumps(rows[-1]), flush=True)
+        del a, b, prod, got
+        cp.get_default_memory_pool().free_all_blocks()
 
 
 def small_m(timed: Any, rng: Any, cp: Any, fj: Any,

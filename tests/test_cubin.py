@@ -242,6 +242,9 @@ GEMM_CASES = {
     "f32_ieee": (lambda xp, a, b: a @ b, [((4096, 4096), "f4"), ((4096, 4096), "f4")]),
     "f32_tf32": (lambda xp, a, b: xp.matmul(a, b, precision="tf32"),
                  [((4096, 4096), "f4"), ((4096, 4096), "f4")]),
+    # too few rows for B's transposing pass to pay: B read N-major, as (B^T A^T)^T
+    "f32_tf32_small_m": (lambda xp, a, b: xp.matmul(a, b, precision="tf32"),
+                         [((1024, 4096), "f4"), ((4096, 4096), "f4")]),
     "f32_tf32x3": (lambda xp, a, b: xp.matmul(a, b, precision="tf32x3"),
                    [((1024, 512), "f4"), ((512, 768), "f4")]),
     "f64": (lambda xp, a, b: a @ b, [((300, 200), "f8"), ((200, 100), "f8")]),
@@ -305,14 +308,15 @@ def _ptx(name):
     return _emitted_ptx(emit_kernel(next(k for k in kernels if k.kind == "gemm"), None, "cuda"))
 
 
-@pytest.mark.parametrize("name", ["f16_relu_bias_8192", "f32_tf32", "prologue_scale_cast",
-                                  "transposed_views"])
+@pytest.mark.parametrize("name", ["f16_relu_bias_8192", "f32_tf32", "f32_tf32_small_m",
+                                  "prologue_scale_cast", "transposed_views"])
 def test_hopper_gemms_use_wgmma_and_async_copies(name):
     """float16 and TF32 products run on Hopper's warpgroup MMA, fed by 16-byte async copies,
-    or (a float16 GEMM of many tiles: persistent by default) by TMA's bulk tensor copies."""
+    or (a float16 GEMM of many tiles, or a TF32 one reading both operands K-major: persistent
+    by default) by TMA's bulk tensor copies."""
     ptx = _ptx(name)
     assert "wgmma.mma_async" in ptx
-    if name == "f16_relu_bias_8192":
+    if name in ("f16_relu_bias_8192", "f32_tf32"):
         assert "cp.async.bulk.tensor" in ptx and "cp.async.cg.shared.global" not in ptx
     else:
         assert "cp.async.cg.shared.global" in ptx and ", 0x10," in ptx
@@ -355,11 +359,31 @@ def test_cache_entries_without_scratch_fields_still_load():
 
 def test_tf32_gemm_of_a_row_major_b_copies_whole_16_bytes():
     """Hopper's TF32 wgmma reads B K-major: a row-major B (N contiguous) was copied to shared
-    memory 4 bytes at a time (cp.async.ca ..., 4: 81 TFLOP/s at 4096^3 on the H200). The
-    product is computed as (B^T A^T)^T there, and every copy moves 16 bytes."""
-    ptx = _ptx("f32_tf32")
+    memory 4 bytes at a time (cp.async.ca ..., 4: 81 TFLOP/s at 4096^3 on the H200). Where no
+    transposing pass runs first (too few rows for it to pay), the product is computed as
+    (B^T A^T)^T, and every copy moves 16 bytes."""
+    _, _, kernels = _gemm_kernels("f32_tf32_small_m")
+    assert [k.kind for k in kernels] == ["gemm"]
+    assert "B^T A^T" in emit_kernel(kernels[0], None, "cuda").source
+    ptx = _ptx("f32_tf32_small_m")
     assert "wgmma.mma_async" in ptx and ".tf32" in ptx
     assert "cp.async.ca" not in ptx, "4-byte async copies: B is copied element by element"
+
+
+def test_tf32_gemm_of_a_large_row_major_b_reads_the_transposed_copy_through_tma():
+    """At 4096^3 B is transposed to K-major by a pointwise kernel first (``fuse/rules.py``,
+    ``rule_tf32_k_major_b``): both kernels compile for sm_90; the GEMM reads both operands
+    K-major through TMA (persistent, one program per SM: ``GEMM_TF32_TMA_MIN_TILES``),
+    without the (B^T A^T)^T form, on TF32 wgmma, and copies nothing 4 bytes at a time."""
+    fn, arrays, kernels = _gemm_kernels("f32_tf32")
+    assert [k.kind for k in kernels] == ["pointwise", "gemm"]
+    _compile(fn, arrays)
+    emitted = emit_kernel(kernels[1], None, "cuda")
+    assert "B^T A^T" not in emitted.source and emitted.auto_persistent
+    assert emitted.source.count("(TMA)") == 2 and "flatten=True" in emitted.source
+    ptx = _emitted_ptx(emitted)
+    assert "wgmma.mma_async" in ptx and ".tf32" in ptx and "cp.async.bulk.tensor" in ptx
+    assert "cp.async.ca" not in ptx
 
 
 def test_split_final_masks_rows_past_the_end_of_the_last_row_block():

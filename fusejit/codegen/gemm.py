@@ -32,8 +32,11 @@ p + P, ... in one ``tl.range(..., flatten=True)`` loop that Triton pipelines tog
 the K loop (the next tile's loads overlap this tile's epilogue). By default on ``cuda`` a
 float16 GEMM of at least two waves of tiles is persistent with TMA loads, one program per SM,
 when every load of its K loop is a TMA box (``_default_programs``; measured 3-5% faster, 13%
-with GELU); otherwise it is emitted again with one program per tile, since a persistent loop
-of pointer loads ran at half speed.
+with GELU); so is a TF32 product of a wave of tiles or more whose operands both load K-major
+(328 TFLOP/s at 4096^3 against 275-297 with pointer loads: the fuser writes a row-major B
+K-major for a large product, ``fuse/rules.py``, ``rule_tf32_k_major_b``); otherwise it is
+emitted again with one program per tile, since a persistent loop of pointer loads ran at
+half speed.
 
 With ``split_k > 1`` the region is two functions: ``<name>_partials`` computes
 the product over one chunk of K per program into a float32 (accumulator-typed)
@@ -185,7 +188,8 @@ class GemmEmitter(_Emitter):
         or 0: on ``cuda`` (any target in mode "always"), when the kernel's attributes say
         neither ``tma`` nor ``programs`` and neither operand is computed (a prologue: the
         measured kernels had none), ``heuristics.gemm_default_programs`` (see
-        ``GEMM_PERSISTENT``). If an operand tile then cannot load as a TMA box,
+        ``GEMM_PERSISTENT``; a TF32 product: when both operands load K-major,
+        ``GEMM_TF32_TMA_MIN_TILES``). If an operand tile then cannot load as a TMA box,
         ``emit_kernel`` emits the kernel again with ``tma=0 programs=0``; the ``cuda`` backend
         does too for a buffer that does not start on a 16-byte boundary."""
         attrs = self.kernel.attrs
@@ -195,8 +199,24 @@ class GemmEmitter(_Emitter):
         if mode != "always" and (self.target != "cuda" or any(
                 self._has_prologue(name) for name in self.mm.args)):
             return 0  # (measured: plain operands; a prologue's loads and casts were not)
+        tf32_k_major = self.dtype == F32 and self.precision == "tf32" and all(
+            self._k_contiguous(i) for i in (0, 1))
         return heuristics.gemm_default_programs(self.batch * self.tiles, self.cfg.split_k,
-                                                self.dtype.name)
+                                                self.dtype.name, tf32_k_major)
+
+    def _k_contiguous(self, index: int) -> bool:
+        """Whether every load of operand ``index`` (0: A, 1: B) is contiguous along K (a
+        TF32 operand that Hopper's wgmma can read from shared memory as TMA writes it)."""
+        name = self.mm.args[index]
+        shape = self.types[name].shape
+        nd = len(shape)
+        if nd < 2:
+            return False
+        axis = nd - 1 if index == 0 else nd - 2
+        origin = (0,) * nd
+        along_k = tuple(1 if i == axis else 0 for i in range(nd))
+        sites = self._load_sites((origin, along_k), roots=(name,))
+        return bool(sites) and all(o[1] - o[0] == 1 for _, o in sites)
 
     def _how(self) -> str:
         acc = TL[self.acc_dtype]
@@ -272,7 +292,9 @@ class GemmEmitter(_Emitter):
         if self.auto_persistent:
             why = ("GEMM_PERSISTENT=always" if heuristics.gemm_persistent_mode() == "always" else
                    "GEMM_PERSISTENT: float16, two or more waves of tiles, every operand tile "
-                   "a TMA box")
+                   "a TMA box" if self.dtype == F16 else
+                   "GEMM_TF32_TMA_MIN_TILES: TF32, both operands K-major, a wave of tiles or "
+                   "more, every operand tile a TMA box")
         self.summary = (*self.summary, f"      persistent: {programs} programs, each computing "
                         f"one in every {programs} of the {tiles} tiles ({why})")
 

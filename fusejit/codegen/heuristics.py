@@ -594,6 +594,16 @@ GEMM_PERSISTENT_MODES = ("0", "1", "always")
 #: Fewest waves of tiles (tiles / ``SMS``) for which the default goes persistent: with fewer
 #: there is little to overlap, and TMA alone measured 0-3% slower than pointer loads.
 GEMM_PERSISTENT_MIN_WAVES = 2
+#: A TF32 product whose operands both load K-major (A row-major, B a transposed view of a
+#: contiguous [N, K] buffer, as the fuser writes a row-major B for a large product:
+#: ``fuse/rules.py``, ``rule_tf32_k_major_b``) loads them through TMA, persistent with one
+#: program per SM, from this many tiles (one wave). Measured on the H200 at 4096^3 (256x128x32
+#: tiles, 512 tiles): 328.1 TFLOP/s persistent with TMA, 328.0 with TMA and one program per
+#: tile (``bench/results/h200-persistent-2026-12-02.txt``), against 275-297 with pointer
+#: loads (``h200-experiments-2026-12-01.txt``): the gain is TMA's, so it does not wait for two
+#: waves as float16 does (from one wave to two, the persistent loop gives each program the
+#: same one or two tiles as one program per tile would; under one wave, unmeasured).
+GEMM_TF32_TMA_MIN_TILES = SMS
 
 
 def gemm_persistent_mode() -> str:
@@ -605,16 +615,20 @@ def gemm_persistent_mode() -> str:
     return GEMM_PERSISTENT
 
 
-def gemm_default_programs(tiles: int, split_k: int, dtype: str) -> int:
+def gemm_default_programs(tiles: int, split_k: int, dtype: str, tf32_k_major: bool = False
+                          ) -> int:
     """The ``programs`` of a gemm kernel whose attributes do not say (see
-    ``GEMM_PERSISTENT``): ``SMS`` for a float16 product of enough tiles (on ``cuda``: the
-    caller checks), a third of the tiles for any product of two or more in mode "always",
-    else 0."""
+    ``GEMM_PERSISTENT``): ``SMS`` for a float16 product of enough tiles, or for a TF32 product
+    of K-major operands (``tf32_k_major``) of ``GEMM_TF32_TMA_MIN_TILES`` or more (on
+    ``cuda``: the caller checks), a third of the tiles for any product of two or more in mode
+    "always", else 0."""
     mode = gemm_persistent_mode()
     if mode == "0" or split_k != 1:
         return 0
     if mode == "always":
         return max(1, tiles // 3) if tiles >= 2 else 0
+    if dtype == "float32" and tf32_k_major:
+        return SMS if tiles >= GEMM_TF32_TMA_MIN_TILES else 0
     if dtype != "float16":
         return 0
     return SMS if tiles >= GEMM_PERSISTENT_MIN_WAVES * SMS else 0

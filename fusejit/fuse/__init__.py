@@ -13,9 +13,14 @@ Entry points:
   None; the text IR verifier calls it for every kernel block.
 
 The pass itself is ``greedy.py``; its legality rules are ``rules.py`` and its
-numbers ``cost.py``. Plans are cached by the structural key from
-``lower`` (or the program text): ``stats["fusion_runs"]`` counts the runs
-of the pass, ``stats["cache_hits"]`` the plans served from the cache.
+numbers ``cost.py``. After it, each fused GEMM region of a TF32 product whose B would
+load N-major is split in two when ``rules.rule_tf32_k_major_b`` says it pays: a
+pointwise kernel writing B transposed, then the GEMM reading it K-major
+(``layout.py``); kernel blocks written by the user are never split.
+
+Plans are cached by the structural key from ``lower`` (or the program text):
+``stats["fusion_runs"]`` counts the runs of the pass, ``stats["cache_hits"]`` the plans
+served from the cache.
 
 Logging: ``FUSEJIT_LOG=fusion`` (a comma-separated list of switches) logs
 every fusion decision and each plan's explanation to stderr, through the
@@ -32,7 +37,7 @@ import threading
 from dataclasses import replace
 from typing import Any
 
-from ..errors import IRVerifyError
+from ..errors import FusejitError, IRVerifyError
 from ..ir.domain import (
     GEMM,
     SPLIT_REDUCTION,
@@ -45,8 +50,9 @@ from ..ir.program import Instr, Kernel, Program
 from ..ir.verify import register_region_check
 from . import cost
 from .greedy import GreedyFuser
+from .layout import transpose_operand
 from .plan import Launch, Plan, kernel_base_name, launches_of, unique_name
-from .rules import rule_split_reduction
+from .rules import rule_name, rule_split_reduction, rule_tf32_k_major_b
 
 __all__ = ["Plan", "Launch", "plan", "plan_for", "region_check", "stats", "clear_cache"]
 
@@ -218,8 +224,18 @@ def _normalize_user_kernel(k: Kernel) -> tuple[Kernel, Any]:
     return k, domain
 
 
+def _value_names(program: Program) -> set[str]:
+    """Every value name of ``program``, kernel blocks' inner names included."""
+    names = set(program.types())
+    for k in program.kernels:
+        names.update(p.name for p in k.params)
+        names.update(i.name for i in k.body)
+    return names
+
+
 def build_plan(program: Program) -> Plan:
-    """Run the pass (no cache): check user kernel blocks, fuse the rest, name and split kernels."""
+    """Run the pass (no cache): check user kernel blocks, fuse the rest, give TF32 GEMMs a
+    K-major B where it pays, name and split kernels."""
     stats["fusion_runs"] += 1
     _check_user_kernels(program)
     loose = any(not isinstance(s, Kernel) for s in program.body)
@@ -236,13 +252,47 @@ def build_plan(program: Program) -> Plan:
             k, domain = _normalize_user_kernel(k)
             body.append(k)
             launches.extend(launches_of(k, domain))
+    layouts: list[tuple[str, str, str, str]] = []
+    extra_boundaries: list[tuple[str, str, str, str, str]] = []
+    moved: dict[str, tuple[str, set[str]]] = {}  # GEMM kernel -> (its pass, values moved there)
+    values = _value_names(program) if any(f.domain.kind == GEMM for f in fused) else set()
     for f in fused:
         kernel, domain = f.kernel, f.domain
         if f.region.frozen is not None:
             kernel, domain = _normalize_user_kernel(kernel)
         elif domain.kind == GEMM:
+            decision = rule_tf32_k_major_b(kernel, domain)
+            copy_name = ""
+            if decision is not None and decision.apply:
+                copy, split = transpose_operand(kernel, decision.matmul, decision.base,
+                                                list(decision.views), values)
+                try:
+                    copy_domain, split_domain = region_domain(copy), region_domain(split)
+                except RegionError as exc:
+                    raise FusejitError(f"internal error in the fusion pass: the transposing "
+                                       f"pass of @{kernel.name} cannot be one kernel: "
+                                       f"{exc.reason}") from None
+                kernel, domain = split, split_domain
+                copy.attrs["kind"] = copy_domain.kind
+                copy.name = unique_name("transpose_" + kernel_base_name(copy, copy_domain)
+                                        .removeprefix("copy_"), used, counters)
+                body.append(copy)
+                launches.extend(launches_of(copy, copy_domain))
+                copy_name = copy.name
             kernel.attrs = _with_gemm_defaults(kernel, domain)
             kernel.name = unique_name(kernel_base_name(kernel, domain), used)
+            if decision is not None:
+                rule = rule_name(rule_tf32_k_major_b)
+                sentence = decision.sentence + (f" (the pass: @{copy_name})" if copy_name else "")
+                layouts.append((decision.operand, kernel.name, rule, sentence))
+                if copy_name:
+                    (result,) = copy.results
+                    reader = next(i.name for i in kernel.body if result in i.args)
+                    extra_boundaries.append((result, copy_name, reader, rule, (
+                        f"B of the TF32 GEMM @{kernel.name}, written K-major for it (see "
+                        f"operand layouts)")))
+                    inside = {i.name for i in kernel.body}
+                    moved[kernel.name] = (copy_name, {i.name for i in copy.body} - inside)
         else:
             if rule_split_reduction(kernel, domain) is None:
                 # how many partials is the emitter's call (it knows its tiles); a user's
@@ -258,14 +308,22 @@ def build_plan(program: Program) -> Plan:
 
     fused_program = Program(program.name, program.inputs, list(body), program.outputs,
                             dict(program.notes))
+
+    def recomputed_in(value: str, region: Any) -> str:
+        # a value recomputed for a GEMM's operand B is computed by B's transposing pass
+        name = name_of(region)
+        pass_name, moved_values = moved.get(name, ("", set()))
+        return pass_name if value in moved_values else name
+
     result = Plan(
         fused_program, launches,
         boundaries=[(b.value, name_of(b.producer), b.consumer, b.rule, b.reason)
-                    for b in fuser.boundaries],
-        recomputed=[(r.value, name_of(r.region), r.consumer, r.cost, r.reason)
+                    for b in fuser.boundaries] + extra_boundaries,
+        recomputed=[(r.value, recomputed_in(r.value, r.region), r.consumer, r.cost, r.reason)
                     for r in fuser.recomputes],
         notes=[(n.instr, name_of(n.region), n.rule, n.reason) for n in fuser.notes],
-        source="mixed" if (loose and has_user) else "user" if has_user else "fused")
+        source="mixed" if (loose and has_user) else "user" if has_user else "fused",
+        layouts=layouts)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", result.explain().rstrip())
     return result

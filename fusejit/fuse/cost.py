@@ -27,6 +27,10 @@ one file. The model is deliberately small:
   ``GEMM_PROLOGUE_MAX_COST`` per element unless the other axis fits one tile
   (``GEMM_TILE_SPAN``), where it is computed once. A row reduction of the product
   (``sum(a @ b, -1)``) fuses when one tile spans the row (``GEMM_ROW_MAX_N``).
+* A TF32 product of an N-major B gets B transposed to K-major by a pass of its own when
+  the time a K-major product saves (``TF32_N_MAJOR_B_FLOPS`` against
+  ``TF32_K_MAJOR_B_FLOPS``) exceeds the pass's (``TRANSPOSE_BYTES_PER_S``,
+  ``EXTRA_LAUNCH_S``): ``tf32_transpose_gain``.
 """
 
 from __future__ import annotations
@@ -124,3 +128,36 @@ def gemm_recomputes(other: int) -> int:
     """How many times a GEMM prologue is computed per element: the tiles along the other
     output axis of extent ``other`` (N for operand A, M for B), at most ``GEMM_TILE_SPAN`` wide."""
     return max(1, -(-other // GEMM_TILE_SPAN))
+
+
+# -- TF32 products of a row-major B (``rules.rule_tf32_k_major_b``) ---------------------------
+#
+# Hopper's TF32 wgmma reads both operands K-major from shared memory. A B read with N
+# contiguous (a row-major ``[K, N]`` array) is multiplied as ``(B^T A^T)^T`` with B^T
+# through registers (``codegen/gemm.py``, ``_swap_for_tf32``); a K-major B (``a @ bt.T``)
+# loads through TMA (``gemm.py``, ``_default_programs``). Figures of the H200, float32
+# 4096^3 in TF32, default tiles 256x128x32 (8 warps, 3 stages):
+
+#: FLOP/s of the swapped product (B row-major): 265 TFLOP/s
+#: (``bench/results/h200-matmul-2026-12-02.md``, "f32 4096^3 tf32").
+TF32_N_MAJOR_B_FLOPS = 265e12
+#: FLOP/s with B K-major and TMA loads: 328.0 one program per tile, 328.1-330.2 persistent
+#: (``bench/results/h200-persistent-2026-12-02.txt``, "tf32 4096^3 B K-major"). (Pointer
+#: loads gave 275-297: ``bench/results/h200-experiments-2026-12-01.txt``.)
+TF32_K_MAJOR_B_FLOPS = 330e12
+#: Bytes per second a transposing copy moves (read plus write): ``fj.transpose(b) * 1.0`` of a
+#: 4096x4096 float32 ``b`` took 35.9 us, 134 MB read and written
+#: (``bench/results/h200-persistent-2026-12-02.txt``): 3.74e12 B/s.
+TRANSPOSE_BYTES_PER_S = 2 * 4096 * 4096 * 4 / 35.9e-6
+#: One more launch: cuLaunchKernel of a prepacked kernel, 5.14 us of host time
+#: (``bench/results/h200-experiments-2026-12-01.txt``); an upper bound of what it adds to the
+#: device's time when the GPU is busy, and what keeps a pass off products too small to gain.
+EXTRA_LAUNCH_S = 5.14e-6
+
+
+def tf32_transpose_gain(flops: float, pass_bytes: int) -> tuple[float, float, float]:
+    """(seconds a K-major B saves, seconds of the swapped product, seconds of the pass) for a
+    TF32 product of ``flops`` (2 * batch * M * N * K) whose transposing pass reads and writes
+    ``pass_bytes``."""
+    saved = flops * (1 / TF32_N_MAJOR_B_FLOPS - 1 / TF32_K_MAJOR_B_FLOPS)
+    return saved, flops / TF32_N_MAJOR_B_FLOPS, pass_bytes / TRANSPOSE_BYTES_PER_S + EXTRA_LAUNCH_S

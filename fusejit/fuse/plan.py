@@ -80,6 +80,9 @@ class Plan:
     notes: list[tuple[str, str, str, str]] = field(default_factory=list)
     #: "fused" (by the greedy pass), "user" (every region as written) or "mixed"
     source: str = "fused"
+    #: (operand, GEMM kernel, rule, sentence) for every operand layout a rule decided on
+    #: (``rules.rule_tf32_k_major_b``: a B transposed to K-major by a pass of its own, or not)
+    layouts: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     @property
     def num_launches(self) -> int:
@@ -152,6 +155,10 @@ class Plan:
                 else:
                     lines.append(f"  %{value} from @{producer} read by %{consumer}: "
                                  f"not fused ({rule}): {reason}")
+        if self.layouts:
+            lines.append("operand layouts:")
+            for _operand, kernel, rule, sentence in self.layouts:
+                lines.append(f"  @{kernel} ({rule}): {sentence}")
         if self.recomputed:
             lines.append("recomputed instead of written:")
             for value, kernel, consumer, c, reason in self.recomputed:

@@ -23,6 +23,10 @@ pointwise consumers of its product (the epilogue) and row reductions of the
 product when one tile spans the row.
 
 A rule takes a ``Candidate`` and returns None (legal) or a human sentence.
+
+Two rules decide on finished regions instead: ``rule_split_reduction`` (a reduction
+region runs split) and ``rule_tf32_k_major_b`` (a TF32 GEMM region gets its B transposed
+to K-major by a pointwise kernel of its own first; the rewrite is ``layout.py``).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from ..ir.domain import (
 from ..ir.ops import SPLITTABLE, VIEW
 from ..ir.program import Instr, Kernel
 from . import cost
+from .layout import batch_views, cone_params, operand_batch, reads_n_major
 
 Shape = tuple[int, ...]
 
@@ -555,3 +560,96 @@ def rule_split_reduction(kernel: Kernel, domain: Any, check_size: bool = True) -
         if y not in domain.row_dependent:
             return f"it also writes %{y}, a full-size value"
     return None
+
+
+# -- operand layouts of GEMM kernels (decided on finished regions) ---------------------------
+
+@dataclass(frozen=True)
+class LayoutDecision:
+    """What a layout rule says about one operand of a GEMM region: transpose it first or not."""
+
+    #: the matrix product, and its operand B as the product reads it
+    matmul: str
+    operand: str
+    #: the value the pass would transpose (B without its batch views), and those views
+    base: str
+    views: tuple[Instr, ...]
+    #: whether the pass runs (False: the decision is only explained)
+    apply: bool
+    #: seconds saved by the K-major product, of the product as it is, of the pass
+    saved: float
+    gemm: float
+    cost: float
+    sentence: str
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.3g} us"
+
+
+def rule_tf32_k_major_b(kernel: Kernel, domain: Any) -> LayoutDecision | None:
+    """A float32 TF32 product whose B would load N-major gets B written K-major first, by a
+    pointwise kernel of its own (a transposing copy), when that saves more time than it costs.
+
+    Transposes: B of ``matmul(a, b, precision="tf32")`` with ``b`` a row-major ``[K, N]``
+    array (or computed from one by pointwise producers, which the pass then computes once
+    instead of the GEMM's prologue at every tile), into a contiguous ``[..., N, K]`` buffer
+    (B's own batch dims; a weight broadcast over a batch is written once); the GEMM reads it
+    transposed back, K-major (``layout.transpose_operand``). Refuses: products too small to
+    gain, B already K-major (``a @ bt.T``), a ``K`` whose rows of the buffer would not be
+    16-byte aligned (``K % 4``: its tiles could not load 16 bytes at a time), ``tf32x3``,
+    and kernel blocks written by the user (used as written). Why: Hopper's TF32 wgmma reads
+    both operands K-major from shared memory; an N-major B is multiplied as ``(B^T A^T)^T``
+    with B^T through registers, 265 TFLOP/s at 4096^3 on the H200, where a K-major B loads
+    through TMA at 328-330 (``cost.TF32_N_MAJOR_B_FLOPS``, ``cost.TF32_K_MAJOR_B_FLOPS``).
+    The pass pays when ``2 * batch * M * N * K * (1/265e12 - 1/330e12)`` seconds exceed its
+    reading and writing B at 3.74e12 B/s (a 4096^2 float32 transpose: 35.9 us) plus one
+    launch (5.14 us): from M of about 1600 at N = K = 4096 (4096^3: saves ~102 us of ~519,
+    for ~41). ``tf32x3`` (three TF32 products per step, about 70 TFLOP/s, measured with a
+    row-major B only) is left as it is: a 4096^3 product takes about 2 ms there, the gain of
+    a K-major B is unmeasured and the pass would be about 2% of it.
+
+    The numbers do not change beyond TF32's own rounding: the same products of the same
+    TF32-rounded inputs are summed, in another order within a tile (float32 sums); the
+    ``numpy`` backend computes every float32 product in full precision anyway, and the
+    ``interpret`` backend runs the same plan as ``cuda``.
+
+    Returns None when the rule does not concern the kernel (not a TF32 product with an
+    N-major B), else the decision, applied or not, with its sentence for ``explain()``.
+    """
+    if getattr(domain, "kind", None) != "gemm":
+        return None
+    mm = next(i for i in kernel.body if i.name == domain.matmul)
+    precision = str(mm.attrs.get("precision", "ieee"))
+    if mm.dtype.name != "float32" or not precision.startswith("tf32"):
+        return None
+    operand = mm.args[1]
+    if not reads_n_major(kernel, operand):
+        return None
+    base, views = batch_views(kernel, operand)
+    types = {p.name: p.type for p in kernel.params}
+    types.update({i.name: i.type for i in kernel.body})
+    shape = domain.shape
+    m, n = shape[-2], shape[-1]
+    k = types[mm.args[0]].shape[-1]
+    flops = 2.0 * operand_batch(shape) * m * n * k
+    written = types[base].nbytes
+    read = sum(p.type.nbytes for p in cone_params(kernel, base) if not p.scalar)
+    saved, gemm, cost_s = cost.tf32_transpose_gain(flops, read + written)
+    what = f"B (%{operand}) read N-major, multiplied as (B^T A^T)^T"
+
+    def decline(why: str) -> LayoutDecision:
+        return LayoutDecision(mm.name, operand, base, tuple(views), False, saved, gemm, cost_s,
+                              f"{what}: {why}")
+    if precision != "tf32":
+        return decline(f"precision={precision} runs at about 70 TFLOP/s whatever the pass "
+                       f"would save (not measured); no transposing pass")
+    if k % 4:
+        return decline(f"K={k} is not a multiple of 4, so a K-major copy's rows would not "
+                       f"load 16 bytes at a time; no transposing pass")
+    if saved <= cost_s:
+        return decline(f"a transposing pass would cost ~{_us(cost_s)} and save ~{_us(saved)} "
+                       f"of ~{_us(gemm)}; not worth it")
+    return LayoutDecision(mm.name, operand, base, tuple(views), True, saved, gemm, cost_s,
+                          f"B (%{operand}) transposed to K-major before the TF32 GEMM: saves "
+                          f"~{_us(saved)} of ~{_us(gemm)}, the pass costs ~{_us(cost_s)}")
