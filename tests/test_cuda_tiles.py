@@ -6,8 +6,9 @@ come from shape rules that only the GPU fuzz would exercise. Here the emitter is
 with ``bench/exp_tiles.py`` and ``bench/exp_s5.py``: short rows (and rows not 16-byte
 aligned), a short outer extent under many kept points held in one tile, Welford's halved step
 over looped rows and its capped partials, float32 rows of 16K-32K held by 16 warps, and 2-D
-tiles of transposed reads (a short transposed axis, unaligned transposed rows). Each case first checks that its rule applies (the ``cuda`` tiling line of
-``plan.explain()``), then compares with NumPy (float64 accumulations: rtol 1e-5 for float32,
+tiles of transposed reads (a short transposed axis, unaligned transposed rows). Each case
+first checks that its rule applies (the ``cuda`` tiling line of ``plan.explain()``), then
+compares with NumPy (float64 accumulations: rtol 1e-5 for float32,
 1e-12 for float64; max and min exact).
 """
 

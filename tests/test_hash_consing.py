@@ -211,9 +211,9 @@ def test_make_scalar_op_is_make2_of_a_fresh_scalar(monkeypatch):
 
 
 def test_three_sources_take_the_general_path_in_first_occurrence_order(monkeypatch):
-    """``where``'s three sources take ``graph._make_any`` (one pass over the sources): the
-    node's leaves are its sources' leaves in first-occurrence order, its depth one more than
-    the deepest source's, and the same sources give the same node again, for sources of
+    """``where``'s three sources (``graph.make3``; ``graph._make_any`` past ``SHARE_LEAVES``):
+    the node's leaves are its sources' leaves in first-occurrence order, its depth one more
+    than the deepest source's, and the same sources give the same node again, for sources of
     every kind of leaves (tuples and shared lists, fresh and read scalars), below and past
     ``SHARE_LEAVES``; equal structures over other operands share the signature."""
     f32, b8 = np.dtype(np.float32), np.dtype(np.bool_)
@@ -238,3 +238,45 @@ def test_three_sources_take_the_general_path_in_first_occurrence_order(monkeypat
                     assert graph.make("where", (cond, b, c), {}, f32, shape) is node
                     sigs.append(node.sig)
                 assert sigs[0] == sigs[1], (first, second, third, share)
+
+
+def test_make3_gives_what_the_general_merge_gives(monkeypatch):
+    """``graph.make3`` (``where``'s path, its leaves merged without the general merge) gives
+    the signature, leaves, depth, scalar marks and kept nodes that ``graph._make_any`` gives,
+    for three sources sharing leaves in every order (fresh and read scalars, constants,
+    inputs met again or for the first time), below and past ``SHARE_LEAVES``."""
+    f32 = np.dtype(np.float32)
+
+    def world():
+        tensors = [fj.asarray(np.ones(4, np.float32)) for _ in range(2)]
+        x, y = (t._node for t in tensors)
+        read = graph.make_scalar(np.float32(1), f32)
+        graph.make1("neg", read, f32, ())
+        nodes = {"x": x, "y": y, "fresh": graph.make_scalar(np.float32(2), f32), "read": read,
+                 "const": fj.zeros(4, np.float32)._node, "exp x": graph.make1("exp", x, f32, (4,)),
+                 "x*y": graph.make2("mul", x, y, f32, (4,)),
+                 "y*x": graph.make2("mul", y, x, f32, (4,)),
+                 "x+read": graph.make2("add", x, read, f32, (4,))}
+        return nodes, tensors
+
+    names = ["x", "y", "fresh", "read", "const", "exp x", "x*y", "y*x", "x+read"]
+
+    def outcome(nodes, tensors, node):
+        by_id = {id(n): name for name, n in nodes.items()}
+        return (node.sig, [by_id[id(leaf)] for leaf in graph.leaves_of(node)], node.depth,
+                [(name, n.used, n.copies) for name, n in nodes.items() if n.op == "scalar"],
+                [any(k is node for k in t._kept) for t in tensors])
+
+    for share in (graph.SHARE_LEAVES, 3):
+        monkeypatch.setattr(graph, "SHARE_LEAVES", share)
+        for p in names:
+            for q in names:
+                for r in names:
+                    general, tensors = world()
+                    want = graph._make_any("where", (general[p], general[q], general[r]), f32,
+                                           (4,), {}, (), None)
+                    fast, fast_tensors = world()
+                    got = graph.make3("where", fast[p], fast[q], fast[r], f32, (4,))
+                    assert outcome(fast, fast_tensors, got) == outcome(general, tensors, want), \
+                        (p, q, r, share)
+                    assert graph.make("where", (fast[p], fast[q], fast[r]), {}, f32, (4,)) is got

@@ -177,3 +177,52 @@ def test_where_memoized_types_follow_numpy_for_each_operand_kind(numpy_backend):
                            fj.asarray(y) if isinstance(y, np.ndarray) else y)
             assert got.dtype == want.dtype and got.shape == want.shape, (x.dtype, y)
             np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_where_memoizes_a_python_int_only_where_its_type_decides(numpy_backend):
+    """A Python int ``y`` of ``where`` is memoized by its type only for a float result (then
+    NumPy 2's weak int never changes the dtype and needs no range check); on an integer
+    result its value decides (in range, wrapped or refused): each recorded twice, as NumPy,
+    after the same kinds with other values."""
+    cond = np.array([[True], [False]])
+    for dtype in (np.float16, np.float32, np.float64, np.int8, np.uint8, np.int64):
+        x = np.arange(3).astype(dtype)
+        # (2**63 on an integer result: NumPy wraps it, fusejit refuses it, as before)
+        extra = (2**63,) if x.dtype.kind == "f" else ()
+        for y in (0, 2, -3, 70000, *extra, 2**64, 2**70, -2**70):
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    want = np.where(cond, x, y)
+                except OverflowError:
+                    want = None
+            for _ in range(2):
+                if want is None:
+                    with pytest.raises(fj.DTypeError):
+                        fj.where(fj.asarray(cond), fj.asarray(x), y)
+                    continue
+                got = fj.where(fj.asarray(cond), fj.asarray(x), y)
+                assert got.dtype == want.dtype and got.shape == want.shape, (dtype, y)
+                np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_narrow_float_scalars_keep_their_value_and_sign(numpy_backend, monkeypatch):
+    """The fast path's conversions of Python scalars to float16/float32 (a lookup table,
+    ``tensor._Rounded``) give ``dtype.type(value)``: -0.0 stays apart from 0.0, an int from
+    an unequal float, whatever was converted before and when the table starts anew."""
+    from fusejit.frontend import tensor
+    monkeypatch.setattr(tensor, "MAX_ROUNDED", 4)
+    values = [0.0, -0.0, 0, 3, 3.0, 1e-5, -1e-5, 2**24 + 1, 16777216.0, 65504.0, 65519.0, 1e38,
+              0.1, 0.2, 0.30000000000000004, 7, -0.0, 0.0]
+    for dtype in (np.float16, np.float32):
+        x = np.array([1.0, -2.0, 0.5], dtype)
+        xt = fj.asarray(x)
+        for _ in range(2):
+            for v in values:
+                with np.errstate(all="ignore"):
+                    pairs = ((xt * v, x * v), (v - xt, v - x))
+                    for got, want in pairs:
+                        assert got.dtype == want.dtype
+                        out = got.numpy()
+                        np.testing.assert_array_equal(out, want, err_msg=f"{dtype} {v!r}")
+                        assert (np.signbit(out) == np.signbit(want)).all(), (dtype, v)

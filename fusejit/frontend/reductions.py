@@ -111,7 +111,8 @@ def _shifted_exp_of(node: Node, axes: tuple[int, ...]) -> Node | None:
 
 
 def _count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
-    return num_elements(tuple(shape[a] for a in axes))
+    # (a list, not a generator: checked on every sum of a centered square, var's numerator)
+    return num_elements(tuple([shape[a] for a in axes]))
 
 
 def _simple(op: str, numpy_name: str, x: Any, axis: Axis, keepdims: bool, dtype: Any) -> Tensor:

@@ -33,6 +33,7 @@ from ..ir.graph import (
     make,
     make1,
     make2,
+    make3,
     make_input,
     make_scalar,
     make_scalar_op,
@@ -595,11 +596,41 @@ def _bounds(dtype: np.dtype, kind: type) -> tuple[Any, Any, Any] | None:
         if dtype.itemsize == 8:
             return (-math.inf, math.inf, float) if kind is float else (-2**63, 2**63 - 1, float)
         limit = float(np.finfo(dtype).max)
-        return -limit, limit, dtype.type
+        rounded = _ROUNDED.get(dtype)
+        if rounded is None:
+            rounded = _ROUNDED[dtype] = _Rounded(dtype)
+        return -limit, limit, rounded.__getitem__
     if dtype.kind in "iu" and kind is int:
         info = np.iinfo(dtype)
         return int(info.min), int(info.max), int
     return None
+
+
+class _Rounded(dict):
+    """Python ints and floats -> their value as a NumPy scalar of a narrow float ``dtype``
+    (the fast paths' conversion: a lookup costs a quarter of ``dtype.type(value)``, and
+    loops record the same constants again, ``x * 0.5``, ``var + eps``). Only equal values
+    share an entry (an int and a float equal to it convert alike); zeros are not kept, as
+    0.0 and -0.0 are equal keys; past ``MAX_ROUNDED`` entries the table starts anew."""
+
+    __slots__ = ("convert",)
+
+    def __init__(self, dtype: np.dtype) -> None:
+        super().__init__()
+        self.convert = dtype.type
+
+    def __missing__(self, value: int | float) -> Any:
+        out = self.convert(value)
+        if value:
+            if len(self) >= MAX_ROUNDED:
+                self.clear()
+            self[value] = out
+        return out
+
+
+MAX_ROUNDED = 1024
+#: narrow float dtype -> its ``_Rounded``
+_ROUNDED: dict[np.dtype, _Rounded] = {}
 
 
 def _remember_fast(ufunc: str, fast_key: tuple, op: str, in_a: np.dtype, in_b: np.dtype,
@@ -890,33 +921,69 @@ def _power_operator(x: Tensor, exponent: ArrayLike) -> Tensor:
 
 def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
     """Elements of ``x`` where ``condition`` holds, else of ``y`` (NumPy promotion of x and y)."""
+    # fast path: a tensor condition and ``x``, and a tensor or Python scalar ``y``, memoized
+    # by the operands' dtypes and shapes (a Python float or int by its type: memoized only
+    # where the type alone decides the promotion and the checks, see ``_where``)
+    if type(condition) is Tensor and type(x) is Tensor:
+        cn, an = condition._node, x._node
+        ty = type(y)
+        found = None
+        if ty is Tensor:
+            bn = y._node
+            found = _WHERE_TYPES.get((cn.dtype, cn.shape, an.dtype, an.shape, bn.dtype, bn.shape))
+        elif ty is float or ty is int:
+            bn = None
+            found = _WHERE_TYPES.get((cn.dtype, cn.shape, an.dtype, an.shape, ty, None))
+        if found is not None:
+            out, shape, fit_c, fit_a, fit_b = found
+            # (what the full path records: ``coerce`` only where a cast or broadcast is due)
+            if fit_c:
+                cn = coerce(condition, BOOL, shape, "where")
+            if fit_a:
+                an = coerce(x, out, shape, "where")
+            if bn is None:  # (a Python scalar meeting a float result: ``_where_operand``'s path)
+                bn = scalar_operand(y, out, shape, cn)
+            elif fit_b:
+                bn = coerce(y, out, shape, "where")
+            t = _new_object(Tensor)
+            t._node = make3("where", cn, an, bn, out, shape)
+            return t
+    return _where(condition, x, y)
+
+
+def _where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
+    """The full path of ``where``: promotion, broadcasting and checks; memoizes what the fast
+    path takes."""
     c, a, b = _operand(condition), _operand(x), _operand(y)
-    # the result's dtype and shape, memoized by the operands' (a Python float's type alone
-    # decides its weak promotion; ints and bools take the full path)
-    key: tuple | None = None
-    found = None
-    if type(c) is Tensor and type(a) is Tensor and (type(b) is Tensor or type(b) is float):
-        cn, an = c._node, a._node
-        key = (cn.dtype, cn.shape, an.dtype, an.shape,
-               (b._node.dtype, b._node.shape) if type(b) is Tensor else float)
-        found = _WHERE_TYPES.get(key)
-    if found is None:
-        out = np.result_type(_kind_for_result_type(a), _kind_for_result_type(b))
-        out = as_dtype(out, where="where")
-        shapes = [t.shape for t in (c, a, b) if isinstance(t, Tensor)]
-        found = (out, broadcast_shapes(*shapes))
-        if key is not None:
-            if len(_WHERE_TYPES) >= 1024:
-                _WHERE_TYPES.clear()
-            _WHERE_TYPES[key] = found
-    out, shape = found
+    out = as_dtype(np.result_type(_kind_for_result_type(a), _kind_for_result_type(b)),
+                   where="where")
+    shape = broadcast_shapes(*[t.shape for t in (c, a, b) if isinstance(t, Tensor)])
     nc = coerce(c, BOOL, shape, "where") if isinstance(c, Tensor) else const_node(bool(c), BOOL, shape)
     na, nb = _where_operand(a, out, shape, nc), _where_operand(b, out, shape, nc)
-    return Tensor(make("where", (nc, na, nb), {}, out, shape))
+    ty = type(y)
+    # a Python float or int y is memoized when the result is a float dtype: then its type
+    # alone decides the result (NumPy 2's weak scalars) and its conversion is
+    # ``scalar_operand``'s (the range checks of ``_where_operand`` are for integer results)
+    if type(condition) is Tensor and type(x) is Tensor and (
+            ty is Tensor or ((ty is float or ty is int) and out.kind == "f")):
+        cn, an = condition._node, x._node
+        if ty is Tensor:
+            bn = y._node
+            key: tuple = (cn.dtype, cn.shape, an.dtype, an.shape, bn.dtype, bn.shape)
+            fit_b = bn.dtype != out or bn.shape != shape
+        else:
+            key, fit_b = (cn.dtype, cn.shape, an.dtype, an.shape, ty, None), False
+        if len(_WHERE_TYPES) >= 1024:
+            _WHERE_TYPES.clear()
+        _WHERE_TYPES[key] = (out, shape, cn.dtype != BOOL or cn.shape != shape,
+                             an.dtype != out or an.shape != shape, fit_b)
+    return Tensor(make3("where", nc, na, nb, out, shape))
 
 
-#: (condition, x, y dtypes and shapes) -> ``where``'s result dtype and shape
-_WHERE_TYPES: dict[tuple, tuple[np.dtype, tuple[int, ...]]] = {}
+#: (condition's, x's and y's dtypes and shapes; ``float, None`` or ``int, None`` for a Python
+#: scalar y) -> ``where``'s result dtype and shape, and whether the condition, x and y need
+#: a cast or broadcast
+_WHERE_TYPES: dict[tuple, tuple[np.dtype, tuple[int, ...], bool, bool, bool]] = {}
 
 
 def _where_operand(x: Tensor | Scalar, dtype: np.dtype, shape: tuple[int, ...],

@@ -168,14 +168,16 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
         return make2(op, srcs[0], srcs[1], dtype, shape, attrs, frozen, note)
     if n == 1:
         return make1(op, srcs[0], dtype, shape, attrs, frozen, note)
+    if n == 3 and not frozen:
+        return make3(op, srcs[0], srcs[1], srcs[2], dtype, shape)
     return _make_any(op, srcs, dtype, shape, attrs, frozen, note)
 
 
 def _make_any(op: str, srcs: tuple[Node, ...], dtype: np.dtype, shape: tuple[int, ...],
               attrs: dict[str, Any], frozen: tuple, note: str | None) -> Node:
     """``make`` of any number of sources (the arities without a path of their own: constants,
-    ``where``'s three). One pass over the sources, no generators: ``where`` is recorded in
-    every leaky activation and clip."""
+    and ``make3``'s three when they carry attributes or shared leaves). One pass over the
+    sources, no generators."""
     # keys of different arities differ in length, so they never compare equal
     key = (op, *map(id, srcs), frozen, dtype, shape)
     known = True
@@ -229,6 +231,81 @@ def _make_any(op: str, srcs: tuple[Node, ...], dtype: np.dtype, shape: tuple[int
     return node
 
 
+def make3(op: str, a: Node, b: Node, c: Node, dtype: np.dtype, shape: tuple[int, ...]) -> Node:
+    """``make(op, (a, b, c), {}, dtype, shape)``: the key, leaves and signature that
+    ``_make_any`` gives, without its general merge (a list, an index dict and a position
+    list per source) when the sources' leaves are short tuples: ``where`` is recorded in
+    every leaky activation and clip, and its condition usually holds the leaves of both
+    branches already (``where(x > y, x, y)``)."""
+    key = (op, id(a), id(b), id(c), (), dtype, shape)  # (``_make_any``'s key)
+    if a.used and b.used and c.used:  # (else no node has this key yet)
+        ref = _NODES.get(key)
+        if ref is not None:
+            node = ref()
+            # sources are held by the node, so their ids cannot have been reused while it lives
+            if node is not None:
+                return node
+    la, lb, lc = a.leaves, b.leaves, c.leaves
+    if la is None:  # (a leaf: itself)
+        la = (a,)
+    if lb is None:
+        lb = (b,)
+    if lc is None:
+        lc = (c,)
+    if type(la) is not tuple or type(lb) is not tuple or type(lc) is not tuple \
+            or len(la) + len(lb) + len(lc) >= SHARE_LEAVES:
+        return _make_any(op, (a, b, c), dtype, shape, _NO_ATTRS, (), None)  # (shared leaves)
+    # ``merge_leaves([la, lb, lc])`` on tuples: leaves hold no duplicates, so a group that
+    # leads the merged leaves sits at positions 0..n-1 (None); the others are looked up,
+    # the leaves not there yet appended (tuple search by identity: Node has no __eq__)
+    leaves = la
+    positions: list[Any] = [None]
+    for group in (lb, lc):
+        n = len(group)
+        if leaves[:n] == group:
+            positions.append(None)
+            continue
+        where = []
+        for leaf in group:
+            if leaf in leaves:
+                where.append(leaves.index(leaf))
+            else:
+                where.append(len(leaves))
+                leaves += (leaf,)
+        positions.append(None if where == list(range(n)) else tuple(where))
+    # a scalar leaf is marked once it is in a node's leaves (see make2): those under a source
+    # already are, a source that is one itself is now
+    for src in (a, b, c):
+        src.used = True
+        if src.op == "scalar":
+            src.copies = True
+    node = _new(Node)
+    node.op = op
+    node.srcs = (a, b, c)
+    node.attrs = _NO_ATTRS
+    node.dtype = dtype
+    node.shape = shape
+    node.buffer = None
+    node.name = None
+    node.used = False
+    depth = a.depth
+    if b.depth > depth:
+        depth = b.depth
+    if c.depth > depth:
+        depth = c.depth
+    node.depth = depth = depth + 1
+    node.leaves = leaves
+    if depth <= KEEP_DEPTH and len(leaves) == 1:
+        _keep(node)
+    signature = (op, (), dtype, shape, (a.sig, b.sig, c.sig), tuple(positions))
+    sig = _SIGS.get(signature)
+    node.sig = sig if sig is not None else _intern(signature)
+    _NODES[key] = _ref(node)
+    if len(_NODES) > _sweep_at:
+        _sweep()
+    return node
+
+
 def make1(op: str, a: Node, dtype: np.dtype, shape: tuple[int, ...],
           attrs: dict[str, Any] = _NO_ATTRS, frozen: tuple = (), note: str | None = None) -> Node:
     """``make(op, (a,), attrs, dtype, shape, note)`` (``frozen``: the attributes and note as
@@ -243,8 +320,13 @@ def make1(op: str, a: Node, dtype: np.dtype, shape: tuple[int, ...],
             if node is not None:
                 return node
     node = _new(Node)
-    node.op, node.srcs, node.attrs, node.dtype, node.shape = op, (a,), attrs, dtype, shape
-    node.buffer = node.name = None
+    node.op = op
+    node.srcs = (a,)
+    node.attrs = attrs
+    node.dtype = dtype
+    node.shape = shape
+    node.buffer = None
+    node.name = None
     node.used = False
     a.used = True
     leaves = a.leaves
@@ -282,8 +364,15 @@ def make2(op: str, a: Node, b: Node, dtype: np.dtype, shape: tuple[int, ...],
             if node is not None:
                 return node
     node = _new(Node)
-    node.op, node.srcs, node.attrs, node.dtype, node.shape = op, (a, b), attrs, dtype, shape
-    node.buffer = node.name = None
+    # (one store per slot, here and in the other makers: a multiple assignment builds and
+    # unpacks a tuple, a few percent of a recorded op)
+    node.op = op
+    node.srcs = (a, b)
+    node.attrs = attrs
+    node.dtype = dtype
+    node.shape = shape
+    node.buffer = None
+    node.name = None
     node.used = False
     a.used = b.used = True
     depth, db = a.depth, b.depth
@@ -358,18 +447,30 @@ def make_scalar_op(op: str, a: Node, value: Any, sdtype: np.dtype, dtype: np.dty
     The node's leaves, tag and signature are the ones ``make2`` gives (a test compares them).
     """
     s = _new(Node)
-    s.op, s.srcs, s.attrs, s.dtype, s.shape = "scalar", (), _NO_ATTRS, sdtype, ()
+    s.op = "scalar"
+    s.srcs = ()
+    s.attrs = _NO_ATTRS
+    s.dtype = sdtype
+    s.shape = ()
     s.buffer = value
-    s.name = s.stream = s.arg = s.leaves = None
-    s.copies = s.used = True  # (in this node's leaves, a source of it)
+    s.name = None
+    s.stream = None
+    s.arg = None
+    s.leaves = None
+    s.copies = True  # (in this node's leaves, a source of it)
+    s.used = True
     s.depth = 0
     sig = _SCALAR_SIGS.get(sdtype)
     if sig is None:
         sig = _SCALAR_SIGS[sdtype] = _intern(("scalar", sdtype))
     s.sig = sig
     node = _new(Node)
-    node.op, node.attrs, node.dtype, node.shape = op, _NO_ATTRS, dtype, shape
-    node.buffer = node.name = None
+    node.op = op
+    node.attrs = _NO_ATTRS
+    node.dtype = dtype
+    node.shape = shape
+    node.buffer = None
+    node.name = None
     node.used = False
     node.depth = a.depth + 1
     if a.op == "scalar":
