@@ -191,8 +191,9 @@ def _retile(text: str, tiles: tuple[int, ...], tma: bool = False) -> str:
     return text.replace("kind=gemm", "kind=gemm tma=1") if tma else text
 
 
-def _tiles_of(kernel: Any) -> str:
-    a = kernel.attrs
+def _tiles_of(kernels: Any) -> str:
+    """The tiles of a plan's GEMM kernel (a TF32 plan may run a transposing pass first)."""
+    a = next(k.attrs for k in kernels if "block_m" in k.attrs)
     return (f"{a['block_m']}x{a['block_n']}x{a['block_k']} w{a['num_warps']} s{a['num_stages']}"
             + (f" split{a['split_k']}" if a.get("split_k", 1) > 1 else ""))
 
@@ -234,7 +235,7 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool,
             run = launches(base)
             err = _error(cp, run()[0], ref)
             res[label] = _entry(case, _time_events(cp, run), err,
-                                tiles=_tiles_of(plan_for(base).program.kernels[0]),
+                                tiles=_tiles_of(plan_for(base).program.kernels),
                                 kernels=len(plan_for(base).kernels))
             if not tma:
                 realize = partial(_realize, fj, case, x)
@@ -253,7 +254,7 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool,
                 run = launches(prog)
                 err = _error(cp, run()[0], ref)
                 sweep.append(_entry(case, _time_events(cp, run, 0.5), err,
-                                    tiles=_tiles_of(plan_for(prog).program.kernels[0])))
+                                    tiles=_tiles_of(plan_for(prog).program.kernels)))
             except Exception as exc:  # noqa: BLE001
                 sweep.append({"tiles": str(tiles), "failed": f"{type(exc).__name__}: {exc}"[:300]})
         ok = [s for s in sweep if "tflops" in s and s["error"] < 1e-2]

@@ -69,7 +69,7 @@ def main() -> int:
             err = float(cp.linalg.norm(got.astype(cp.float64) - ref) / cp.linalg.norm(ref))
             ms = _time_events(cp, run, 0.6)
             row = {"label": label, "ms": ms, "tflops": flops / ms / 1e9, "error": err,
-                   "tiles": _tiles_of(plan.program.kernels[0]), "kernels": len(plan.kernels),
+                   "tiles": _tiles_of(plan.program.kernels), "kernels": len(plan.kernels),
                    "tma": tma, "extra": extra}
         except Exception as exc:  # noqa: BLE001
             row = {"label": label, "tiles": str(tiles), "failed": f"{type(exc).__name__}: {exc}"[:300]}
