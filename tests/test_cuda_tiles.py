@@ -78,6 +78,10 @@ CASES: dict[str, tuple[tuple[int, ...], Any, Callable[..., Any], str]] = {
                              "a short transposed axis"),
     "transposed_rows769": ((300, 769), np.float32, lambda xp, x: xp.abs(x.T) + x.T * x.T,
                            "unaligned transposed rows"),
+    # a row and a column broadcast over the tile: each loaded under its own axis's mask
+    "transposed_rows769_broadcasts": ((300, 769), np.float32,
+                                      lambda xp, x: xp.abs(x.T) * x[:, 0] + x[0][:, None],
+                                      "unaligned transposed rows"),
 }
 
 

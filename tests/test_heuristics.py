@@ -7,6 +7,8 @@ drop it silently. Emission only: nothing runs.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 import fusejit as fj
@@ -170,8 +172,12 @@ def test_transposed_reads_get_2d_tiles_even_along_a_short_axis() -> None:
     (k,) = _emitted(fj.sqrt(fj.abs(_lazy((100000, 3), np.float64).T)))
     assert "tl.arange(0, 4)[:, None]" in k.source and "i_n * 3 + i_m" in k.source
     assert k.launches[0].num_warps == 8
-    (k,) = _emitted(_lazy((20000, 769)).T * 2.0)
+    x = _lazy((20000, 769))
+    (k,) = _emitted(x.T * 2.0 + _lazy((20000,)) - _lazy((769, 1)))
     assert "tl.arange(0, 128)[None, :]" in k.source
+    # the bias along the last axis and the column along the other load a row and a column
+    assert re.search(r"tl\.load\(p_\w+ \+ i_n, mask=mask_n, other=0\)", k.source), k.source
+    assert re.search(r"tl\.load\(p_\w+ \+ i_m, mask=mask_m, other=0\)", k.source), k.source
     # an output whose last axis is short still runs flat (the input rows are then contiguous
     # runs of the output's last axis)
     (k,) = _emitted(_lazy((3, 100000)).T * 2.0)

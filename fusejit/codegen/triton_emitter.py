@@ -259,6 +259,9 @@ class _Fn:
         self.masks: dict[int, str | None] = {0: None, 1: None, 2: None}
         #: the reduced coordinates' mask of the open tile ("col_mask"), or None
         self.col_mask: str | None = None
+        #: a 2-D tile's index along each of its axes -> that axis's mask (None: unmasked), so a
+        #: load along one axis alone is a row or column of the tile (``load``)
+        self.axis_masks: dict[str, str | None] = {}
         self.scalar_vars: dict[str, str] = {}  # scalar param -> its value in this function
         self.low = Lowering(em.target, self._tmp, self._raw)
         self._cur_level = 0
@@ -531,6 +534,17 @@ class _Fn:
         # exp of a broadcast bool, and'ed with a transposed input, failed so: fuzz seed 9620.)
         return f"({expr}).to(tl.int8) != 0" if self.em.target == "interpret" else expr
 
+    def _one_tile_axis(self, exprs: list[str]) -> str | None:
+        """The one tile axis index (of ``axis_masks``) that ``exprs`` depend on, when every name
+        in them is that index or a value the same over the tile (level 0 or 1); else None."""
+        axes = set()
+        for name in re.findall(r"[A-Za-z_]\w*", " ".join(exprs)):
+            if name in self.axis_masks:
+                axes.add(name)
+            elif self.level.get(name, 2) >= 2:
+                return None  # (a tile value, or a name whose dependence is not known here)
+        return axes.pop() if len(axes) == 1 else None
+
     def load(self, name: str, coords: Coords) -> str:
         em = self.em
         i = em.param_index[name]
@@ -555,6 +569,13 @@ class _Fn:
         ptr = em.ptr_name[i]
         addr = ptr if off == "0" else f"{ptr} + {off}"
         mask = self.masks.get(level)
+        if level == 2 and self.axis_masks and coords.flat is None:
+            axis = self._one_tile_axis(used)
+            if axis is not None:
+                # an input broadcast along the tile's other axis (a bias along the last): one
+                # row (or column) of loads under that axis's mask, where the tile's mask would
+                # repeat the load at every point of the other axis
+                mask = self.axis_masks[axis]
         m = f", mask={mask}, other=0" if (mask and level > 0) else ""
         expr = f"tl.load({addr}{m})"
         if em.types[name].dtype == BOOL:
@@ -880,6 +901,8 @@ class _Emitter:
             out.append("mask = mask_m & mask_n")
             mask = "mask"
         fn.masks = {0: None, 1: None, 2: mask}
+        fn.axis_masks = {"i_m": "mask_m" if "mask_m" in masks else None,
+                         "i_n": "mask_n" if "mask_n" in masks else None}
         coords = Coords(shape, None, tuple(dims))
         for j, y in enumerate(self.kernel.yields):
             v = fn.value(y, coords)
