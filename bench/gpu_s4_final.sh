@@ -6,24 +6,10 @@
 #   bash bench/gpu_s4_final.sh [FUZZ_SECONDS] [FUZZ_PROCS] [SUITE_BUDGET] [UNSEEN SEED:COUNT] [UNSEEN_BUDGET]
 set -uo pipefail
 fuzz_s=${1:-100}; procs=${2:-10}; suite_s=${3:-150}; draw=${4:-20261203:24}; unseen_s=${5:-120}
-out=${OUT:-gpu-out}; work=/tmp/gpu-s4; mkdir -p "$out" "$work/fuzz"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
-export FUSEJIT_CACHE_DIR=/tmp/fusejit-cache
-timeout $((fuzz_s + 70)) python3 -m pytest -m gpu -q -p no:cacheprovider tests \
-  -k "not every_input and not no_device_synchronization" > "$work/gpu-tests.log" 2>&1 &
-for i in $(seq 1 "$procs"); do
-  mode=""; [ "$i" -gt $((procs - 3)) ] && mode="--jit"
-  timeout $((fuzz_s + 40)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" --seed $((7000 + i)) \
-    $mode --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/fuzz-$i.log" 2>&1 &
-done
-wait
-grep -E "passed|failed" "$work/gpu-tests.log" | tail -2; grep -E "^FAILED|^ERROR" "$work/gpu-tests.log" | head -20
-grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log | awk '
-  { jit = ($0 ~ /--jit/) ? "fj.jit" : "realize"; for (i = 1; i <= NF; i++) if ($(i+1) == "programs") n[jit] += $i }
-  END { for (k in n) print "cuda fuzz programs (" k "):", n[k] }'
-grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log | grep -v "mismatch 0, error 0, crash 0" | head -5
-ls "$work/fuzz/failures" 2>/dev/null | head
+out=${OUT:-gpu-out}; work=/tmp/gpu-s4; mkdir -p "$out" "$work"
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"; gpu_setup || exit 1
+tests_beside_fuzz "$work" "$fuzz_s" "$procs" 7000 $((fuzz_s + 70))
+fuzz_summary "$work"
 timeout $((suite_s + 50)) python3 bench/suite.py --out "$work/suite" --sizes S,M --budget "$suite_s" \
   --only "reduce|softmax|layer-norm|var-std|logsumexp|batch-norm|float16" --impls fusejit,jax,torch \
   > "$work/suite.log" 2>&1; echo "suite exit $?"

@@ -397,8 +397,8 @@ def tiles_2d(target: str, m: int, n: int, itemsize: int = 4, row_bytes: int = 0)
         why = "heuristic: unaligned transposed rows, twice the tile along the last axis"
     # 8 warps for 4096 elements (H200, exp_s5.py, 64x64 tiles, 4 -> 8 warps: level or faster at
     # 7 shapes, by up to 3.7%: 769, 333, 999, 1000 and 4096 float32, 2000 float64, 1531 float16)
-    warps = 8 if tm * tn >= 4096 else 4 if tm * tn >= 1024 else 1
-    return Tiles2D(tm, tn, warps, why) if target == "cuda" else Tiles2D(tm, tn, min(warps, 4), why)
+    warps = 8 if tm * tn >= 4096 and target == "cuda" else 4 if tm * tn >= 1024 else 1
+    return Tiles2D(tm, tn, warps, why)
 
 
 def _unique(candidates: list[Any], limit: int | None = MAX_CANDIDATES) -> list[Any]:

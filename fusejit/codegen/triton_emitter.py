@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.domain import SPLIT_REDUCTION, Domain, region_domain
+from ..ir.domain import SPLIT_REDUCTION, Domain, load_sites, region_domain
 from ..ir.ops import REDUCE, SPLITTABLE
 from ..ir.program import Instr, Kernel, TensorType, contiguous_strides
 from . import heuristics
@@ -84,9 +84,6 @@ INT32_MAX = 2**31 - 1
 #: rounding): a looped pass over a row that holds only these may run backwards
 #: (``_Emitter._close_loop``)
 ORDER_FREE_REDUCTIONS = frozenset({"sum", "prod", "any", "all", "max", "min", "sumexp"})
-
-#: Load sites per value that the choice of 2-D tiles looks at (``_Emitter._load_sites``).
-MAX_LOAD_SITES = 256
 
 
 @dataclass(frozen=True)
@@ -753,79 +750,11 @@ class _Emitter:
         return f"tl.program_id({axis}).to(tl.int64)" if self.idx64 else f"tl.program_id({axis})"
 
     # -- 2-D tiles for transposed reads ---------------------------------------------------
-    def _site_operands(self, name: str, ats: tuple[tuple[int, ...], ...]
-                       ) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
-        """The operands that computing ``name`` at each point of ``ats`` reads, with their points."""
-        instr = self.defs[name]
-        op = instr.op
-        src = instr.args[0] if instr.args else None
-        sshape = self.types[src].shape if src is not None else ()
-        if op == "permute":
-            perm = instr.attrs["perm"]
-            moved = []
-            for at in ats:
-                src_at = [0] * len(at)
-                for i, p in enumerate(perm):
-                    src_at[p] = at[i]
-                moved.append(tuple(src_at))
-            return [(src, tuple(moved))]
-        if op == "expand":
-            return [(src, tuple(tuple(0 if n == 1 else c for c, n in
-                                      zip(at[len(at) - len(sshape):], sshape)) for at in ats))]
-        if op == "slice":
-            start, step = instr.attrs["start"], instr.attrs["step"]
-            return [(src, tuple(tuple(a + st * c for c, a, st in zip(at, start, step))
-                                for at in ats))]
-        if op == "reshape":
-            strides = contiguous_strides(instr.shape)
-            flats = [sum(c * s for c, s in zip(at, strides)) for at in ats]
-            return [(src, tuple(tuple(int(v) for v in np.unravel_index(f, sshape)) if sshape
-                                else () for f in flats))]
-        # elementwise ops and casts read their operands at the same coordinates
-        return [(a, ats) for a in instr.args]
-
     def _load_sites(self, points: tuple[tuple[int, ...], ...], roots: tuple[str, ...] | None = None
                     ) -> dict[tuple[int, tuple[int, ...]], None]:
-        """Every load the outputs (or ``roots``) make, as (param, its element offset at each of
-        ``points``).
-
-        All points are traced at once, so each load site carries its offsets at every point.
-        The walk is iterative (a region may be a long chain) and a value's sites are a set: a
-        value read twice (``y * y``) is one site, so a chain of squarings does not double its
-        list at every step. Past ``MAX_LOAD_SITES`` sites per value the rest are not looked
-        at: they only inform the choice of tiles, never correctness.
-        """
-        memo: dict[Any, dict[tuple[int, tuple[int, ...]], None]] = {}
-        roots = tuple(self.kernel.yields) if roots is None else roots
-        stack: list[tuple[Any, list[Any] | None]] = [((y, points), None) for y in reversed(roots)]
-        while stack:
-            key, operands = stack.pop()
-            if key in memo:
-                continue
-            name, ats = key
-            if name in self.scalars:  # passed by value: no load
-                memo[key] = {}
-                continue
-            if name in self.param_index:
-                i = self.param_index[name]
-                memo[key] = {(i, tuple(sum(c * s for c, s in zip(at, self.strides[i]))
-                                       for at in ats)): None}
-                continue
-            if operands is None:
-                operands = self._site_operands(name, ats)
-                stack.append((key, operands))
-                stack.extend((o, None) for o in reversed(operands) if o not in memo)
-                continue
-            sites: dict[tuple[int, tuple[int, ...]], None] = {}
-            for o in operands:
-                for site in memo[o]:
-                    if len(sites) < MAX_LOAD_SITES:
-                        sites[site] = None
-            memo[key] = sites
-        out: dict[tuple[int, tuple[int, ...]], None] = {}
-        for y in roots:
-            out.update(memo[(y, points)])
-        return out
+        """Every load the outputs (or ``roots``) make at ``points``, with this kernel's
+        strides (``ir.domain.load_sites``)."""
+        return load_sites(self.kernel, self.strides, points, roots)
 
     def _transposed_axis(self) -> int | None:
         """An output axis along which some input is contiguous while it is not along the last.

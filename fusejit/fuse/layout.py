@@ -26,80 +26,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..ir.domain import load_sites
 from ..ir.graph import NAME_PATTERN, num_elements
-from ..ir.ops import LEAF
 from ..ir.program import Instr, Kernel, Param, TensorType, contiguous_strides
+from .plan import unique_name
 
 Shape = tuple[int, ...]
-Point = tuple[int, ...]
-#: load sites looked at per value (they only inform a performance decision)
-MAX_SITES = 64
-
-
-def _source_points(instr: Instr, src_shape: Shape, points: tuple[Point, ...]) -> tuple[Point, ...]:
-    """The coordinates of ``instr``'s operand that its value at ``points`` reads (views move
-    them; elementwise ops and casts read the same ones)."""
-    op = instr.op
-    if op == "permute":
-        moved = []
-        for at in points:
-            src = [0] * len(at)
-            for i, p in enumerate(instr.attrs["perm"]):
-                src[p] = at[i]
-            moved.append(tuple(src))
-        return tuple(moved)
-    if op == "expand":
-        return tuple(tuple(0 if n == 1 else c for c, n in zip(at[len(at) - len(src_shape):],
-                                                                src_shape)) for at in points)
-    if op == "slice":
-        start, step = instr.attrs["start"], instr.attrs["step"]
-        return tuple(tuple(a + st * c for c, a, st in zip(at, start, step)) for at in points)
-    if op == "reshape":
-        strides = contiguous_strides(instr.shape)
-        out = []
-        for at in points:
-            flat = sum(c * s for c, s in zip(at, strides))
-            src = []
-            for s in contiguous_strides(src_shape):
-                src.append(flat // s if s else 0)
-                flat = flat % s if s else flat
-            out.append(tuple(src))
-        return tuple(out)
-    return points
-
-
-def load_sites(kernel: Kernel, root: str, points: tuple[Point, ...]
-               ) -> list[tuple[str, tuple[int, ...]]]:
-    """Every buffer parameter that ``root`` reads, with its element offset at each of
-    ``points`` (coordinates of ``root``), every parameter taken as C-contiguous. The same
-    walk as the emitter's ``_load_sites`` (``codegen/triton_emitter.py``), on the IR alone."""
-    defs = {i.name: i for i in kernel.body}
-    params = {p.name: p for p in kernel.params}
-    types = {p.name: p.type for p in kernel.params}
-    types.update({i.name: i.type for i in kernel.body})
-    sites: dict[tuple[str, tuple[int, ...]], None] = {}
-    seen: set[tuple[str, tuple[Point, ...]]] = set()
-    stack = [(root, points)]
-    while stack and len(sites) < MAX_SITES:
-        name, ats = stack.pop()
-        if (name, ats) in seen:
-            continue
-        seen.add((name, ats))
-        if name in params:
-            p = params[name]
-            if not p.scalar:
-                strides = contiguous_strides(p.type.shape)
-                sites[(name, tuple(sum(c * s for c, s in zip(at, strides)) for at in ats))] = None
-            continue
-        instr = defs.get(name)
-        if instr is None or instr.op in LEAF:
-            continue
-        if instr.op in ("permute", "expand", "slice", "reshape"):
-            src = instr.args[0]
-            stack.append((src, _source_points(instr, types[src].shape, ats)))
-        else:
-            stack.extend((a, ats) for a in instr.args)
-    return list(sites)
 
 
 def reads_n_major(kernel: Kernel, operand: str) -> bool:
@@ -114,7 +46,8 @@ def reads_n_major(kernel: Kernel, operand: str) -> bool:
     origin = (0,) * nd
     along_k = tuple(1 if i == nd - 2 else 0 for i in range(nd))
     along_n = tuple(1 if i == nd - 1 else 0 for i in range(nd))
-    for _, (o, ok, on) in load_sites(kernel, operand, (origin, along_k, along_n)):
+    strides = [() if p.scalar else contiguous_strides(p.type.shape) for p in kernel.params]
+    for _, (o, ok, on) in load_sites(kernel, strides, (origin, along_k, along_n), (operand,)):
         if ok != o and on - o == 1:
             return True
     return False
@@ -160,18 +93,6 @@ def cone_params(kernel: Kernel, value: str) -> list[Param]:
     return [p for p in kernel.params if p.name in read]
 
 
-def fresh_name(stem: str, used: set[str]) -> str:
-    """A value name from ``stem`` that is not in ``used`` (which it joins); the IR's names are
-    identifiers or numbers, so a numeric stem gets a letter first (``1`` -> ``v1_t``)."""
-    stem = stem if NAME_PATTERN.match(stem) else f"v{stem}"
-    name, n = stem, 1
-    while name in used:
-        n += 1
-        name = f"{stem}_{n}"
-    used.add(name)
-    return name
-
-
 def _copy(i: Instr, **change: Any) -> Instr:
     return replace(i, attrs=dict(i.attrs), **change)
 
@@ -189,8 +110,8 @@ def transpose_operand(kernel: Kernel, matmul: str, base: str, views: list[Instr]
     perm = tuple(range(nd - 2)) + (nd - 1, nd - 2)
     swapped = TensorType(base_type.dtype, tuple(base_type.shape[p] for p in perm))
     stem = base if NAME_PATTERN.match(base) else f"v{base}"
-    bt = fresh_name(f"{stem}_t", used)
-    bk = fresh_name(f"{stem}_kmajor", used)
+    bt = unique_name(f"{stem}_t", used)
+    bk = unique_name(f"{stem}_kmajor", used)
 
     # the pass: B's producers (the GEMM's prologue of B), then the transpose
     body = [_copy(i) for i in cone(kernel, base)]
@@ -204,7 +125,7 @@ def transpose_operand(kernel: Kernel, matmul: str, base: str, views: list[Instr]
     front = [Instr(bk, "permute", (bt,), {"perm": perm}, base_type)]
     prev = bk
     for v in views:
-        name = fresh_name(f"{bk}_{v.op}", used)
+        name = unique_name(f"{bk}_{v.op}", used)
         front.append(Instr(name, v.op, (prev,), dict(v.attrs), v.type))
         prev = name
     rest = [_copy(i, args=(i.args[0], prev)) if i is mm else _copy(i) for i in kernel.body]

@@ -33,9 +33,10 @@ size-1 dims); reductions reduce a value of shape ``D`` over its last axis
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .ops import REDUCE
-from .program import Instr, Kernel
+from .program import Instr, Kernel, contiguous_strides
 
 POINTWISE = "pointwise"
 INNER_REDUCTION = "inner_reduction"
@@ -277,3 +278,96 @@ def _shape_of(kernel: Kernel, name: str) -> tuple[int, ...]:
         if p.name == name:
             return p.type.shape
     raise KeyError(name)
+
+
+# -- load sites: which element of which buffer a region value reads ----------------------------
+
+#: Load sites per value that ``load_sites`` looks at (past them a value's other sites are not
+#: followed: the sites only inform choices of tiles and layouts, never correctness).
+MAX_LOAD_SITES = 256
+
+Point = tuple[int, ...]
+
+
+def _site_operands(instr: Instr, src_shape: tuple[int, ...], ats: tuple[Point, ...]
+                   ) -> list[tuple[str, tuple[Point, ...]]]:
+    """The operands that computing ``instr`` at each point of ``ats`` reads, with their points
+    (``src_shape``: its first operand's shape)."""
+    op = instr.op
+    src = instr.args[0] if instr.args else ""
+    if op == "permute":
+        perm = instr.attrs["perm"]
+        moved = []
+        for at in ats:
+            src_at = [0] * len(at)
+            for i, p in enumerate(perm):
+                src_at[p] = at[i]
+            moved.append(tuple(src_at))
+        return [(src, tuple(moved))]
+    if op == "expand":
+        return [(src, tuple(tuple(0 if n == 1 else c for c, n in
+                                  zip(at[len(at) - len(src_shape):], src_shape)) for at in ats))]
+    if op == "slice":
+        start, step = instr.attrs["start"], instr.attrs["step"]
+        return [(src, tuple(tuple(a + st * c for c, a, st in zip(at, start, step))
+                            for at in ats))]
+    if op == "reshape":
+        strides, src_strides = contiguous_strides(instr.shape), contiguous_strides(src_shape)
+        moved = []
+        for at in ats:
+            flat = sum(c * s for c, s in zip(at, strides))
+            src_at = []
+            for s in src_strides:
+                src_at.append(flat // s)
+                flat %= s
+            moved.append(tuple(src_at))
+        return [(src, tuple(moved))]
+    # elementwise ops and casts read their operands at the same coordinates
+    return [(a, ats) for a in instr.args]
+
+
+def load_sites(kernel: Kernel, strides: Any, points: tuple[Point, ...],
+               roots: tuple[str, ...] | None = None) -> dict[tuple[int, tuple[int, ...]], None]:
+    """Every load that ``kernel``'s outputs (or ``roots``) make, as (param index, its element
+    offset at each of ``points``), each buffer param ``i`` laid out by ``strides[i]``.
+
+    Both the emitter (the actual strides: 2-D tiles, operand layouts) and the fuser (fresh,
+    contiguous buffers: ``fuse/layout.py``) ask this. All points are traced at once, so each
+    load site carries its offsets at every point. The walk is iterative (a region may be a
+    long chain) and a value's sites are a set: a value read twice (``y * y``) is one site, so
+    a chain of squarings does not double its list at every step.
+    """
+    defs = {i.name: i for i in kernel.body}
+    types = {p.name: p.type for p in kernel.params}
+    types.update({i.name: i.type for i in kernel.body})
+    params = {p.name: (i, p.scalar) for i, p in enumerate(kernel.params)}
+    memo: dict[Any, dict[tuple[int, tuple[int, ...]], None]] = {}
+    roots = tuple(kernel.yields) if roots is None else roots
+    stack: list[tuple[Any, list[Any] | None]] = [((y, points), None) for y in reversed(roots)]
+    while stack:
+        key, operands = stack.pop()
+        if key in memo:
+            continue
+        name, ats = key
+        if name in params:
+            i, scalar = params[name]
+            memo[key] = {} if scalar else {  # (a scalar is passed by value: no load)
+                (i, tuple(sum(c * s for c, s in zip(at, strides[i])) for at in ats)): None}
+            continue
+        if operands is None:
+            instr = defs[name]
+            src_shape = types[instr.args[0]].shape if instr.args else ()
+            operands = _site_operands(instr, src_shape, ats)
+            stack.append((key, operands))
+            stack.extend((o, None) for o in reversed(operands) if o not in memo)
+            continue
+        sites: dict[tuple[int, tuple[int, ...]], None] = {}
+        for o in operands:
+            for site in memo[o]:
+                if len(sites) < MAX_LOAD_SITES:
+                    sites[site] = None
+        memo[key] = sites
+    out: dict[tuple[int, tuple[int, ...]], None] = {}
+    for y in roots:
+        out.update(memo[(y, points)])
+    return out

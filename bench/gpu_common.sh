@@ -1,0 +1,41 @@
+# Shared by the GPU call scripts (sourced, not run): the set-up, the gpu-marked tests beside
+# the cuda fuzz, and the summary of both.
+
+# Install the carried wheels (.whl: lark, filecheck) and point Python at them and this tree.
+gpu_setup() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+    .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || return 1
+  export FUSEJIT_CACHE_DIR=/tmp/fusejit-cache
+}
+
+# tests_beside_fuzz WORK FUZZ_SECONDS PROCS SEED_BASE TESTS_TIMEOUT [PYTEST_K]
+# The gpu-marked tests (all but PYTEST_K's exclusions: the exhaustive exp test and the
+# no-synchronization timing test by default) beside PROCS cuda fuzz processes, the last 3 of
+# them through fj.jit (seeds SEED_BASE+1 ...); logs under WORK. Waits for all of them.
+tests_beside_fuzz() {
+  local work=$1 fuzz_s=$2 procs=$3 seed=$4 tests_s=$5
+  local k=${6:-"not every_input and not no_device_synchronization"} i mode
+  mkdir -p "$work/fuzz"
+  timeout "$tests_s" python3 -m pytest -m gpu -q -p no:cacheprovider tests -k "$k" \
+    > "$work/gpu-tests.log" 2>&1 &
+  for i in $(seq 1 "$procs"); do
+    mode=""; [ "$i" -gt $((procs - 3)) ] && mode="--jit"
+    timeout $((fuzz_s + 40)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" \
+      --seed $((seed + i)) $mode --out "$work/fuzz/failures" --max-failures 3 \
+      > "$work/fuzz/fuzz-$i.log" 2>&1 &
+  done
+  wait
+}
+
+# fuzz_summary WORK: the tests' last lines and failures, the fuzz's programs by path, any fuzz
+# line with a failure, and the failures kept.
+fuzz_summary() {
+  local work=$1
+  grep -E "passed|failed" "$work/gpu-tests.log" | tail -2
+  grep -E "^FAILED|^ERROR" "$work/gpu-tests.log" | head -20
+  grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log | awk '
+    { jit = ($0 ~ /--jit/) ? "fj.jit" : "realize"; for (i = 1; i <= NF; i++) if ($(i+1) == "programs") n[jit] += $i }
+    END { for (k in n) print "cuda fuzz programs (" k "):", n[k] }'
+  grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log | grep -v "mismatch 0, error 0, crash 0" | head -5
+  ls "$work/fuzz/failures" 2>/dev/null | head
+}
