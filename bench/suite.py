@@ -316,6 +316,16 @@ def _build_registry() -> list[Workload]:
                            {"S": (1 << 22,), "L": (1 << 26,)}, (1000,), tol=5e-4))
     w.append(_sum_workload("sum_axes02", "reduce-multi", "float32", (0, 2),
                            {"S": (16, 1024, 256), "L": (64, 4096, 256)}, (3, 5, 7)))
+    # a short inner kept run: each output's points are a few contiguous elements per reduced
+    # point (channels-last images, a middle axis reduced before a short last one)
+    w.append(_sum_workload("sum_nhwc_channels", "reduce-short-run", "float32", (0, 1, 2),
+                           {"S": (32, 112, 112, 3), "L": (128, 224, 224, 3)}, (2, 5, 4, 3),
+                           "per-channel sums of a channels-last image batch (C = 3)", tol=5e-4))
+    w.append(Workload("min_mid_run3", "reduce-short-run", "float64",
+                      {"S": (256, 8192, 3), "L": (512, 16384, 3)}, (3, 10, 3), _rows(),
+                      torch=lambda t, x: x.amin(dim=1), fuse=lambda cp, x: cp.min(x, axis=1),
+                      note="min over the middle axis, a kept last axis of 3",
+                      **_generic(lambda xp, x: x.min(axis=1))))
     # -- wide rows (64K-256K columns) ------------------------------------------------------------
     w.append(_sum_workload("sum_wide", "wide-rows", "float32", -1,
                            {"S": (256, 65536), "L": (256, 262144)}, (2, 300)))

@@ -6,7 +6,8 @@ come from shape rules that only the GPU fuzz would exercise. Here the emitter is
 with ``bench/exp_tiles.py`` and ``bench/exp_s5.py``: short rows (and rows not 16-byte
 aligned), a short outer extent under many kept points held in one tile, Welford's halved step
 over looped rows and its capped partials, float32 rows of 16K-32K held by 16 warps, and 2-D
-tiles of transposed reads (a short transposed axis, unaligned transposed rows). Each case
+tiles of transposed reads (a short transposed axis, unaligned transposed rows), and outer
+reductions over a short inner kept run (``Domain.short_inner_kept``). Each case
 first checks that its rule applies (the ``cuda`` tiling line of ``plan.explain()``), then
 compares with NumPy (float64 accumulations: rtol 1e-5 for float32,
 1e-12 for float64; max and min exact).
@@ -78,6 +79,18 @@ CASES: dict[str, tuple[tuple[int, ...], Any, Callable[..., Any], str]] = {
                              "a short transposed axis"),
     "transposed_rows769": ((300, 769), np.float32, lambda xp, x: xp.abs(x.T) + x.T * x.T,
                            "unaligned transposed rows"),
+    # a short inner kept run (a middle axis reduced, channels-last images): one run across
+    # the tile, padded to a power of two when it is not one
+    "min_axis1_run3_f64": ((37, 3000, 3), np.float64, lambda xp, x: x.min(axis=1),
+                           "inner kept run of 3 point(s) padded to 4"),
+    "sum_nhwc_channels3": ((8, 40, 40, 3), np.float32, lambda xp, x: x.sum(axis=(0, 1, 2)),
+                           "inner kept run of 3 point(s) padded to 4"),
+    "var_axis1_run5": ((300, 400, 5), np.float32, lambda xp, x: x.var(axis=1),
+                       "inner kept run of 5 point(s) padded to 8"),
+    "softmax_axis1_run6": ((50, 300, 2, 3), np.float32, _named("softmax", axis=1),
+                           "inner kept run of 6 point(s) padded to 8"),
+    "sum_axis1_run4": ((600, 300, 4), np.float32, lambda xp, x: x.sum(axis=1),
+                       "inner kept run of 4 point(s): a tile"),
     # a row and a column broadcast over the tile: each loaded under its own axis's mask
     "transposed_rows769_broadcasts": ((300, 769), np.float32,
                                       lambda xp, x: xp.abs(x.T) * x[:, 0] + x[0][:, None],

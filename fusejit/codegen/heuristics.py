@@ -124,13 +124,15 @@ class ReductionTiles:
 
 
 def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int,
-                    state: int = 1) -> ReductionTiles:
+                    state: int = 1, inner: int = 0) -> ReductionTiles:
     """Tiles of a (non-split) reduction with ``rows`` outputs of ``cols`` elements each.
 
     ``outer``: the kept axis is the contiguous one. ``itemsize``: the widest
     element size in the region (8-byte types halve the tile to bound registers).
     ``state``: accumulator tiles per reduction step (``WELFORD_STATE`` for var/std:
-    an outer reduction then halves its tile).
+    an outer reduction then halves its tile). ``inner``: a short inner kept run's
+    points padded to a power of two (``Domain.short_inner_kept``; ``rows`` counts the
+    padded points), which a tile holds across (``short_run_tiles``).
     """
     if target == "interpret":
         bn = next_pow2(cols)
@@ -192,6 +194,11 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
     # outer: kept points across the tile (coalesced), as few per program as keeps the GPU busy
     if state > 1:
         tile //= state
+    if inner:
+        bm, bn = short_run_tiles(inner, cols, tile)
+        return ReductionTiles(bm, bn, warps_for(bm * bn * state), next_pow2(cols) <= bn,
+                              f"outer: one short kept run of {inner} (padded) across the "
+                              f"tile, {bn} reduced per step")
     bm = next_pow2(-(-rows // TARGET_PROGRAMS))
     bm = min(max(OUTER_MIN_KEPT, min(OUTER_MAX_KEPT, bm)), next_pow2(rows))
     full = next_pow2(cols)
@@ -209,6 +216,16 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
     return ReductionTiles(bm, bn, warps_for(bm * bn * state), persistent,
                           f"outer: {bm} kept points across the tile, {bn} reduced per step"
                           + (" (Welford: half the tile)" if state > 1 else ""))
+
+
+def short_run_tiles(inner: int, cols: int, tile: int) -> tuple[int, int]:
+    """(block_m, block_n) of an outer reduction over a short inner kept run of ``inner``
+    points (padded to a power of two; ``Domain.short_inner_kept``): one run across the tile,
+    the rest of ``tile`` along the reduced axis. Each reduced point's run is contiguous, so a
+    warp's lanes read ``32 // inner`` neighbouring runs, one stretch of memory; 32 kept
+    points across would be runs of several outer points, far apart. H200, min over axis 1 of
+    374x13355x3 float64: 32x64 tiles 0.68x of torch.compile (bench/exp_s6.py)."""
+    return inner, max(1, min(next_pow2(cols), tile // inner))
 
 
 # -- cooperative rows ----------------------------------------------------------------------
@@ -284,13 +301,16 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int) -> CoopT
 
 
 def split_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int,
-                state: int = 1) -> tuple[int, int, int]:
+                state: int = 1, inner: int = 0) -> tuple[int, int, int]:
     """(block_m, block_n, num_warps) of a split reduction's launch (its partials' tiles);
-    ``state`` as ``reduction_tiles``'s."""
+    ``state`` and ``inner`` as ``reduction_tiles``'s."""
     if target == "interpret":
         bm = min(next_pow2(rows), 64)
         return bm, max(1, min(next_pow2(cols), (1 << 16) // bm)), 4
     tile = TILE_ELEMENTS // (2 if itemsize >= 8 else 1)
+    if outer and inner:
+        bm, bn = short_run_tiles(inner, cols, tile // state)
+        return bm, bn, warps_for(bm * bn * state)
     if outer:
         bm = max(1, min(next_pow2(rows), SPLIT_OUTER_KEPT))
         bn = max(1, min(next_pow2(cols), tile // state // bm))
@@ -452,19 +472,21 @@ def tiles_2d_candidates(target: str, m: int, n: int, itemsize: int = 4,
 
 
 def reduction_candidates(target: str, rows: int, cols: int, outer: bool,
-                         itemsize: int, state: int = 1) -> list[ReductionTiles]:
+                         itemsize: int, state: int = 1, inner: int = 0) -> list[ReductionTiles]:
     """Tiles to time for a (non-split) reduction (``reduction_tiles``'s arguments).
 
     Rows in registers: 2x and half the rows per program, other warps. Looped rows: 2x and
     half the step. Outer reductions: 2x and half the kept points across the tile (same tile
     size), 2x and half the reduced step, other warps.
     """
-    h = reduction_tiles(target, rows, cols, outer, itemsize, state)
+    h = reduction_tiles(target, rows, cols, outer, itemsize, state, inner)
     if target != "cuda" or rows * cols < TUNE_MIN_ELEMENTS:
         return [h]
     full = next_pow2(cols)
     biggest = max(CANDIDATE_MAX_TILE, h.block_m * h.block_n)
     low_m = min(OUTER_MIN_KEPT // 2, next_pow2(rows)) if outer else 1
+    if outer and inner:
+        low_m = inner  # (never part of a run across: ``short_run_tiles``)
 
     def cand(bm: int, bn: int, warps: int, why: str) -> ReductionTiles | None:
         ok = (low_m <= bm <= next_pow2(rows) and 1 <= bn <= full and bm * bn <= biggest
@@ -473,7 +495,11 @@ def reduction_candidates(target: str, rows: int, cols: int, outer: bool,
 
     bm, bn, w = h.block_m, h.block_n, h.num_warps
     warps = [cand(bm, bn, 2 * w, f"{2 * w} warps"), cand(bm, bn, w // 2, f"{w // 2} warps")]
-    if outer:
+    if outer and inner:
+        shapes = [cand(bm, 2 * bn, warps_for(2 * bm * bn), "2x the reduced step"),
+                  cand(bm, bn // 2, warps_for(bm * bn // 2), "half the reduced step"),
+                  cand(2 * bm, max(1, bn // 2), warps_for(bm * bn), "two runs across")]
+    elif outer:
         shapes = [cand(2 * bm, max(1, bn // 2), warps_for(bm * bn), "2x the kept points"),
                   cand(bm // 2, 2 * bn, warps_for(bm * bn), "half the kept points"),
                   cand(bm, 2 * bn, warps_for(2 * bm * bn), "2x the reduced step"),
@@ -498,13 +524,14 @@ def _even_split(cols: int, bn: int, s: int) -> int | None:
 
 
 def split_candidates(target: str, rows: int, cols: int, outer: bool, itemsize: int,
-                     split: int | None = None, state: int = 1) -> list[SplitTiles]:
+                     split: int | None = None, state: int = 1, inner: int = 0
+                     ) -> list[SplitTiles]:
     """Tiles to time for a split reduction's partials launch: the heuristic's (``split_tiles``
     and ``choose_split``), then 2x and half the partials, other warps, 2x and half the step.
 
     ``split``: the partials a user wrote (``split=N``): kept, and then nothing is tuned.
     """
-    bm, bn, w = split_tiles(target, rows, cols, outer, itemsize, state)
+    bm, bn, w = split_tiles(target, rows, cols, outer, itemsize, state, inner)
     row_blocks = -(-rows // bm)
     s = choose_split(rows, cols, row_blocks, bm, state) if split is None else min(split, SPLIT_MAX)
 

@@ -620,6 +620,13 @@ class _Emitter:
         self.out_name = [f"out{j}" for j in range(len(kernel.yields))]
         self._names: dict[str, str] = {}
         self.idx64 = self._needs_int64()
+        #: a short inner kept run's points and their padded count (``Domain.short_inner_kept``;
+        #: the row blocks then index padded kept points, ``_kept_rows``), or None
+        run = self.domain.short_inner_kept if kernel.kind != "gemm" else 0
+        self.kept_run: tuple[int, int] | None = (run, next_pow2(run)) if run else None
+        #: the kept points the row blocks cover: ``domain.rows``, padded when ``kept_run`` is
+        self.padded_rows = (self.domain.rows // run * next_pow2(run) if run
+                            else self.domain.rows)
 
     def var_name(self, name: str) -> str:
         if name not in self._names:
@@ -898,12 +905,16 @@ class _Emitter:
     def _blocks(self) -> tuple[int, int, int, bool]:
         """(BLOCK_M rows, BLOCK_N columns, num_warps, persistent), from ``heuristics``."""
         d = self.domain
-        t = self.choose(reduction_candidates(self.target, d.rows, d.reduce_size,
+        t = self.choose(reduction_candidates(self.target, self.padded_rows, d.reduce_size,
                                              d.kind == "outer_reduction", self._itemsize(),
-                                             self._state()))
+                                             self._state(), self._run_pad()))
         self.tiling = [f"{t.block_m}x{t.block_n} tiles (kept x reduced), {t.num_warps} warps, "
-                       f"{-(-d.rows // t.block_m)} programs: {t.why}"]
+                       f"{-(-self.padded_rows // t.block_m)} programs: {t.why}"]
         return t.block_m, t.block_n, t.num_warps, t.persistent
+
+    def _run_pad(self) -> int:
+        """The padded points of a short inner kept run (``kept_run``), else 0."""
+        return self.kept_run[1] if self.kept_run else 0
 
     def _state(self) -> int:
         """Accumulator tiles per reduction step: ``WELFORD_STATE`` when a var/std (m2) is
@@ -921,7 +932,7 @@ class _Emitter:
     def reduction(self) -> tuple[list[_Fn], list[Launch]]:
         self.scratch = []
         d = self.domain
-        rows, cols = d.rows, d.reduce_size
+        rows, cols = self.padded_rows, d.reduce_size
         bm, bn, num_warps, persistent = self._blocks()
         self._bm, self._bn = bm, bn
         stages = self._stages()
@@ -980,6 +991,7 @@ class _Emitter:
             self._store_domain_outputs(fn, coords)
             if not persistent:
                 close_pass(set())
+        self._describe_run()
         return self._single_launch(fn, (max(1, -(-rows // bm)), 1, 1), num_warps)
 
     def _store_row_outputs(self, fn: _Fn, row_mask: str | None) -> None:
@@ -1020,8 +1032,9 @@ class _Emitter:
         d = self.domain
         split = self.kernel.attrs.get("split")
         t = self.choose(split_candidates(
-            self.target, d.rows, d.reduce_size, d.kind == "outer_reduction", self._itemsize(),
-            split if isinstance(split, int) and split >= 1 else None, self._state()))
+            self.target, self.padded_rows, d.reduce_size, d.kind == "outer_reduction",
+            self._itemsize(), split if isinstance(split, int) and split >= 1 else None,
+            self._state(), self._run_pad()))
         return t
 
     def split_reduction(self) -> tuple[list[_Fn], list[Launch]]:
@@ -1050,7 +1063,7 @@ class _Emitter:
         rows, cols = d.rows, d.reduce_size
         t = self._split_tiles()  # its step already fits the chunk of one of t.split partials
         bm, bn, num_warps = t.block_m, t.block_n, t.num_warps
-        row_blocks = -(-rows // bm)
+        row_blocks = -(-self.padded_rows // bm)
         per = max(1, -(-cols // t.split))        # elements per partial before rounding to tiles
         chunk = -(-per // bn) * bn               # a whole number of tiles
         n_split = max(1, -(-cols // chunk))
@@ -1066,7 +1079,7 @@ class _Emitter:
         out = fn.out
         out.append(f"pid = {self._pid(0)}  # block of {bm} output rows")
         out.append(f"chunk = {self._pid(1)}  # chunk of {chunk} reduced elements, of {n_split}")
-        row_mask = self._open_rows(fn, bm, rows)
+        row_mask = self._open_rows(fn, bm, self.padded_rows)
         col_masked = cols != n_split * chunk or cols == 0
         accs = [self._acc_init(fn, r, bm, bn) for r in stage]
         fn.body = []
@@ -1104,8 +1117,17 @@ class _Emitter:
                        f"the last program of each row block (an atomic count) combines its "
                        f"{n_split} partials per row in chunk order, {fbm} row(s) at a time, "
                        f"then the epilogue"]
+        self._describe_run()
         launch = self._partials_launch(fn, part_names, (row_blocks, n_split, 1), num_warps)
         return [fn, g], [launch]
+
+    def _describe_run(self) -> None:
+        """Add the short inner kept run's padding (``kept_run``) to the tiling lines."""
+        if self.kept_run:
+            c, p = self.kept_run
+            pad = f" padded to {p}" if p != c else ""
+            self.tiling.append(f"each output's inner kept run of {c} point(s){pad}: a tile "
+                               f"holds runs across, contiguous in memory")
 
     def _partial_slots(self, stage: list[Instr], n_split: int, cooperative: bool = False
                        ) -> tuple[dict[str, list[str]], list[str]]:
@@ -1146,8 +1168,7 @@ class _Emitter:
         """``name(first, partials..., params..., outputs...)``: rows ``first ...`` of a split
         reduction from all their partials, then the epilogue; returns the function, its rows
         per call and the params it reads."""
-        d = self.domain
-        rows, bm = d.rows, self._bm
+        rows, bm = self.padded_rows, self._bm
         sb = next_pow2(n_split)
         limit = (1 << 16) if self.target == "interpret" else 4096
         fbm = max(1, min(bm, limit // sb))
@@ -1414,15 +1435,8 @@ class _Emitter:
         sb = next_pow2(n_split)
         self._bm, self._bn = fbm, sb
         out = g.out
-        out.append(f"rows = {first} + tl.arange(0, {fbm})[:, None]  # flat kept index")
-        g.level["rows"] = 1
-        g.rows = "rows"
-        masks = []
-        row_mask = None
-        if ragged:
-            out.append(f"row_mask = rows < {self.domain.rows}")
-            row_mask = "row_mask"
-            masks.append(row_mask)
+        row_mask = self._kept_rows(g, first, fbm, ragged)
+        masks = [row_mask] if row_mask else []
         out.append(f"parts = tl.arange(0, {sb})[None, :]  # partial index (chunk)")
         g.level["parts"] = 2
         if sb != n_split:
@@ -1433,8 +1447,6 @@ class _Emitter:
             out.append("mask = row_mask & part_mask")
             tile_mask = "mask"
         g.masks = {0: None, 1: row_mask, 2: tile_mask}
-        kept = self.domain.kept_shape
-        g.row_dims = g.unravel("rows", kept) if kept else ()
         return row_mask
 
     def _combine_partials(self, g: _Fn, stage: list[Instr], slots: dict[str, list[str]],
@@ -1492,16 +1504,54 @@ class _Emitter:
 
         The mask is None when the block size divides the number of rows.
         """
-        fn.out.append(f"rows = pid * {bm} + tl.arange(0, {bm})[:, None]  # flat kept index")
-        fn.level["rows"] = 1
-        fn.rows = "rows"
-        row_mask = None
-        if rows % bm:
-            fn.out.append(f"row_mask = rows < {rows}")
-            row_mask = "row_mask"
+        row_mask = self._kept_rows(fn, f"pid * {bm}", bm, rows % bm != 0)
         fn.masks = {0: None, 1: row_mask, 2: None}
+        return row_mask
+
+    def _kept_rows(self, fn: _Fn, first: str, bm: int, ragged: bool) -> str | None:
+        """Define ``rows`` in ``fn``: the flat kept indices of ``bm`` kept points from ``first``,
+        their kept coordinates (``fn.row_dims``) and their mask (returned; None: no mask).
+        ``ragged``: the block may pass the last point.
+
+        With a short inner kept run (``kept_run``) the block indexes padded points: the run's
+        index is ``% P`` and the rest ``// P`` (P a power of two), so Triton sees the run's
+        points as contiguous (``rows % 3`` would hide it) and lays a warp's lanes along them.
+        """
+        out = fn.out
+        fn.used.update({"rows", "row_mask"})
         kept = self.domain.kept_shape
-        fn.row_dims = fn.unravel("rows", kept) if kept else ()
+        if self.kept_run is None:
+            out.append(f"rows = {first} + tl.arange(0, {bm})[:, None]  # flat kept index")
+            fn.level["rows"] = 1
+            fn.rows = "rows"
+            row_mask = None
+            if ragged:
+                out.append(f"row_mask = rows < {self.domain.rows}")
+                row_mask = "row_mask"
+            fn.row_dims = fn.unravel("rows", kept) if kept else ()
+            return row_mask
+        c, p = self.kept_run
+        fn.used.update({"kept_pad", "run", "run_outer"})
+        n_run = len(kept) - next(i for i in range(len(kept)) if math.prod(kept[i:]) == c)
+        out.append(f"kept_pad = {first} + tl.arange(0, {bm})[:, None]  "
+                   f"# kept index, each run of {c} padded to {p}")
+        out.append(f"run = kept_pad % {p}  # index in the inner kept run")
+        out.append(f"run_outer = kept_pad // {p}")
+        out.append(f"rows = run_outer * {c} + run  # flat kept index")
+        for v in ("kept_pad", "run", "run_outer", "rows"):
+            fn.level[v] = 1
+        fn.rows = "rows"
+        masks = [f"run < {c}"] if c != p else []
+        if ragged:
+            masks.append(f"run_outer < {self.domain.rows // c}")
+        row_mask = None
+        if masks:
+            out.append(f"row_mask = {' & '.join(f'({m})' for m in masks)}"
+                       if len(masks) > 1 else f"row_mask = {masks[0]}")
+            row_mask = "row_mask"
+        outer, inner = kept[:len(kept) - n_run], kept[len(kept) - n_run:]
+        fn.row_dims = ((fn.unravel("run_outer", outer) if outer else ())
+                       + fn.unravel("run", inner))
         return row_mask
 
     def _open_tile(self, fn: _Fn, start: str, looped: bool, col_masked: bool,

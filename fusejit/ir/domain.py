@@ -45,6 +45,14 @@ SPLIT_REDUCTION = "split_reduction"
 GEMM = "gemm"
 KINDS = (POINTWISE, INNER_REDUCTION, OUTER_REDUCTION, SPLIT_REDUCTION, GEMM)
 
+#: A reduction's kept axes after its last reduced axis, when their points number fewer than
+#: this, are a *short inner kept run* (``Domain.short_inner_kept``): a 128-byte line of
+#: float32 holds 32 of them.
+SHORT_INNER_KEPT_MAX = 32
+#: ... when each output combines at least this many elements (a tile of one run's points
+#: across and this many reduced ones fills a program).
+SHORT_INNER_MIN_REDUCED = 256
+
 
 class RegionError(Exception):
     """A region that cannot be one kernel; ``instr`` is where the rule broke (or None)."""
@@ -97,6 +105,25 @@ class Domain:
         for i in self.reduced:
             n *= self.shape[i]
         return n
+
+    @property
+    def short_inner_kept(self) -> int:
+        """The points of the kept axes after the last reduced one when they are a short run
+        (2 to ``SHORT_INNER_KEPT_MAX - 1``) under a long reduction (at least
+        ``SHORT_INNER_MIN_REDUCED`` elements per output), else 0.
+
+        E.g. ``min(axis=1)`` of ``[374, 13355, 3]`` (3), channel sums of an NHWC image
+        (``C``). Such a reduction reads runs of a few contiguous elements, one per reduced
+        point: a tile must hold one run (padded to a power of two) across and reduced
+        points along, or its loads scatter over many rows (``codegen.triton_emitter``).
+        """
+        if self.kind != OUTER_REDUCTION or not self.reduced:
+            return 0
+        n = 1
+        for d in self.shape[max(self.reduced) + 1:]:
+            n *= d
+        short = 2 <= n < SHORT_INNER_KEPT_MAX and self.reduce_size >= SHORT_INNER_MIN_REDUCED
+        return n if short else 0
 
     def is_domain_like(self, shape: tuple[int, ...]) -> bool:
         """``D``, or ``D`` with some dims 1: indexed by the domain coordinates."""

@@ -1,0 +1,168 @@
+"""Experiment (sixth session): outer reductions over a short inner kept run.
+
+A reduction whose kept axes after its last reduced axis hold a few points (a middle axis
+reduced before a last axis of 3; per-channel statistics of a channels-last image) reads,
+per reduced point, a run of a few contiguous elements. The emitter tiled them 32 kept
+points across, so a warp's lanes read runs of several outer points far apart (draw c's
+u15, a min over axis 1 of 374x13355x3 float64, at 0.68x of torch.compile). Now a tile holds
+one run across (padded to a power of two: ``Domain.short_inner_kept``,
+``heuristics.short_run_tiles``). This times, per shape, the old tiling (the rule off), the
+new default and a grid of tiles around it, by CUDA events on the plan's launches, against a
+copy of the input's bytes (read once, written once: the reduction only reads, so "% of
+copy" is half its share of the bandwidth; the "% of read" column doubles it).
+
+Run on the GPU machine: ``python3 bench/exp_s6.py [--only NAME] [--dry]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _op(name: str, axes: tuple[int, ...]) -> Callable[[Any], Any]:
+    return lambda x: getattr(x, name)(axis=axes)
+
+
+def _softmax1(x: Any) -> Any:
+    import fusejit as fj
+    return fj.softmax(x, axis=1)
+
+
+def _batch_norm_nhwc(x: Any) -> Any:
+    axes = (0, 1, 2)
+    return (x - x.mean(axis=axes, keepdims=True)) / (x.std(axis=axes, keepdims=True) + 1e-5)
+
+
+#: name -> shape, dtype, program
+SHAPES: dict[str, tuple[tuple[int, ...], str, Callable[[Any], Any]]] = {
+    "min f64 374x13355x3 axis 1 (u15)": ((374, 13355, 3), "float64", _op("min", (1,))),
+    "sum f32 512x16384x3 axis 1": ((512, 16384, 3), "float32", _op("sum", (1,))),
+    "mean f32 256x40000x5 axis 1": ((256, 40000, 5), "float32", _op("mean", (1,))),
+    "max f16 1024x8192x6 axis 1": ((1024, 8192, 6), "float16", _op("max", (1,))),
+    "sum f32 2000x4000x8 axis 1": ((2000, 4000, 8), "float32", _op("sum", (1,))),
+    "sum f32 300x10000x12 axis 1": ((300, 10000, 12), "float32", _op("sum", (1,))),
+    "sum f32 8x3000000x2 axis 1": ((8, 3000000, 2), "float32", _op("sum", (1,))),
+    "sum f32 NHWC 128x224x224x3": ((128, 224, 224, 3), "float32", _op("sum", (0, 1, 2))),
+    "var f32 NHWC 64x112x112x3": ((64, 112, 112, 3), "float32", _op("var", (0, 1, 2))),
+    "sum f32 NHWC 64x56x56x24": ((64, 56, 56, 24), "float32", _op("sum", (0, 1, 2))),
+    "softmax f32 4000x500x3 axis 1": ((4000, 500, 3), "float32", _softmax1),
+    "batch norm f32 NHWC 64x112x112x3": ((64, 112, 112, 3), "float32", _batch_norm_nhwc),
+}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--only", default=None)
+    p.add_argument("--dry", action="store_true",
+                   help="no GPU: the interpret backend at small shapes, one run each (a check)")
+    args = p.parse_args()
+    if args.dry:
+        from exp_s5 import dry_cupy
+        cp = dry_cupy()
+
+        def event_time(fn: Callable[[], Any]) -> float:
+            t0 = time.perf_counter()
+            fn()
+            return time.perf_counter() - t0
+        for key, (shape, dtype, fn) in SHAPES.items():
+            SHAPES[key] = ((*[max(2, d // 40) for d in shape[:-1]], shape[-1]), dtype, fn)
+    else:
+        import cupy as cp
+        from exp_reductions import event_time
+
+    import fusejit as fj
+    from fusejit.codegen import heuristics as heur
+    from fusejit.codegen import triton_emitter as emitter
+    from fusejit.ir import domain as dom
+    from fusejit.ir.graph import structural_key
+    from fusejit.runtime import current, forget_plans
+    fj.set_backend("interpret" if args.dry else "cuda")
+    backend = current()
+    target = "interpret" if args.dry else "cuda"
+
+    def time_plan(ys: Any) -> tuple[float, str]:
+        """Microseconds per run of the plan of ``ys`` (planned afresh), and its tiling lines."""
+        forget_plans()
+        plan = fj.plan(ys)
+        buffers = [leaf.buffer for leaf in structural_key([ys._node])[1]]
+        run: Callable[[], Any] = lambda: backend.execute(plan.program, buffers, plan)  # noqa: E731
+        run()
+        how = "; ".join(line.strip() for line in plan.explain().splitlines()
+                        if "tiling" in line and "heuristics" not in line)
+        return event_time(run) * 1e6, how[:300]
+
+    def copy_us(nbytes: int) -> float:
+        a = cp.empty(nbytes // 4, dtype=cp.float32)
+        b = cp.empty_like(a)
+        return event_time(lambda: cp.copyto(b, a)) * 1e6
+
+    rule = dom.Domain.short_inner_kept
+    red, split = emitter.reduction_candidates, emitter.split_candidates
+    for name, (shape, dtype, fn) in SHAPES.items():
+        if args.only and args.only not in name:
+            continue
+        x = fj.asarray(cp.random.standard_normal(shape, dtype=cp.float32).astype(dtype))
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        base = copy_us(2 * nbytes)
+        print(f"== {name}: {nbytes / 1e6:.0f} MB read; copy of 2x that {base:.1f} us", flush=True)
+        results = []
+        dom.Domain.short_inner_kept = property(lambda self: 0)
+        try:
+            results.append((*time_plan(fn(x)), "old tiling (rule off)"))
+        finally:
+            dom.Domain.short_inner_kept = rule
+        results.append((*time_plan(fn(x)), "new default"))
+        # the grid: tiles of one or two runs across, reduced steps, warps
+        run = None
+        d = dom.Domain(shape, (1,), dom.OUTER_REDUCTION, frozenset())
+        if len(shape) == 3:
+            run = d.short_inner_kept
+        elif len(shape) == 4:
+            run = dom.Domain(shape, (0, 1, 2), dom.OUTER_REDUCTION, frozenset()).short_inner_kept
+        if run:
+            pad = heur.next_pow2(run)
+            grid = []
+            for across in (pad, 2 * pad):
+                for step in (128, 256, 512, 1024, 2048):
+                    for warps in (4, 8):
+                        if 1024 <= across * step <= 8192 and heur._warps_ok(warps, across * step):
+                            grid.append((across, step, warps))
+            for across, step, warps in grid:
+                def one_red(tgt: str, *a: Any, t: tuple = (across, step, warps), **k: Any) -> list:
+                    full = heur.next_pow2(a[1])  # (rows, cols, ...)
+                    return [heur.ReductionTiles(t[0], min(t[1], full), t[2], full <= t[1], "grid")]
+
+                def one_split(tgt: str, *a: Any, t: tuple = (across, step, warps), **k: Any) -> list:
+                    h = split(target, *a, **k)[0]
+                    return [heur.SplitTiles(t[0], t[1], t[2], h.split, "grid")]
+                emitter.reduction_candidates, emitter.split_candidates = one_red, one_split
+                try:
+                    us, how = time_plan(fn(x))
+                    results.append((us, how, f"grid {across}x{step} w{warps}"))
+                except Exception as exc:  # noqa: BLE001
+                    print(f"   failed {across}x{step} w{warps}: {type(exc).__name__}: "
+                          f"{str(exc)[:160]}")
+                finally:
+                    emitter.reduction_candidates, emitter.split_candidates = red, split
+        for us, how, label in results[:2]:
+            print(f"   {us:9.1f} us {100 * base / us:5.1f}% of copy {200 * base / us:5.1f}% of read"
+                  f"  {label}: {how}")
+        for us, _how, label in sorted(results[2:])[:5]:
+            print(f"   {us:9.1f} us {100 * base / us:5.1f}% of copy {200 * base / us:5.1f}% of read"
+                  f"  {label}")
+        del x
+        cp.get_default_memory_pool().free_all_blocks()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
