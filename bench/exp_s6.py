@@ -82,6 +82,7 @@ def main() -> int:
     import fusejit as fj
     from fusejit.codegen import heuristics as heur
     from fusejit.codegen import triton_emitter as emitter
+    from fusejit.fuse import cost
     from fusejit.ir import domain as dom
     from fusejit.ir.graph import structural_key
     from fusejit.runtime import current, forget_plans
@@ -121,6 +122,15 @@ def main() -> int:
         finally:
             dom.Domain.short_inner_kept = rule
         results.append((*time_plan(fn(x)), "new default"))
+        should_split = cost.should_split
+        for forced in (True, False):  # the fuser's split decision turned around
+            cost.should_split = lambda *a, forced=forced, **k: forced
+            try:
+                results.append((*time_plan(fn(x)), f"new, split forced {'on' if forced else 'off'}"))
+            except Exception as exc:  # noqa: BLE001
+                print(f"   failed split {forced}: {type(exc).__name__}: {str(exc)[:160]}")
+            finally:
+                cost.should_split = should_split
         # the grid: tiles of one or two runs across, reduced steps, warps
         run = None
         d = dom.Domain(shape, (1,), dom.OUTER_REDUCTION, frozenset())
@@ -153,10 +163,10 @@ def main() -> int:
                           f"{str(exc)[:160]}")
                 finally:
                     emitter.reduction_candidates, emitter.split_candidates = red, split
-        for us, how, label in results[:2]:
+        for us, how, label in results[:4]:
             print(f"   {us:9.1f} us {100 * base / us:5.1f}% of copy {200 * base / us:5.1f}% of read"
                   f"  {label}: {how}")
-        for us, _how, label in sorted(results[2:])[:5]:
+        for us, _how, label in sorted(results[4:])[:5]:
             print(f"   {us:9.1f} us {100 * base / us:5.1f}% of copy {200 * base / us:5.1f}% of read"
                   f"  {label}")
         del x
