@@ -15,6 +15,8 @@ import fusejit as fj
 from fusejit.codegen.heuristics import reduction_tiles, split_tiles
 from fusejit.codegen.triton_emitter import emit_kernel
 from fusejit.fuse import plan_for
+from fusejit.fuse.rules import rule_split_reduction
+from fusejit.ir.domain import region_domain
 
 
 def _emitted(t: fj.Tensor) -> list:
@@ -182,3 +184,28 @@ def test_transposed_reads_get_2d_tiles_even_along_a_short_axis() -> None:
     # runs of the output's last axis)
     (k,) = _emitted(_lazy((3, 100000)).T * 2.0)
     assert "tile_n" not in k.source
+
+
+def test_a_short_inner_kept_run_is_held_across_the_tile_and_split_only_when_few() -> None:
+    # a middle axis reduced before a last axis of 3: one run (padded to 4) across the tile,
+    # 2048 float32 (1024 float64 or float16) per tile; a split while there are fewer than 528
+    # runs (one partial per run past that would only add a launch's write and combine)
+    (k,) = _emitted(_lazy((512, 16384, 3)).sum(axis=1))
+    assert "kept_pad % 4" in k.source and "tl.arange(0, 4)[:, None]" in k.source
+    assert "tl.arange(0, 512)[None, :]" in k.source and "_final" in k.source  # split
+    (k,) = _emitted(_lazy((1024, 8192, 6), np.float16).max(axis=1))
+    assert "kept_pad % 8" in k.source and "tl.arange(0, 128)[None, :]" in k.source
+    assert "_final" not in k.source  # 1024 runs fill the GPU: no split
+    (k,) = _emitted(_lazy((374, 13355, 3), np.float64).min(axis=1))
+    assert "tl.arange(0, 256)[None, :]" in k.source
+    (kernel,) = plan_for(fj.parse(fj.dump(_lazy((1024, 8192, 6), np.float16).max(axis=1)))
+                         ).program.kernels
+    why = rule_split_reduction(kernel, region_domain(kernel))
+    assert why is not None and "1024 runs of 6 kept points fill the GPU" in why, why
+    # channel sums of a channels-last image (one run): the outer reductions' tile
+    (k,) = _emitted(_lazy((128, 224, 224, 3)).sum(axis=(0, 1, 2)))
+    assert "tl.arange(0, 1024)[None, :]" in k.source and "_final" in k.source
+    # a run of 32 or more points, or a short reduction: the usual outer tiles
+    for shape in ((64, 4096, 32), (4000, 100, 3)):
+        (k,) = _emitted(_lazy(shape).sum(axis=1))
+        assert "kept_pad" not in k.source

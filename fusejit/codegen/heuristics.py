@@ -195,8 +195,8 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
     if state > 1:
         tile //= state
     if inner:
-        bm, bn = short_run_tiles(inner, cols, tile)
-        return ReductionTiles(bm, bn, warps_for(bm * bn * state), next_pow2(cols) <= bn,
+        bm, bn = short_run_tiles(inner, rows, cols, itemsize, tile)
+        return ReductionTiles(bm, bn, 8, next_pow2(cols) <= bn,
                               f"outer: one short kept run of {inner} (padded) across the "
                               f"tile, {bn} reduced per step")
     bm = next_pow2(-(-rows // TARGET_PROGRAMS))
@@ -218,13 +218,33 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
                           + (" (Welford: half the tile)" if state > 1 else ""))
 
 
-def short_run_tiles(inner: int, cols: int, tile: int) -> tuple[int, int]:
+#: Elements of an outer reduction's tile over a short inner kept run, by element size (other
+#: sizes: ``SHORT_RUN_TILE_OTHER``): the run's loads are one element per lane (masked
+#: padding, no vectors), and fewer of them per thread ran faster. H200, bench/exp_s6.py, 8
+#: warps, us: min over axis 1 of 374x13355x3 float64, 4x512 76.4, 4x256 48.0; sum over axis 1
+#: of 512x16384x3 float32, 4x1024 33.8, 4x512 29.8; max over axis 1 of 1024x8192x6 float16,
+#: 8x512 57.5, 8x256 32.6, 8x128 30.3; sum of 300x10000x12 float32, 16x256 43.7, 16x128 40.5.
+SHORT_RUN_TILE = {4: 2048}
+SHORT_RUN_TILE_OTHER = 1024
+
+
+def short_run_tiles(inner: int, rows: int, cols: int, itemsize: int, tile: int
+                    ) -> tuple[int, int]:
     """(block_m, block_n) of an outer reduction over a short inner kept run of ``inner``
-    points (padded to a power of two; ``Domain.short_inner_kept``): one run across the tile,
-    the rest of ``tile`` along the reduced axis. Each reduced point's run is contiguous, so a
-    warp's lanes read ``32 // inner`` neighbouring runs, one stretch of memory; 32 kept
-    points across would be runs of several outer points, far apart. H200, min over axis 1 of
-    374x13355x3 float64: 32x64 tiles 0.68x of torch.compile (bench/exp_s6.py)."""
+    points (padded to a power of two; ``Domain.short_inner_kept``; ``rows`` counts the padded
+    points) of ``itemsize``-byte elements: one run across the tile, the rest of
+    ``SHORT_RUN_TILE`` along the reduced axis. Each reduced point's run is contiguous, so a
+    warp's lanes read ``32 // inner`` neighbouring runs, one stretch of memory; 32 kept points
+    across (the tile of other outer reductions) would be runs of several outer points, far
+    apart (H200, min over axis 1 of 374x13355x3 float64: 82.9 us with 32x64 tiles, 48.0 with
+    4x256; 0.68x of torch.compile's 56 us before).
+
+    A single run (channel statistics of a channels-last image: every program a chunk of one
+    run's reduction) keeps the outer reductions' ``tile``: smaller ones were slower there
+    (sum over (0, 1, 2) of 128x224x224x3: 4x1024 27.4 us, 4x512 30.2; var of 64x112x112x3:
+    4x2048 19.7, 4x512 22.1)."""
+    if rows > inner:
+        tile = SHORT_RUN_TILE.get(itemsize, SHORT_RUN_TILE_OTHER)
     return inner, max(1, min(next_pow2(cols), tile // inner))
 
 
@@ -309,8 +329,8 @@ def split_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int,
         return bm, max(1, min(next_pow2(cols), (1 << 16) // bm)), 4
     tile = TILE_ELEMENTS // (2 if itemsize >= 8 else 1)
     if outer and inner:
-        bm, bn = short_run_tiles(inner, cols, tile // state)
-        return bm, bn, warps_for(bm * bn * state)
+        bm, bn = short_run_tiles(inner, rows, cols, itemsize, tile // state)
+        return bm, bn, 8
     if outer:
         bm = max(1, min(next_pow2(rows), SPLIT_OUTER_KEPT))
         bn = max(1, min(next_pow2(cols), tile // state // bm))

@@ -78,6 +78,13 @@ OUTER_KEPT_PER_PROGRAM = 64
 OUTER_SPLIT_MAX_PROGRAMS = 256
 #: ... when it reads at least this many elements in all (below, one launch is fast anyway).
 OUTER_SPLIT_MIN_ELEMENTS = 2 ** 20
+#: An outer reduction over a short inner kept run (``Domain.short_inner_kept``: one run per
+#: program) splits when it has fewer runs than this (four per SM); with more, the emitter would
+#: give each run one partial, a partials launch that only adds a write and a combine (H200,
+#: bench/exp_s6.py, split in one chunk -> not split: sum over axis 1 of 2000x4000x8 71.0 ->
+#: 61.0 us, max of 1024x8192x6 float16 57.5 -> 51.2; split where 512 runs are fewer: sum of
+#: 512x16384x3, not split 57.3 us, split in 2 chunks 34.6).
+SHORT_RUN_SPLIT_BELOW = 528
 
 
 def op_cost(op: str) -> int:
@@ -87,7 +94,7 @@ def op_cost(op: str) -> int:
     return 4 if op in EXPENSIVE_OPS else 1
 
 
-def should_split(rows: int, reduce_size: int, outer: bool = False) -> bool:
+def should_split(rows: int, reduce_size: int, outer: bool = False, short_run: int = 0) -> bool:
     """Whether a reduction with ``rows`` outputs of ``reduce_size`` elements each should split.
 
     Few outputs (``< SPLIT_MAX_ROWS``) leave most of the GPU idle in a
@@ -99,7 +106,13 @@ def should_split(rows: int, reduce_size: int, outer: bool = False) -> bool:
     ``OUTER_KEPT_PER_PROGRAM`` outputs and the count that matters is programs:
     ``x.sum(axis=0)`` of a 16384 x 4096 matrix (64 programs) splits, of a
     64 x 4096 matrix (too small to matter) does not.
+
+    ``short_run``: the points of a short inner kept run (``Domain.short_inner_kept``), each
+    run one program's: the count that matters is runs (``SHORT_RUN_SPLIT_BELOW``).
     """
+    if outer and short_run:
+        return (rows // short_run < SHORT_RUN_SPLIT_BELOW
+                and rows * reduce_size >= OUTER_SPLIT_MIN_ELEMENTS)
     if outer:
         programs = -(-rows // OUTER_KEPT_PER_PROGRAM)
         return (programs < OUTER_SPLIT_MAX_PROGRAMS and reduce_size >= 64

@@ -537,7 +537,11 @@ def rule_split_reduction(kernel: Kernel, domain: Any, check_size: bool = True) -
     if not reductions:
         return "it has no reduction"
     outer = domain.kind == OUTER_REDUCTION
-    if check_size and not cost.should_split(domain.rows, domain.reduce_size, outer):
+    run = domain.short_inner_kept
+    if check_size and not cost.should_split(domain.rows, domain.reduce_size, outer, run):
+        if run:
+            return (f"its {domain.rows // run} runs of {run} kept points fill the GPU without "
+                    f"it (a short inner kept run: split below {cost.SHORT_RUN_SPLIT_BELOW} runs)")
         if outer:
             return (f"{domain.rows} outputs of {domain.reduce_size} elements each fill the GPU "
                     f"without it (outer reductions split below "
