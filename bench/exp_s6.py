@@ -59,8 +59,28 @@ SHAPES: dict[str, tuple[tuple[int, ...], str, Callable[[Any], Any]]] = {
 }
 
 
+def _chain4(x: Any, b: Any, s: Any, strided: bool) -> Any:
+    """Draw d's u20: ``x[:, ::2]`` (or ``x``) through affine, ``y * y - b``, leaky, ``* s``."""
+    import fusejit as fj
+    y = x[:, ::2] if strided else x
+    y = y * 1.5 - 0.25
+    y = y * y - b
+    y = fj.where(y > 0, y, 0.1 * y)
+    return y * s
+
+
+#: name -> stored shape of x, dtype, strided (x[:, ::2]): draw d's u20 (0.69x of torch.compile)
+CHAINS: dict[str, tuple[tuple[int, int], str, bool]] = {
+    "chain4 strided f16 327453x374 (u20)": ((327453, 374), "float16", True),
+    "chain4 plain f16 327453x187": ((327453, 187), "float16", False),
+    "chain4 strided f32 327453x374": ((327453, 374), "float32", True),
+    "chain4 strided f16 65536x4096": ((65536, 4096), "float16", True),
+}
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
+    p.add_argument("--set", default="all", choices=("runs", "chains", "all"))
     p.add_argument("--only", default=None)
     p.add_argument("--dry", action="store_true",
                    help="no GPU: the interpret backend at small shapes, one run each (a check)")
@@ -106,9 +126,13 @@ def main() -> int:
         b = cp.empty_like(a)
         return event_time(lambda: cp.copyto(b, a)) * 1e6
 
+    if args.set in ("chains", "all"):
+        chains(args, cp, fj, heur, emitter, time_plan, copy_us)
     rule = dom.Domain.short_inner_kept
     red, split = emitter.reduction_candidates, emitter.split_candidates
     for name, (shape, dtype, fn) in SHAPES.items():
+        if args.set == "chains":
+            break
         if args.only and args.only not in name:
             continue
         x = fj.asarray(cp.random.standard_normal(shape, dtype=cp.float32).astype(dtype))
@@ -171,6 +195,59 @@ def main() -> int:
         del x
         cp.get_default_memory_pool().free_all_blocks()
     return 0
+
+
+def chains(args: Any, cp: Any, fj: Any, heur: Any, emitter: Any, time_plan: Any, copy_us: Any
+           ) -> None:
+    """Pointwise chains over a strided view (``CHAINS``): flat 1-D blocks (the default) at other
+    blocks and warps, against 2-D tiles over (rows, columns) (``pointwise_2d``, which the
+    emitter uses for transposed reads only)."""
+    point, tiles2 = emitter.pointwise_candidates, emitter.tiles_2d_candidates
+    axis = emitter._Emitter._transposed_axis
+    for name, (shape, dtype, strided) in CHAINS.items():
+        if args.only and args.only not in name:
+            continue
+        if args.dry:
+            shape = (max(2, shape[0] // 400), shape[1])
+        x = fj.asarray(cp.random.standard_normal(shape, dtype=cp.float32).astype(dtype))
+        cols = shape[1] // 2 if strided else shape[1]
+        b = fj.asarray(cp.random.standard_normal((cols,), dtype=cp.float32).astype(dtype))
+        s = fj.asarray(cp.random.standard_normal((shape[0], 1), dtype=cp.float32).astype(dtype))
+        item = np.dtype(dtype).itemsize
+        moved = (shape[0] * shape[1] + shape[0] * cols) * item  # x read whole, the output written
+        base = copy_us(moved // 2)
+        print(f"== {name}: {moved / 1e6:.0f} MB moved; a copy of as many {base:.1f} us", flush=True)
+        results = [(*time_plan(_chain4(x, b, s, strided)), "default")]
+        for block in (256, 512, 1024, 2048, 4096):
+            for warps in (1, 2, 4, 8):
+                if not heur._warps_ok(warps, block) or block // (32 * warps) > 16:
+                    continue
+                one = heur.PointwiseTiles(block, warps, "grid")
+                emitter.pointwise_candidates = lambda *a, t=one, **k: [t]
+                try:
+                    us, _ = time_plan(_chain4(x, b, s, strided))
+                    results.append((us, "", f"1-D blocks of {block}, {warps} warps"))
+                finally:
+                    emitter.pointwise_candidates = point
+        emitter._Emitter._transposed_axis = lambda self: 0
+        for tm, tn in ((8, 256), (16, 128), (16, 256), (32, 64), (32, 128), (64, 64), (4, 512)):
+            for warps in (4, 8):
+                one2 = heur.Tiles2D(tm, tn, warps, "grid")
+                emitter.tiles_2d_candidates = lambda *a, t=one2, **k: [t]
+                try:
+                    us, _ = time_plan(_chain4(x, b, s, strided))
+                    results.append((us, "", f"2-D tiles {tm}x{tn}, {warps} warps"))
+                except Exception as exc:  # noqa: BLE001
+                    print(f"   failed 2-D {tm}x{tn} w{warps}: {type(exc).__name__}: {str(exc)[:120]}")
+                finally:
+                    emitter.tiles_2d_candidates = tiles2
+        emitter._Emitter._transposed_axis = axis
+        us, how, label = results[0]
+        print(f"   {us:9.1f} us {100 * base / us:5.1f}% of copy  {label}: {how}")
+        for us, _how, label in sorted(results[1:])[:8]:
+            print(f"   {us:9.1f} us {100 * base / us:5.1f}% of copy  {label}")
+        del x, b, s
+        cp.get_default_memory_pool().free_all_blocks()
 
 
 if __name__ == "__main__":
