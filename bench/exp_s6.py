@@ -72,6 +72,9 @@ def _chain4(x: Any, b: Any, s: Any, strided: bool) -> Any:
 #: name -> stored shape of x, dtype, strided (x[:, ::2]): draw d's u20 (0.69x of torch.compile)
 CHAINS: dict[str, tuple[tuple[int, int], str, bool]] = {
     "chain4 strided f16 327453x374 (u20)": ((327453, 374), "float16", True),
+    "chain4 plain f32 1001x65537": ((1001, 65537), "float32", False),
+    "chain4 plain f64 4097x8191": ((4097, 8191), "float64", False),
+    "chain4 plain f32 4096x16384 (aligned)": ((4096, 16384), "float32", False),
     "chain4 plain f16 327453x187": ((327453, 187), "float16", False),
     "chain4 strided f32 327453x374": ((327453, 374), "float32", True),
     "chain4 strided f16 65536x4096": ((65536, 4096), "float16", True),
@@ -82,6 +85,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--set", default="all", choices=("runs", "chains", "all"))
     p.add_argument("--only", default=None)
+    p.add_argument("--no-2d", action="store_true", help="chains: flat blocks only")
     p.add_argument("--dry", action="store_true",
                    help="no GPU: the interpret backend at small shapes, one run each (a check)")
     args = p.parse_args()
@@ -230,7 +234,8 @@ def chains(args: Any, cp: Any, fj: Any, heur: Any, emitter: Any, time_plan: Any,
                 finally:
                     emitter.pointwise_candidates = point
         emitter._Emitter._transposed_axis = lambda self: 0
-        for tm, tn in ((8, 256), (16, 128), (16, 256), (32, 64), (32, 128), (64, 64), (4, 512)):
+        for tm, tn in () if args.no_2d else ((8, 256), (16, 128), (16, 256), (32, 64), (32, 128),
+                                             (64, 64), (4, 512)):
             for warps in (4, 8):
                 one2 = heur.Tiles2D(tm, tn, warps, "grid")
                 emitter.tiles_2d_candidates = lambda *a, t=one2, **k: [t]

@@ -209,3 +209,25 @@ def test_a_short_inner_kept_run_is_held_across_the_tile_and_split_only_when_few(
     for shape in ((64, 4096, 32), (4000, 100, 3)):
         (k,) = _emitted(_lazy(shape).sum(axis=1))
         assert "kept_pad" not in k.source
+
+
+def test_pointwise_blocks_halve_when_the_flat_size_breaks_vector_loads() -> None:
+    # a flat size that is not a multiple of 16 bytes of the narrowest element: the bounds mask
+    # breaks every access into single elements; 4 elements per thread instead of 8
+    x = _lazy((32749, 187), np.float16)
+    (k,) = _emitted((x * 1.5 - 0.25) * x)
+    assert "tl.arange(0, 512)" in k.source and "not a multiple of 16 bytes" in k.source
+    assert _launch_warps(k) == 4
+    # float32 needs a multiple of 4 elements, float64 of 2; aligned sizes keep blocks of 1024
+    for shape, dtype, block in (((1000, 187), np.float32, 1024), ((1001, 187), np.float32, 512),
+                                ((1001, 186), np.float64, 1024), ((1001, 187), np.float64, 512),
+                                ((4096, 2048), np.float16, 1024)):
+        (k,) = _emitted(fj.exp(_lazy(shape, dtype)) + 1.0)
+        assert f"tl.arange(0, {block})" in k.source, (shape, dtype)
+    # a float32 result of float16 inputs: the float16 buffers decide
+    (k,) = _emitted(_lazy((1001, 187), np.float16).astype(np.float32) * 2.0)
+    assert "tl.arange(0, 512)" in k.source
+
+
+def _launch_warps(kernel: object) -> int:
+    return kernel.launches[0].num_warps

@@ -400,15 +400,36 @@ def _pointwise_warps(block: int) -> int:
     return 4 if block >= 512 else max(1, block // 128)
 
 
-def pointwise_tiles(target: str, n: int, heavy_calls: int = 0) -> PointwiseTiles:
+#: Elements per thread of a 1-D pointwise kernel whose loads and stores cannot be 16-byte
+#: vectors (``pointwise_tiles``): blocks of 512 with 4 warps, where 1024 give each thread 8.
+#: H200, bench/exp_s6.py --set chains (``x[:, ::2]`` through four ops, a bias and a column
+#: broadcast; flat sizes odd), us, 1024 / 4 warps -> 512 / 4 warps: float16 327453x187 read
+#: from rows of 374, 187.1 -> 120.6; the same read plainly, 155.7 -> 96.0; float32 strided,
+#: 252.7 -> 178.0; an aligned float16 65536x2048, 190.4 with 1024 (at the copy rate).
+UNALIGNED_POINTWISE_BLOCK = 512
+
+
+def pointwise_tiles(target: str, n: int, heavy_calls: int = 0, itemsize: int = 4
+                    ) -> PointwiseTiles:
     """The heuristic's tiles of a 1-D pointwise kernel over ``n`` elements whose expression
-    calls libdevice's slow math ``heavy_calls`` times per element."""
+    calls libdevice's slow math ``heavy_calls`` times per element; ``itemsize``: the
+    narrowest element size of its buffers.
+
+    A flat size that is not a multiple of 16 bytes of the narrowest elements makes the
+    bounds mask break every load and store into single elements (Triton vectorizes a masked
+    access only where the mask is constant across the vector): fewer elements per thread
+    (``UNALIGNED_POINTWISE_BLOCK``) then keep more of them in flight.
+    """
     block = min(POINTWISE_BLOCK[target], next_pow2(n))
     if target == "cuda" and heavy_calls >= HEAVY_MATH_CALLS:
         block = min(512, block)
         return PointwiseTiles(block, max(1, min(8, block // 64)),
                               f"{heavy_calls} calls of slow math per element: "
                               f"2 elements per thread")
+    if target == "cuda" and n % max(1, 16 // itemsize) and block > UNALIGNED_POINTWISE_BLOCK:
+        block = UNALIGNED_POINTWISE_BLOCK
+        return PointwiseTiles(block, 4, f"{n} elements are not a multiple of 16 bytes: no "
+                                        f"vector loads, 4 elements per thread")
     return PointwiseTiles(block, _pointwise_warps(block), "heuristic")
 
 
@@ -454,10 +475,11 @@ def _warps_ok(warps: int, tile: int) -> bool:
     return warps in (1, 2, 4, 8, 16) and warps * 32 <= max(tile, 32)
 
 
-def pointwise_candidates(target: str, n: int, heavy_calls: int = 0) -> list[PointwiseTiles]:
+def pointwise_candidates(target: str, n: int, heavy_calls: int = 0, itemsize: int = 4
+                         ) -> list[PointwiseTiles]:
     """Tiles to time for a 1-D pointwise kernel: the heuristic's, then 2x and 4x the block,
     half the block, and twice the warps."""
-    h = pointwise_tiles(target, n, heavy_calls)
+    h = pointwise_tiles(target, n, heavy_calls, itemsize)
     if target != "cuda" or n < TUNE_MIN_ELEMENTS:
         return [h]
 

@@ -869,7 +869,8 @@ class _Emitter:
         self.scratch: list[tuple[np.dtype, int]] = []
         d = self.domain
         n = math.prod(d.shape)
-        t = self.choose(pointwise_candidates(self.target, n, self._heavy_calls()))
+        t = self.choose(pointwise_candidates(self.target, n, self._heavy_calls(),
+                                             self._narrowest_item()))
         block, num_warps = t.block, t.num_warps
         fn = _Fn(self)
         fn.out.append(f"pid = {self._pid()}")
@@ -924,6 +925,12 @@ class _Emitter:
     def _heavy_calls(self) -> int:
         """Calls of libdevice's slow math per element (``heuristics.HEAVY_MATH_CALLS``)."""
         return sum(1 for i in self.kernel.body if i.op in SLOW_MATH)
+
+    def _narrowest_item(self) -> int:
+        """The narrowest element size of the region's buffers (its params and outputs)."""
+        types = [p.type for p in self.kernel.params if not p.scalar]
+        types += list(self.kernel.result_types)
+        return min([t.dtype.itemsize for t in types] + [8])
 
     def _itemsize(self) -> int:
         """The widest element size of any value in the region (bounds tile registers)."""
