@@ -218,9 +218,10 @@ def test_pointwise_blocks_halve_when_the_flat_size_breaks_vector_loads() -> None
     (k,) = _emitted((x * 1.5 - 0.25) * x)
     assert "tl.arange(0, 512)" in k.source and "not a multiple of 16 bytes" in k.source
     assert _launch_warps(k) == 4
-    # float32 needs a multiple of 4 elements, float64 of 2; aligned sizes keep blocks of 1024
+    # float32 needs a multiple of 4 elements; aligned sizes keep blocks of 1024, and so does
+    # float64 (measured slower with 512 at an odd size)
     for shape, dtype, block in (((1000, 187), np.float32, 1024), ((1001, 187), np.float32, 512),
-                                ((1001, 186), np.float64, 1024), ((1001, 187), np.float64, 512),
+                                ((1001, 186), np.float64, 1024), ((1001, 187), np.float64, 1024),
                                 ((4096, 2048), np.float16, 1024)):
         (k,) = _emitted(fj.exp(_lazy(shape, dtype)) + 1.0)
         assert f"tl.arange(0, {block})" in k.source, (shape, dtype)

@@ -405,8 +405,11 @@ def _pointwise_warps(block: int) -> int:
 #: H200, bench/exp_s6.py --set chains (``x[:, ::2]`` through four ops, a bias and a column
 #: broadcast; flat sizes odd), us, 1024 / 4 warps -> 512 / 4 warps: float16 327453x187 read
 #: from rows of 374, 187.1 -> 120.6; the same read plainly, 155.7 -> 96.0; float32 strided,
-#: 252.7 -> 178.0; an aligned float16 65536x2048, 190.4 with 1024 (at the copy rate).
+#: 252.7 -> 178.0; float32 1001x65537, over 187.8 -> 141.3; an aligned float16 65536x2048,
+#: 190.4 with 1024 (at the copy rate). Not float64 (4097x8191: 132.1 with 1024, 157.8 with 512).
 UNALIGNED_POINTWISE_BLOCK = 512
+#: The narrowest element sizes (bytes) ``UNALIGNED_POINTWISE_BLOCK`` applies to.
+UNALIGNED_POINTWISE_ITEMSIZES = (2, 4)
 
 
 def pointwise_tiles(target: str, n: int, heavy_calls: int = 0, itemsize: int = 4
@@ -418,7 +421,8 @@ def pointwise_tiles(target: str, n: int, heavy_calls: int = 0, itemsize: int = 4
     A flat size that is not a multiple of 16 bytes of the narrowest elements makes the
     bounds mask break every load and store into single elements (Triton vectorizes a masked
     access only where the mask is constant across the vector): fewer elements per thread
-    (``UNALIGNED_POINTWISE_BLOCK``) then keep more of them in flight.
+    (``UNALIGNED_POINTWISE_BLOCK``) then keep more of them in flight (float16 and float32
+    buffers: measured there).
     """
     block = min(POINTWISE_BLOCK[target], next_pow2(n))
     if target == "cuda" and heavy_calls >= HEAVY_MATH_CALLS:
@@ -426,7 +430,8 @@ def pointwise_tiles(target: str, n: int, heavy_calls: int = 0, itemsize: int = 4
         return PointwiseTiles(block, max(1, min(8, block // 64)),
                               f"{heavy_calls} calls of slow math per element: "
                               f"2 elements per thread")
-    if target == "cuda" and n % max(1, 16 // itemsize) and block > UNALIGNED_POINTWISE_BLOCK:
+    if (target == "cuda" and itemsize in UNALIGNED_POINTWISE_ITEMSIZES
+            and n % (16 // itemsize) and block > UNALIGNED_POINTWISE_BLOCK):
         block = UNALIGNED_POINTWISE_BLOCK
         return PointwiseTiles(block, 4, f"{n} elements are not a multiple of 16 bytes: no "
                                         f"vector loads, 4 elements per thread")
