@@ -15,6 +15,7 @@ import numpy as np
 from ..dtypes import BOOL, FLOAT64, INT64, as_dtype, is_float, reduction_dtype
 from ..errors import FusejitError, ShapeError
 from ..ir.graph import Node, make, make1, make2, num_elements
+from .templates import replayed
 from .tensor import (
     Tensor,
     asarray,
@@ -279,6 +280,7 @@ def logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     return squeeze(out, normalize_axes(axis, x.ndim))
 
 
+@replayed
 def softmax(x: Any, axis: int = -1) -> Tensor:
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
     x = _float(_tensor(x))
@@ -286,6 +288,7 @@ def softmax(x: Any, axis: int = -1) -> Tensor:
     return e / sum(e, axis, keepdims=True)
 
 
+@replayed
 def log_softmax(x: Any, axis: int = -1) -> Tensor:
     """``x - max - log(sum(exp(x - max)))`` along ``axis``."""
     x = _float(_tensor(x))
@@ -293,6 +296,7 @@ def log_softmax(x: Any, axis: int = -1) -> Tensor:
     return shifted - unary("log", sum(unary("exp", shifted), axis, keepdims=True))
 
 
+@replayed
 def layer_norm(x: Any, weight: Any = None, bias: Any = None, axis: Axis = -1,
                eps: float = 1e-5) -> Tensor:
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over ``axis``."""
@@ -308,6 +312,7 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, axis: Axis = -1,
     return y
 
 
+@replayed
 def rms_norm(x: Any, weight: Any = None, axis: Axis = -1, eps: float = 1e-6) -> Tensor:
     """``x / sqrt(mean(x**2) + eps) * weight`` over ``axis``."""
     x = _float(_tensor(x))
