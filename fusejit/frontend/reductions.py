@@ -231,6 +231,7 @@ def mean(x: Any, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -
 _MEANS: dict[tuple, tuple] = {}
 
 
+@replayed
 def var(x: Any, axis: Axis = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
     """Variance over ``axis``: ``sum(|x - mean|**2) / (n - ddof)``, as NumPy computes it."""
     x = _tensor(x)
@@ -249,6 +250,7 @@ def var(x: Any, axis: Axis = None, keepdims: bool = False, ddof: int = 0) -> Ten
     return Tensor(cast_node(make("div", (total, denom), {}, acc, total.shape), out_dt))
 
 
+@replayed
 def std(x: Any, axis: Axis = None, keepdims: bool = False, ddof: int = 0) -> Tensor:
     """Standard deviation over ``axis``: the square root of ``var``."""
     v = var(x, axis, keepdims, ddof)
@@ -261,6 +263,7 @@ def _float(x: Tensor) -> Tensor:
     return Tensor(cast_node(x._node, FLOAT64))
 
 
+@replayed
 def logsumexp(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` computed stably (shifted by the maximum), as SciPy's.
 
