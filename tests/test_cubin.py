@@ -193,6 +193,27 @@ def test_tiled_transposes_compile():
     assert "i_m" in src and "i_n" in src
 
 
+def test_short_inner_kept_runs_and_unaligned_pointwise_compile():
+    """Outer reductions over a short inner kept run (padded runs across the tile: split or
+    not, one stage or two, Welford's) and 1-D pointwise blocks of 512 for flat sizes that break
+    vector loads compile for sm_90."""
+    cases = [
+        (lambda xp, a: a.min(axis=1), [np.zeros((374, 13355, 3), np.float64)], "kept_pad % 4"),
+        (lambda xp, a: a.max(axis=1), [np.zeros((1024, 8192, 6), np.float16)], "kept_pad % 8"),
+        (lambda xp, a: a.var(axis=(0, 1, 2)), [np.zeros((8, 112, 112, 3), np.float32)],
+         "kept_pad % 4"),
+        (lambda xp, a: xp.exp(a - a.max(axis=1, keepdims=True)),
+         [np.zeros((4000, 500, 3), np.float32)], "kept_pad % 4"),
+        (lambda xp, a, b: xp.where(a[:, ::2] > 0, a[:, ::2] * b, 0.5),
+         [np.zeros((32749, 374), np.float16), np.zeros((187,), np.float16)],
+         "tl.arange(0, 512)"),
+    ]
+    for fn, xs, marker in cases:
+        _compile(fn, xs)
+        sources = [emit_kernel(k, None, "cuda").source for k in _kernels(fn, xs)]
+        assert any(marker in src for src in sources), marker
+
+
 def test_int64_indexing_compiles():
     """More than 2**31 elements switch the index math to 64 bits (only the source is built)."""
     from fusejit.ir.program import Instr, Kernel, Param, TensorType
