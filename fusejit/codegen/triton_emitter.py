@@ -1084,7 +1084,9 @@ class _Emitter:
         fn.used.update({"pid", "chunk", "rows", "row_mask", "cols", "col_mask", "mask", "k",
                         "done", "sub", "counters", *part_names})
         out = fn.out
-        out.append(f"pid = {self._pid(0)}  # block of {bm} output rows")
+        block = (f"block of {bm} kept points, runs of {self.kept_run[0]} padded to "
+                 f"{self.kept_run[1]}" if self.kept_run else f"block of {bm} output rows")
+        out.append(f"pid = {self._pid(0)}  # {block}")
         out.append(f"chunk = {self._pid(1)}  # chunk of {chunk} reduced elements, of {n_split}")
         row_mask = self._open_rows(fn, bm, self.padded_rows)
         col_masked = cols != n_split * chunk or cols == 0
