@@ -179,6 +179,28 @@ def test_where_memoized_types_follow_numpy_for_each_operand_kind(numpy_backend):
             np.testing.assert_array_equal(got.numpy(), want)
 
 
+def test_where_memoizes_a_python_scalar_x_as_it_does_y(numpy_backend):
+    """A Python scalar ``x`` with a tensor ``y`` takes the memoized path too (float results
+    only): the second recording of each combination is the first's structure (the same
+    plan-cache key), and both are NumPy's dtype, shape and values."""
+    from fusejit.ir.graph import structural_key
+    cond = np.array([[True], [False]])
+    for x, y in ((0.5, np.arange(3, dtype=np.int32)), (0.5, np.ones(3, np.float16)),
+                 (2, np.ones((2, 1), np.float32)), (-3, np.ones(3, np.float64)),
+                 (2, np.arange(3, dtype=np.int8)), (70000, np.arange(3, dtype=np.int32))):
+        want = np.where(cond, x, y)
+        keys = []
+        for _ in range(2):
+            got = fj.where(fj.asarray(cond), x, fj.asarray(y))
+            keys.append(structural_key([got._node])[0])
+            assert got.dtype == want.dtype and got.shape == want.shape, (x, y.dtype)
+            np.testing.assert_array_equal(got.numpy(), want)
+        assert keys[0] == keys[1]
+        # and the mirrored call, which the fast path already took
+        np.testing.assert_array_equal(fj.where(fj.asarray(~cond), fj.asarray(y), x).numpy(),
+                                      want)
+
+
 def test_where_memoizes_a_python_int_only_where_its_type_decides(numpy_backend):
     """A Python int ``y`` of ``where`` is memoized by its type only for a float result (then
     NumPy 2's weak int never changes the dtype and needs no range check); on an integer

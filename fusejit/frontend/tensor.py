@@ -921,27 +921,36 @@ def _power_operator(x: Tensor, exponent: ArrayLike) -> Tensor:
 
 def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
     """Elements of ``x`` where ``condition`` holds, else of ``y`` (NumPy promotion of x and y)."""
-    # fast path: a tensor condition and ``x``, and a tensor or Python scalar ``y``, memoized
-    # by the operands' dtypes and shapes (a Python float or int by its type: memoized only
-    # where the type alone decides the promotion and the checks, see ``_where``)
-    if type(condition) is Tensor and type(x) is Tensor:
-        cn, an = condition._node, x._node
-        ty = type(y)
-        found = None
-        if ty is Tensor:
+    # fast path: a tensor condition, and tensors or Python scalars ``x`` and ``y`` (one at
+    # least a tensor), memoized by the operands' dtypes and shapes (a Python float or int by
+    # its type: memoized only where the type alone decides the promotion and the checks, see
+    # ``_where``)
+    if type(condition) is Tensor:
+        cn = condition._node
+        tx, ty = type(x), type(y)
+        found = an = bn = None
+        if tx is Tensor:
+            an = x._node
+            if ty is Tensor:
+                bn = y._node
+                found = _WHERE_TYPES.get((cn.dtype, cn.shape, an.dtype, an.shape, bn.dtype,
+                                          bn.shape))
+            elif ty is float or ty is int:
+                found = _WHERE_TYPES.get((cn.dtype, cn.shape, an.dtype, an.shape, ty, None))
+        elif (tx is float or tx is int) and ty is Tensor:
             bn = y._node
-            found = _WHERE_TYPES.get((cn.dtype, cn.shape, an.dtype, an.shape, bn.dtype, bn.shape))
-        elif ty is float or ty is int:
-            bn = None
-            found = _WHERE_TYPES.get((cn.dtype, cn.shape, an.dtype, an.shape, ty, None))
+            found = _WHERE_TYPES.get((cn.dtype, cn.shape, tx, None, bn.dtype, bn.shape))
         if found is not None:
             out, shape, fit_c, fit_a, fit_b = found
-            # (what the full path records: ``coerce`` only where a cast or broadcast is due)
+            # (what the full path records: ``coerce`` only where a cast or broadcast is due;
+            # a Python scalar meeting a float result takes ``_where_operand``'s path)
             if fit_c:
                 cn = coerce(condition, BOOL, shape, "where")
-            if fit_a:
+            if an is None:
+                an = scalar_operand(x, out, shape, cn)
+            elif fit_a:
                 an = coerce(x, out, shape, "where")
-            if bn is None:  # (a Python scalar meeting a float result: ``_where_operand``'s path)
+            if bn is None:
                 bn = scalar_operand(y, out, shape, cn)
             elif fit_b:
                 bn = coerce(y, out, shape, "where")
@@ -960,29 +969,29 @@ def _where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
     shape = broadcast_shapes(*[t.shape for t in (c, a, b) if isinstance(t, Tensor)])
     nc = coerce(c, BOOL, shape, "where") if isinstance(c, Tensor) else const_node(bool(c), BOOL, shape)
     na, nb = _where_operand(a, out, shape, nc), _where_operand(b, out, shape, nc)
-    ty = type(y)
-    # a Python float or int y is memoized when the result is a float dtype: then its type
-    # alone decides the result (NumPy 2's weak scalars) and its conversion is
+    tx, ty = type(x), type(y)
+    # a Python float or int x or y is memoized when the result is a float dtype: then its
+    # type alone decides the result (NumPy 2's weak scalars) and its conversion is
     # ``scalar_operand``'s (the range checks of ``_where_operand`` are for integer results)
-    if type(condition) is Tensor and type(x) is Tensor and (
-            ty is Tensor or ((ty is float or ty is int) and out.kind == "f")):
-        cn, an = condition._node, x._node
-        if ty is Tensor:
-            bn = y._node
-            key: tuple = (cn.dtype, cn.shape, an.dtype, an.shape, bn.dtype, bn.shape)
-            fit_b = bn.dtype != out or bn.shape != shape
-        else:
-            key, fit_b = (cn.dtype, cn.shape, an.dtype, an.shape, ty, None), False
+    weak_x = (tx is float or tx is int) and out.kind == "f"
+    weak_y = (ty is float or ty is int) and out.kind == "f"
+    if type(condition) is Tensor and (tx is Tensor or weak_x) and (ty is Tensor or weak_y) \
+            and (tx is Tensor or ty is Tensor):
+        cn = condition._node
+        key_x: tuple = (x._node.dtype, x._node.shape) if tx is Tensor else (tx, None)
+        key_y: tuple = (y._node.dtype, y._node.shape) if ty is Tensor else (ty, None)
+        fit_a = tx is Tensor and (x._node.dtype != out or x._node.shape != shape)
+        fit_b = ty is Tensor and (y._node.dtype != out or y._node.shape != shape)
         if len(_WHERE_TYPES) >= 1024:
             _WHERE_TYPES.clear()
-        _WHERE_TYPES[key] = (out, shape, cn.dtype != BOOL or cn.shape != shape,
-                             an.dtype != out or an.shape != shape, fit_b)
+        _WHERE_TYPES[(cn.dtype, cn.shape, *key_x, *key_y)] = (
+            out, shape, cn.dtype != BOOL or cn.shape != shape, fit_a, fit_b)
     return Tensor(make3("where", nc, na, nb, out, shape))
 
 
 #: (condition's, x's and y's dtypes and shapes; ``float, None`` or ``int, None`` for a Python
-#: scalar y) -> ``where``'s result dtype and shape, and whether the condition, x and y need
-#: a cast or broadcast
+#: scalar x or y) -> ``where``'s result dtype and shape, and whether the condition, x and y
+#: need a cast or broadcast
 _WHERE_TYPES: dict[tuple, tuple[np.dtype, tuple[int, ...], bool, bool, bool]] = {}
 
 
