@@ -622,7 +622,7 @@ class _Emitter:
         self.idx64 = self._needs_int64()
         #: a short inner kept run's points and their padded count (``Domain.short_inner_kept``;
         #: the row blocks then index padded kept points, ``_kept_rows``), or None
-        run = self.domain.short_inner_kept if kernel.kind != "gemm" else 0
+        run = self.domain.short_inner_kept  # (0 but for outer reductions)
         self.kept_run: tuple[int, int] | None = (run, next_pow2(run)) if run else None
         #: the kept points the row blocks cover: ``domain.rows``, padded when ``kept_run`` is
         self.padded_rows = (self.domain.rows // run * next_pow2(run) if run
