@@ -81,42 +81,15 @@ def main() -> int:
                    help="no GPU: shapes / 1000 on the interpret backend, one run each (a check)")
     args = p.parse_args()
     if args.dry:
-        cp = dry_cupy()
-
-        def event_time(fn: Callable[[], Any]) -> float:
-            t0 = time.perf_counter()
-            fn()
-            return time.perf_counter() - t0
         for table in (TRANSPOSE, ROWS, TRANSPOSE2, ROWS2, F16ROWS):
             for key, spec in table.items():
                 table[key] = ((max(2, spec[0][0] // 1000), spec[0][1]), *spec[1:])
-    else:
-        import cupy as cp
-        from exp_reductions import event_time
+    cp, time_plan, copy_us = timers(args.dry)
 
     import fusejit as fj
     from fusejit.codegen import heuristics as heur
     from fusejit.codegen import triton_emitter as emitter
-    from fusejit.ir.graph import structural_key
-    from fusejit.runtime import current, forget_plans
-    fj.set_backend("interpret" if args.dry else "cuda")
-    backend = current()
-
-    def time_plan(y: Any) -> tuple[float, str]:
-        """Microseconds per run of ``y``'s plan (planned afresh), and its tiling lines."""
-        forget_plans()
-        plan = fj.plan(y)
-        buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
-        run: Callable[[], Any] = lambda: backend.execute(plan.program, buffers, plan)  # noqa: E731
-        run()
-        how = "; ".join(line.strip() for line in plan.explain().splitlines()
-                        if "tiling" in line or "tiles" in line)
-        return event_time(run) * 1e6, how[:240]
-
-    def copy_us(nbytes: int) -> float:
-        a = cp.empty(nbytes // 4, dtype=cp.float32)
-        b = cp.empty_like(a)
-        return event_time(lambda: cp.copyto(b, a)) * 1e6
+    from fusejit.runtime import forget_plans
 
     if args.set in ("transpose", "all"):
         original = emitter.tiles_2d_candidates
@@ -152,7 +125,7 @@ def main() -> int:
                 if key in seen:
                     continue
                 seen.add(key)
-                emitter.tiles_2d_candidates = lambda target, mm, nn, t=t: [t]
+                emitter.tiles_2d_candidates = lambda *a, t=t, **k: [t]
                 try:
                     us, _ = time_plan(chain(x))
                 except Exception as exc:  # noqa: BLE001
@@ -263,7 +236,7 @@ def round2(fj: Any, cp: Any, heur: Any, emitter: Any, time_plan: Any, copy_us: A
         base = copy_us(nbytes)  # (copies nbytes: reads and writes what the program does)
         print(f"== {name} stored {shape} {dtype}: copy {base:.1f} us", flush=True)
         for tm, tn, w in TILES2:
-            emitter.tiles_2d_candidates = lambda target, mm, nn, t=(tm, tn, w): [
+            emitter.tiles_2d_candidates = lambda *a, t=(tm, tn, w), **k: [
                 heur.Tiles2D(*t, "grid")]
             try:
                 us, _ = time_plan(chain(x))
@@ -308,6 +281,49 @@ def round2(fj: Any, cp: Any, heur: Any, emitter: Any, time_plan: Any, copy_us: A
                 heur.TILE_ELEMENTS, heur.reduction_tiles = saved_tile, saved_reduction
             del x
             cp.get_default_memory_pool().free_all_blocks()
+
+
+def timers(dry: bool) -> tuple[Any, Callable[[Any], tuple[float, str]], Callable[[int], float]]:
+    """(cp, time_plan, copy_us) of an experiment, fusejit's backend set: on the GPU, CuPy and
+    CUDA events (``exp_reductions.event_time``); with ``dry``, NumPy under CuPy's names and the
+    interpret backend, one wall-clock run each (a check that the script works).
+
+    ``time_plan(y)``: microseconds per run of ``y``'s plan (planned afresh: a heuristic
+    switched since takes effect) and its tiling lines; ``copy_us(nbytes)``: a copy of
+    ``nbytes`` (it moves twice that)."""
+    if dry:
+        cp = dry_cupy()
+
+        def event_time(fn: Callable[[], Any]) -> float:
+            t0 = time.perf_counter()
+            fn()
+            return time.perf_counter() - t0
+    else:
+        import cupy as cp
+        from exp_reductions import event_time
+
+    import fusejit as fj
+    from fusejit.ir.graph import structural_key
+    from fusejit.runtime import current, forget_plans
+    fj.set_backend("interpret" if dry else "cuda")
+    backend = current()
+
+    def time_plan(y: Any) -> tuple[float, str]:
+        forget_plans()
+        plan = fj.plan(y)
+        buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
+        run: Callable[[], Any] = lambda: backend.execute(plan.program, buffers, plan)  # noqa: E731
+        run()
+        how = "; ".join(line.strip() for line in plan.explain().splitlines()
+                        if "tiling" in line and "heuristics" not in line)
+        return event_time(run) * 1e6, how[:300]
+
+    def copy_us(nbytes: int) -> float:
+        a = cp.empty(nbytes // 4, dtype=cp.float32)
+        b = cp.empty_like(a)
+        return event_time(lambda: cp.copyto(b, a)) * 1e6
+
+    return cp, time_plan, copy_us
 
 
 def dry_cupy() -> Any:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from exp_s5 import timers  # noqa: E402
 
 
 def _op(name: str, axes: tuple[int, ...]) -> Callable[[Any], Any]:
@@ -90,45 +91,16 @@ def main() -> int:
                    help="no GPU: the interpret backend at small shapes, one run each (a check)")
     args = p.parse_args()
     if args.dry:
-        from exp_s5 import dry_cupy
-        cp = dry_cupy()
-
-        def event_time(fn: Callable[[], Any]) -> float:
-            t0 = time.perf_counter()
-            fn()
-            return time.perf_counter() - t0
         for key, (shape, dtype, fn) in SHAPES.items():
             SHAPES[key] = ((*[max(2, d // 40) for d in shape[:-1]], shape[-1]), dtype, fn)
-    else:
-        import cupy as cp
-        from exp_reductions import event_time
+    cp, time_plan, copy_us = timers(args.dry)
 
     import fusejit as fj
     from fusejit.codegen import heuristics as heur
     from fusejit.codegen import triton_emitter as emitter
     from fusejit.fuse import cost
     from fusejit.ir import domain as dom
-    from fusejit.ir.graph import structural_key
-    from fusejit.runtime import current, forget_plans
-    fj.set_backend("interpret" if args.dry else "cuda")
-    backend = current()
     target = "interpret" if args.dry else "cuda"
-
-    def time_plan(ys: Any) -> tuple[float, str]:
-        """Microseconds per run of the plan of ``ys`` (planned afresh), and its tiling lines."""
-        forget_plans()
-        plan = fj.plan(ys)
-        buffers = [leaf.buffer for leaf in structural_key([ys._node])[1]]
-        run: Callable[[], Any] = lambda: backend.execute(plan.program, buffers, plan)  # noqa: E731
-        run()
-        how = "; ".join(line.strip() for line in plan.explain().splitlines()
-                        if "tiling" in line and "heuristics" not in line)
-        return event_time(run) * 1e6, how[:300]
-
-    def copy_us(nbytes: int) -> float:
-        a = cp.empty(nbytes // 4, dtype=cp.float32)
-        b = cp.empty_like(a)
-        return event_time(lambda: cp.copyto(b, a)) * 1e6
 
     if args.set in ("chains", "all"):
         chains(args, cp, fj, heur, emitter, time_plan, copy_us)

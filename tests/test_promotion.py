@@ -179,19 +179,32 @@ def test_where_memoized_types_follow_numpy_for_each_operand_kind(numpy_backend):
             np.testing.assert_array_equal(got.numpy(), want)
 
 
-def test_where_memoizes_a_python_scalar_x_as_it_does_y(numpy_backend):
+def test_where_memoizes_a_python_scalar_x_as_it_does_y(numpy_backend, monkeypatch):
     """A Python scalar ``x`` with a tensor ``y`` takes the memoized path too (float results
-    only): the second recording of each combination is the first's structure (the same
-    plan-cache key), and both are NumPy's dtype, shape and values."""
+    only; the second recording of such a combination never reaches the full path): the
+    second recording of each combination is the first's structure (the same plan-cache key),
+    and both are NumPy's dtype, shape and values."""
+    from fusejit.frontend import tensor
     from fusejit.ir.graph import structural_key
+    full_path = tensor._where
+    calls: list[int] = []
+
+    def counted(*args):
+        calls.append(1)
+        return full_path(*args)
+
+    monkeypatch.setattr(tensor, "_where", counted)
     cond = np.array([[True], [False]])
     for x, y in ((0.5, np.arange(3, dtype=np.int32)), (0.5, np.ones(3, np.float16)),
                  (2, np.ones((2, 1), np.float32)), (-3, np.ones(3, np.float64)),
                  (2, np.arange(3, dtype=np.int8)), (70000, np.arange(3, dtype=np.int32))):
         want = np.where(cond, x, y)
         keys = []
-        for _ in range(2):
+        for i in range(2):
+            calls.clear()
             got = fj.where(fj.asarray(cond), x, fj.asarray(y))
+            if i == 1:  # memoized where the result is a float (its type alone decides)
+                assert bool(calls) == (want.dtype.kind != "f"), (x, y.dtype)
             keys.append(structural_key([got._node])[0])
             assert got.dtype == want.dtype and got.shape == want.shape, (x, y.dtype)
             np.testing.assert_array_equal(got.numpy(), want)

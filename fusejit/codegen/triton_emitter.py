@@ -1541,7 +1541,7 @@ class _Emitter:
             return row_mask
         c, p = self.kept_run
         fn.used.update({"kept_pad", "run", "run_outer"})
-        n_run = len(kept) - next(i for i in range(len(kept)) if math.prod(kept[i:]) == c)
+        n_run = len(self.domain.shape) - 1 - max(self.domain.reduced)  # (the run's axes)
         out.append(f"kept_pad = {first} + tl.arange(0, {bm})[:, None]  "
                    f"# kept index, each run of {c} padded to {p}")
         out.append(f"run = kept_pad % {p}  # index in the inner kept run")

@@ -27,7 +27,16 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..ir.graph import MAX_SCALAR_LEAVES, NOTES, Node, _freeze, make1, make2, make_scalar
+from ..ir.graph import (
+    MAX_SCALAR_LEAVES,
+    NOTES,
+    Node,
+    frozen_attrs,
+    make1,
+    make2,
+    make_scalar,
+    topological_order,
+)
 from ..ir.graph import make as make_node
 from .tensor import Tensor, _wrap
 
@@ -113,23 +122,9 @@ def _capture(out: Node, args: list[Node]) -> tuple | None:
         if id(node) not in index:
             index[id(node)] = len(steps)
         steps.append((_ARG, i))
-    order: list[Node] = []
-    seen: set[int] = set(index)
-    stack: list[tuple[Node, bool]] = [(out, False)]
-    while stack:  # (iterative: a composite of a deep argument must not hit the recursion limit)
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node.op == "input" or (node.op == "scalar" and node.arg is not None):
-            return None
-        stack.append((node, True))
-        for src in node.srcs:
-            if id(src) not in seen:
-                stack.append((src, False))
+    order = topological_order([out], tuple(args))
+    if any(n.op == "input" or (n.op == "scalar" and n.arg is not None) for n in order):
+        return None
     for node in order:
         index[id(node)] = len(steps)
         if node.op == "scalar":
@@ -138,10 +133,8 @@ def _capture(out: Node, args: list[Node]) -> tuple | None:
             steps.append((_FIXED, node))  # a constant or iota: structural, kept alive here
         else:
             srcs = tuple(index[id(s)] for s in node.srcs)
-            frozen = tuple([(k, _freeze(v)) for k, v in node.attrs.items()])
             note = NOTES.get(node.sig)
-            if note is not None:
-                frozen += (("#note", note),)
+            frozen = frozen_attrs(node.attrs, note)
             if len(srcs) == 1:
                 steps.append((_MAKE1, node.op, srcs[0], node.dtype, node.shape, node.attrs,
                               frozen, note))

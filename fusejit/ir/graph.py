@@ -149,6 +149,14 @@ def _sweep() -> None:
     _sweep_at = max(2 * len(_NODES), _MIN_SWEEP)
 
 
+def frozen_attrs(attrs: dict[str, Any], note: str | None = None) -> tuple:
+    """A node's attributes and note as its key holds them (the makers' ``frozen``)."""
+    frozen: tuple = tuple([(k, _freeze(v)) for k, v in attrs.items()]) if attrs else ()
+    if note is not None:
+        frozen += (("#note", note),)
+    return frozen
+
+
 def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype,
          shape: tuple[int, ...], note: str | None = None) -> Node:
     """The unique node with this structure (created on first request).
@@ -156,13 +164,9 @@ def make(op: str, srcs: tuple[Node, ...], attrs: dict[str, Any], dtype: np.dtype
     ``note`` says why the frontend chose this node for a specific value (it is part of
     the node's structure and appears in ``plan.explain()``).
     """
-    if attrs:
-        frozen: tuple = tuple([(k, _freeze(v)) for k, v in attrs.items()])
-    else:
-        frozen = ()
+    frozen = frozen_attrs(attrs, note)
+    if not attrs:
         attrs = _NO_ATTRS
-    if note is not None:
-        frozen += (("#note", note),)
     n = len(srcs)
     if n == 2:
         return make2(op, srcs[0], srcs[1], dtype, shape, attrs, frozen, note)
@@ -722,11 +726,12 @@ def structural_key(outputs: list[Node]) -> tuple[tuple, tuple[Node, ...]]:
     return (tuple(n.sig for n in outputs), positions), leaves
 
 
-def topological_order(outputs: list[Node]) -> list[Node]:
+def topological_order(outputs: list[Node], given: tuple[Node, ...] = ()) -> list[Node]:
     """Every node under ``outputs``, each after its sources (iterative post-order: no
-    recursion limit)."""
+    recursion limit); the walk stops at the ``given`` nodes, which it does not list (a
+    composite's arguments, ``frontend.templates``)."""
     order: list[Node] = []
-    done: set[int] = set()
+    done: set[int] = {id(n) for n in given}
     for root in outputs:
         if id(root) in done:
             continue
