@@ -62,6 +62,56 @@ CASES: dict[str, tuple[int, int, int, str, str, str]] = {
     "f32 4096^3 tf32x3": (4096, 4096, 4096, "float32", "tf32x3", "none"),
 }
 
+#: per case beyond ``CASES``' tuple (drawn cases): ``batch`` (a leading batch dimension of
+#: both operands) and ``b_t`` (B stored [N, K] and passed as the view ``bt.T``, as ``x @ w.T``)
+EXTRA: dict[str, dict[str, Any]] = {}
+
+#: epilogues a drawn case may have: on the product ``y`` of [batch, M, N]
+UNSEEN_EPILOGUES = (("none", 3), ("bias_relu", 2), ("bias_gelu", 2), ("residual", 2))
+#: (dtype, precision) of drawn cases, with weights
+UNSEEN_DTYPES = ((("float16", "ieee"), 6), (("float32", "ieee"), 1), (("float32", "tf32"), 1))
+#: extents that tile heuristics written for powers of two get wrong if they can
+UNSEEN_ODD = (1, 7, 100, 127, 257, 384, 769, 1000, 1023, 3001, 5000)
+
+
+def draw_unseen(seed: int, count: int) -> dict[str, tuple[int, int, int, str, str, str]]:
+    """``count`` GEMM cases drawn from ``seed`` (also filling ``EXTRA``): shapes nobody tuned
+    for, from decode-like M of 1-64 to 16384, odd and prime extents, batched products,
+    transposed weights, four epilogues; float16 mostly, float32 in full precision and TF32.
+    Each case's work is 2e8 to 1e12 flops (float32 in full precision: at most 1e11)."""
+    import math
+    import random
+    rng = random.Random(seed)
+
+    def extent(low: int, high: int) -> int:
+        if rng.random() < 1 / 5:
+            fits = [e for e in UNSEEN_ODD if low <= e <= high]
+            if fits:
+                return rng.choice(fits)
+        e = int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
+        return max(low, min(high, e | 1 if rng.random() < 1 / 3 else e))
+
+    def pick(weighted: tuple) -> Any:
+        return rng.choices([v for v, _ in weighted], [w for _, w in weighted])[0]
+
+    cases: dict[str, tuple[int, int, int, str, str, str]] = {}
+    while len(cases) < count:
+        dtype, precision = pick(UNSEEN_DTYPES)
+        batch = 1 if rng.random() < 0.75 else rng.choice((2, 3, 4, 8, 12, 16, 32, 64))
+        m = extent(1, 64) if rng.random() < 0.2 else extent(64, 16384)
+        n, k = extent(64, 16384), extent(32, 16384)
+        flops = 2.0 * batch * m * n * k
+        if not 2e8 <= flops <= (1e11 if (dtype, precision) == ("float32", "ieee") else 1e12):
+            continue
+        epilogue = pick(UNSEEN_EPILOGUES)
+        b_t = rng.random() < 0.3
+        name = (f"u{len(cases)} {'f16' if dtype == 'float16' else precision} "
+                f"{batch}x{m}x{n}x{k}{' b.T' if b_t else ''} {epilogue}")
+        cases[name] = (m, n, k, dtype, precision, epilogue)
+        EXTRA[name] = {"batch": batch, "b_t": b_t}
+    return cases
+
+
 #: tiles tried beside the default: (block_m, block_n, block_k, num_warps, num_stages, split_k)
 SWEEP: dict[str, list[tuple[int, int, int, int, int, int]]] = {
     "f16_large": [(128, 256, 64, 8, 3, 1), (128, 256, 64, 8, 4, 1), (256, 128, 64, 8, 3, 1),
@@ -88,13 +138,20 @@ def sweep_for(case: str) -> list[tuple[int, int, int, int, int, int]]:
 def _inputs(cp: Any, case: str) -> dict[str, Any]:
     """The case's inputs on the device, from fixed seeds (the same in every process)."""
     m, n, k, dtype, _, epilogue = CASES[case]
+    extra = EXTRA.get(case, {})
+    lead = (extra["batch"],) if extra.get("batch", 1) > 1 else ()
     rng = cp.random.default_rng(abs(hash_case(case)) % (2 ** 31))
     scale = 1.0 / k ** 0.5  # products of unit size
-    a = (rng.standard_normal((m, k), dtype=cp.float32) * scale).astype(dtype)
-    b = rng.standard_normal((k, n), dtype=cp.float32).astype(dtype)
-    out = {"a": a, "b": b}
-    if epilogue in ("bias_relu", "mlp"):
+    a = (rng.standard_normal((*lead, m, k), dtype=cp.float32) * scale).astype(dtype)
+    out = {"a": a}
+    if extra.get("b_t"):  # stored [N, K]; every implementation multiplies by its view bt.T
+        out["bt"] = rng.standard_normal((*lead, n, k), dtype=cp.float32).astype(dtype)
+    else:
+        out["b"] = rng.standard_normal((*lead, k, n), dtype=cp.float32).astype(dtype)
+    if epilogue in ("bias_relu", "bias_gelu", "mlp"):
         out["bias"] = rng.standard_normal(n, dtype=cp.float32).astype(dtype)
+    if epilogue == "residual":
+        out["r"] = rng.standard_normal((*lead, m, n), dtype=cp.float32).astype(dtype)
     if epilogue == "mlp":  # the second layer: [hidden, K] back to the model width
         out["w2"] = (rng.standard_normal((n, k), dtype=cp.float32) / n ** 0.5).astype(dtype)
         out["b2"] = rng.standard_normal(k, dtype=cp.float32).astype(dtype)
@@ -110,13 +167,30 @@ def hash_case(case: str) -> int:
 
 
 def _reference(cp: Any, case: str, x: dict[str, Any]) -> Any:
-    a, b = x["a"].astype(cp.float64), x["b"].astype(cp.float64)
+    a, b = x["a"].astype(cp.float64), operand_b(cp, x).astype(cp.float64)
     y = a @ b
     if "w2" in x:
         h = gelu(cp, y + x["bias"].astype(cp.float64))
         return h @ x["w2"].astype(cp.float64) + x["b2"].astype(cp.float64)
-    if "bias" in x:
-        y = cp.maximum(y + x["bias"].astype(cp.float64), 0)
+    return epilogue_of(cp, CASES[case][5], y, {name: v.astype(cp.float64)
+                                                for name, v in x.items()})
+
+
+def operand_b(xp: Any, x: dict[str, Any]) -> Any:
+    """The case's B: its array, or the view ``bt.T`` of a B stored [N, K]."""
+    return x["b"] if "b" in x else xp.swapaxes(x["bt"], -1, -2)
+
+
+def epilogue_of(xp: Any, epilogue: str, y: Any, x: dict[str, Any]) -> Any:
+    """A case's epilogue on its product ``y`` (any array module; ``mlp``'s second layer is
+    the caller's)."""
+    if epilogue == "bias_relu":
+        t = y + x["bias"]
+        return xp.relu(t) if xp.__name__ == "torch" else xp.maximum(t, 0)
+    if epilogue == "bias_gelu":
+        return gelu(xp, y + x["bias"])
+    if epilogue == "residual":
+        return y * 0.5 + x["r"]
     return y
 
 
@@ -132,7 +206,8 @@ def _error(cp: Any, out: Any, ref: Any) -> float:
 
 def _flops(case: str) -> float:
     m, n, k = CASES[case][:3]
-    return 2.0 * m * n * k * (2 if CASES[case][5] == "mlp" else 1)
+    batch = EXTRA.get(case, {}).get("batch", 1)
+    return 2.0 * batch * m * n * k * (2 if CASES[case][5] == "mlp" else 1)
 
 
 def _time_events(cp: Any, fn: Any, budget_s: float = 1.0) -> float:
@@ -169,10 +244,11 @@ def _entry(case: str, ms: float, err: float, **extra: Any) -> dict[str, Any]:
 
 def _fusejit_program(fj: Any, case: str, x: dict[str, Any]) -> Any:
     m, n, k, dtype, precision, epilogue = CASES[case]
-    a, b = fj.asarray(x["a"], name="a"), fj.asarray(x["b"], name="b")
+    a = fj.asarray(x["a"], name="a")
+    b = operand_b(fj, {name: fj.asarray(x[name], name=name) for name in ("b", "bt") if name in x})
     y = fj.matmul(a, b, precision=precision)
-    if epilogue == "bias_relu":
-        y = fj.maximum(y + fj.asarray(x["bias"], name="bias"), 0)
+    named = {name: fj.asarray(v, name=name) for name, v in x.items() if name in ("bias", "r")}
+    y = epilogue_of(fj, epilogue, y, named)
     if epilogue == "mlp":
         h = gelu(fj, y + fj.asarray(x["bias"], name="bias"))
         y = h @ fj.asarray(x["w2"], name="w2") + fj.asarray(x["b2"], name="b2")
@@ -267,11 +343,11 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool,
     return results
 
 
-def _cupy_product(cp: Any, x: dict[str, Any]) -> Any:
-    y = cp.matmul(x["a"], x["b"])
+def _cupy_product(cp: Any, x: dict[str, Any], epilogue: str) -> Any:
+    y = cp.matmul(x["a"], operand_b(cp, x))
     if "w2" in x:
         return gelu(cp, y + x["bias"]) @ x["w2"] + x["b2"]
-    return cp.maximum(y + x["bias"], 0) if "bias" in x else y
+    return epilogue_of(cp, epilogue, y, x)
 
 
 def worker_cupy(cases: list[str], deadline: float, quick: bool) -> dict[str, Any]:
@@ -286,7 +362,7 @@ def worker_cupy(cases: list[str], deadline: float, quick: bool) -> dict[str, Any
             continue
         x = _inputs(cp, case)
         ref = _reference(cp, case, x)
-        run = partial(_cupy_product, cp, x)
+        run = partial(_cupy_product, cp, x, CASES[case][5])
         try:
             results[case] = {label: _entry(case, _time_events(cp, run), _error(cp, run(), ref))}
         except Exception as exc:  # noqa: BLE001
@@ -310,13 +386,15 @@ def worker_torch(cases: list[str], deadline: float, quick: bool) -> dict[str, An
         x = _inputs(cp, case)
         ref = _reference(cp, case, x)
         tx = {name: torch.from_dlpack(v) for name, v in x.items()}
-        args = [tx[name] for name in ("a", "b", "bias", "w2", "b2") if name in tx]
+        names = [name for name in ("a", "b", "bt", "bias", "r", "w2", "b2") if name in tx]
+        args = [tx[name] for name in names]
 
-        def fn(a: Any, b: Any, bias: Any = None, w2: Any = None, b2: Any = None) -> Any:
-            y = a @ b
-            if w2 is not None:
-                return gelu(torch, y + bias) @ w2 + b2
-            return torch.relu(y + bias) if bias is not None else y
+        def fn(*xs: Any, names: list[str] = names, epilogue: str = CASES[case][5]) -> Any:
+            v = dict(zip(names, xs))
+            y = v["a"] @ operand_b(torch, v)
+            if epilogue == "mlp":
+                return gelu(torch, y + v["bias"]) @ v["w2"] + v["b2"]
+            return epilogue_of(torch, epilogue, y, v)
 
         res: dict[str, Any] = {}
         variants: list[tuple[str, Any]] = [("torch eager", fn)]
@@ -354,15 +432,17 @@ def worker_jax(cases: list[str], deadline: float, quick: bool) -> dict[str, Any]
             jx = {name: jax.dlpack.from_dlpack(v) for name, v in x.items()}
         except Exception:  # noqa: BLE001  (an older jax: through the host)
             jx = {name: jnp.asarray(cp.asnumpy(v)) for name, v in x.items()}
-        args = [jx[name] for name in ("a", "b", "bias", "w2", "b2") if name in jx]
+        names = [name for name in ("a", "b", "bt", "bias", "r", "w2", "b2") if name in jx]
+        args = [jx[name] for name in names]
         prec = jax.lax.Precision.HIGHEST if precision == "ieee" else jax.lax.Precision.DEFAULT
 
-        def fn(a: Any, b: Any, bias: Any = None, w2: Any = None, b2: Any = None,
+        def fn(*xs: Any, names: list[str] = names, epilogue: str = CASES[case][5],
                prec: Any = prec) -> Any:
-            y = jnp.matmul(a, b, precision=prec)
-            if w2 is not None:
-                return jnp.matmul(gelu(jnp, y + bias), w2, precision=prec) + b2
-            return jnp.maximum(y + bias, 0) if bias is not None else y
+            v = dict(zip(names, xs))
+            y = jnp.matmul(v["a"], operand_b(jnp, v), precision=prec)
+            if epilogue == "mlp":
+                return jnp.matmul(gelu(jnp, y + v["bias"]), v["w2"], precision=prec) + v["b2"]
+            return epilogue_of(jnp, epilogue, y, v)
 
         jfn = jax.jit(fn)
         try:
@@ -390,7 +470,7 @@ WORKERS = {"fusejit": worker_fusejit, "fusejit-tma": worker_fusejit_tma, "cupy":
 # -- the driver -------------------------------------------------------------------------
 
 def _run_worker(name: str, cases: list[str], out: Path, deadline: float, quick: bool,
-                env_extra: dict[str, str]) -> dict[str, Any]:
+                env_extra: dict[str, str], unseen: str = "") -> dict[str, Any]:
     path = out / f"{name}.json"
     env = {**os.environ, **env_extra, "PYTHONPATH": f"{ROOT}{os.pathsep}"
            + os.environ.get("PYTHONPATH", "")}
@@ -398,6 +478,7 @@ def _run_worker(name: str, cases: list[str], out: Path, deadline: float, quick: 
         env["CUPY_TF32"] = "1"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--out", str(out),
            "--deadline", str(deadline), *(["--quick"] if quick else []),
+           *(["--unseen", unseen] if unseen else []),
            "--only", "|".join(re.escape(c) for c in cases)]
     timeout = max(10.0, deadline - time.time() + 30)
     with open(out / f"{name}.log", "w") as log:
@@ -458,11 +539,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--impls", default="fusejit,fusejit-tma,cupy,cupy-tf32,torch,jax")
     p.add_argument("--budget", type=float, default=420.0, help="seconds for the whole run")
     p.add_argument("--torch-max-autotune", action="store_true")
+    p.add_argument("--unseen", default="", metavar="SEED:COUNT",
+                   help="COUNT cases drawn from SEED (draw_unseen) instead of the fixed ones")
     p.add_argument("--worker", default="", help=argparse.SUPPRESS)
     p.add_argument("--deadline", type=float, default=0.0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.unseen:
+        seed, count = (int(v) for v in args.unseen.split(":"))
+        CASES.clear()
+        CASES.update(draw_unseen(seed, count))
     cases = [c for c in CASES if re.search(args.only, c)] if args.only else list(CASES)
     if args.worker:
         result = WORKERS[args.worker](cases, args.deadline, args.quick)
@@ -484,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         rest = sum(shares.get(i, 0.1) for i in impls[impls.index(name):])
         worker_deadline = time.time() + left * shares.get(name, 0.1) / rest
         t = time.time()
-        result = _run_worker(name, cases, out, worker_deadline, args.quick, env)
+        result = _run_worker(name, cases, out, worker_deadline, args.quick, env, args.unseen)
         print(f"{name}: {time.time() - t:.0f} s", flush=True)
         if "_failed" in result:
             failures[name] = result["_failed"]

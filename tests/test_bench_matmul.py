@@ -1,0 +1,67 @@
+"""bench/bench_matmul.py on the CPU: the drawn (unseen) GEMM cases are reproducible, and
+every case's fusejit program, scaled down, matches the benchmark's float64 reference on the
+``numpy`` backend (NumPy standing in for CuPy). torch and jax are never imported here."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fusejit as fj
+
+_PATH = Path(__file__).resolve().parent.parent / "bench" / "bench_matmul.py"
+
+
+def _load() -> object:
+    name = "fusejit_bench_matmul"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, _PATH)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+bm = _load()
+
+
+def test_draws_are_reproducible_and_varied():
+    first = bm.draw_unseen(20261207, 24)
+    extra = {name: dict(bm.EXTRA[name]) for name in first}
+    again = bm.draw_unseen(20261207, 24)
+    assert first == again and all(bm.EXTRA[n] == extra[n] for n in first)
+    assert first != bm.draw_unseen(20261208, 24)
+    values = list(first.values())
+    assert {v[5] for v in values} == {"none", "bias_relu", "bias_gelu", "residual"}
+    assert any(e["b_t"] for e in extra.values()) and any(e["batch"] > 1 for e in extra.values())
+    assert any(v[0] <= 64 for v in values)  # decode-like products
+    for name, (m, n, k, dtype, precision, _) in first.items():
+        assert 2e8 <= 2.0 * extra[name]["batch"] * m * n * k <= 1e12
+        assert (dtype, precision) in {("float16", "ieee"), ("float32", "ieee"),
+                                      ("float32", "tf32")}
+
+
+@pytest.mark.parametrize("seed", [20261207, 20261208])
+def test_scaled_down_cases_match_the_reference(seed, monkeypatch):
+    """Each drawn case at sides of at most 9, 11 and 13 (same dtype, epilogue, batch and
+    layout): fusejit's program against the float64 reference. Tolerances: float16 inputs
+    and outputs 2e-3 relative (a float16 rounding of the output, 4.9e-4, with room for the
+    epilogue's float16 steps), float32 1e-5 (TF32 runs in full precision on ``numpy``)."""
+    drawn = bm.draw_unseen(seed, 24)
+    small = {name: (min(m, 9), min(n, 11), min(k, 13), dtype, precision, epi)
+             for name, (m, n, k, dtype, precision, epi) in drawn.items()}
+    monkeypatch.setattr(bm, "CASES", small)
+    fj.set_backend("numpy")
+    for case in small:
+        x = bm._inputs(np, case)
+        if bm.EXTRA[case]["b_t"]:
+            assert "bt" in x and "b" not in x
+        got = np.asarray(bm._fusejit_program(fj, case, x).numpy(), dtype=np.float64)
+        ref = bm._reference(np, case, x)
+        assert got.shape == ref.shape, case
+        tol = 2e-3 if small[case][3] == "float16" else 1e-5
+        assert bm._error(np, got, ref) < tol, case
