@@ -589,6 +589,9 @@ class _Emitter:
                  tiles: Any = None, origin: str | None = None) -> None:
         self.kernel = kernel
         self.target = target
+        #: a pointwise kernel's results are stored with their rows this many elements apart
+        #: (the ``row_pitch`` attribute; 0: contiguous), as the backends allocate them
+        self.row_pitch = int(kernel.attrs.get("row_pitch", 0) or 0)
         self.tiling: list[str] = []
         #: a candidate config that replaces the heuristic's choice (``emit_kernel``'s ``tiles``)
         self.tiles = tiles
@@ -842,13 +845,25 @@ class _Emitter:
         coords = Coords(shape, None, tuple(dims))
         for j, y in enumerate(self.kernel.yields):
             v = fn.value(y, coords)
-            flat = fn.flat_of(coords)
+            if self.row_pitch:  # (the results' rows are row_pitch elements apart)
+                strides = contiguous_strides((*shape[:-1], self.row_pitch))
+                at = fn.emit(2, " + ".join(f"{d} * {st}" if st != 1 else d
+                                           for d, n, st in zip(dims, shape, strides)
+                                           if n != 1 and d != "0") or "0", "at",
+                             f"rows {self.row_pitch} elements apart (row_pitch)")
+            else:
+                at = fn.flat_of(coords)
             m = f", mask={mask}" if mask else ""
-            out.append(f"tl.store({self.out_name[j]} + {flat}, "
+            out.append(f"tl.store({self.out_name[j]} + {at}, "
                        f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
-        self.tiling = [f"2-D tiles {tm}x{tn} over output axes {axis} and {last}: an input is "
-                       f"contiguous along axis {axis}, so both its reads and the writes coalesce"
-                       + (f" ({t.why})" if t.why.startswith("heuristic:") else "")]
+        if self.row_pitch:
+            self.tiling = [f"2-D tiles {tm}x{tn} over output axes {axis} and {last}: rows "
+                           f"written {self.row_pitch} elements apart (row_pitch), so each row "
+                           f"starts on a 16-byte boundary"]
+        else:
+            self.tiling = [f"2-D tiles {tm}x{tn} over output axes {axis} and {last}: an input "
+                           f"is contiguous along axis {axis}, so both its reads and the writes "
+                           f"coalesce" + (f" ({t.why})" if t.why.startswith("heuristic:") else "")]
         return self._single_launch(fn, (n_batch * n_m * n_n, 1, 1), t.num_warps)
 
     def _single_launch(self, fn: _Fn, grid: tuple[int, int, int],
@@ -864,6 +879,8 @@ class _Emitter:
 
     def pointwise(self) -> tuple[list[_Fn], list[Launch]]:
         axis = self._transposed_axis()
+        if self.row_pitch:  # rows stored apart: 2-D tiles over the last two axes
+            axis = len(self.domain.shape) - 2
         if axis is not None:
             return self.pointwise_2d(axis)
         self.scratch: list[tuple[np.dtype, int]] = []

@@ -50,9 +50,14 @@ from ..ir.program import Instr, Kernel, Program
 from ..ir.verify import register_region_check
 from . import cost
 from .greedy import GreedyFuser
-from .layout import transpose_operand
+from .layout import align_operand, transpose_operand
 from .plan import Launch, Plan, kernel_base_name, launches_of, unique_name
-from .rules import rule_name, rule_split_reduction, rule_tf32_k_major_b
+from .rules import (
+    rule_align_gemm_operands,
+    rule_name,
+    rule_split_reduction,
+    rule_tf32_k_major_b,
+)
 
 __all__ = ["Plan", "Launch", "plan", "plan_for", "region_check", "stats", "clear_cache"]
 
@@ -140,6 +145,28 @@ def _region_error(kernel: Kernel) -> tuple[str, Instr | None] | None:
         reason = _gemm_attrs_problem(kernel, domain)
         if reason is not None:
             return reason, None
+    if "row_pitch" in kernel.attrs:
+        reason = _row_pitch_problem(kernel, domain)
+        if reason is not None:
+            return reason, None
+    return None
+
+
+def _row_pitch_problem(kernel: Kernel, domain: Domain) -> str | None:
+    """Why a kernel's ``row_pitch`` attribute (its results' rows that many elements apart in
+    memory) cannot work, or None."""
+    pitch = kernel.attrs["row_pitch"]
+    if not isinstance(pitch, int) or isinstance(pitch, bool) or pitch < 1:
+        return f"row_pitch={pitch} is not a positive integer"
+    if domain.reduced or domain.kind == GEMM:
+        return (f"row_pitch={pitch} is for pointwise kernels (this one is {domain.kind}): "
+                f"only their results can be written with padded rows")
+    for r, t in zip(kernel.results, kernel.result_types):
+        if len(t.shape) < 2:
+            return f"row_pitch={pitch}: its result %{r} has {len(t.shape)} axes (rows need 2)"
+        if pitch < t.shape[-1]:
+            return (f"row_pitch={pitch} is less than the {t.shape[-1]} elements of a row of its "
+                    f"result %{r}")
     return None
 
 
@@ -279,8 +306,30 @@ def build_plan(program: Program) -> Plan:
                 body.append(copy)
                 launches.extend(launches_of(copy, copy_domain))
                 copy_name = copy.name
+            align = rule_align_gemm_operands(kernel, domain)
+            aligned: list[tuple[str, str]] = []  # (the copy's result, the copy kernel)
+            if align is not None and align.apply:
+                for param, pitch in zip(align.params, align.pitches):
+                    copy, kernel = align_operand(kernel, param, pitch, values)
+                    copy_domain, domain = region_domain(copy), region_domain(kernel)
+                    copy.attrs["kind"] = copy_domain.kind
+                    copy.name = unique_name("align_" + kernel_base_name(copy, copy_domain)
+                                            .removeprefix("copy_"), used, counters)
+                    body.append(copy)
+                    launches.extend(launches_of(copy, copy_domain))
+                    aligned.append((copy.results[0], copy.name))
             kernel.attrs = _with_gemm_defaults(kernel, domain)
             kernel.name = unique_name(kernel_base_name(kernel, domain), used)
+            if align is not None:
+                rule = rule_name(rule_align_gemm_operands)
+                passes = ", ".join(f"@{name}" for _, name in aligned)
+                layouts.append((align.params[0], kernel.name, rule, align.sentence
+                                + (f" (the copies: {passes})" if aligned else "")))
+                for result, copy_name in aligned:
+                    reader = next(i.name for i in kernel.body if result in i.args)
+                    extra_boundaries.append((result, copy_name, reader, rule, (
+                        f"an operand of the GEMM @{kernel.name}, its rows padded to 16 bytes "
+                        f"for it (see operand layouts)")))
             if decision is not None:
                 rule = rule_name(rule_tf32_k_major_b)
                 sentence = decision.sentence + (f" (the pass: @{copy_name})" if copy_name else "")

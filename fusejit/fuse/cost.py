@@ -174,3 +174,50 @@ def tf32_transpose_gain(flops: float, pass_bytes: int) -> tuple[float, float, fl
     ``pass_bytes``."""
     saved = flops * (1 / TF32_N_MAJOR_B_FLOPS - 1 / TF32_K_MAJOR_B_FLOPS)
     return saved, flops / TF32_N_MAJOR_B_FLOPS, pass_bytes / TRANSPOSE_BYTES_PER_S + EXTRA_LAUNCH_S
+
+
+# -- float16 GEMM operands whose rows are not 16-byte aligned (``rules.rule_align_gemm_operands``)
+#
+# A row of ``C`` float16 elements that is not a multiple of 16 bytes long (``C % 8``) makes
+# every row of the buffer start on a 2-, 4- or 8-byte boundary: the GEMM's tiles then load
+# 2-8 bytes at a time instead of 16 and cannot use TMA. Measured on the H200 (an unseen draw
+# of GEMMs, ``bench/results/h200-matmul-unseen-2026-12-02-s7.md``, default tiles, TFLOP/s):
+# 7453x3898x5000 with B's rows 4-byte aligned 377 (torch.compile, which pads them, 550);
+# 1548x11932x3183 with ``b.T`` and both operands' rows 2-byte aligned 122 (445); aligned
+# products of that size run at 600-670.
+
+#: FLOP/s of a float16 GEMM whose operand rows are 16-byte aligned (large products, default
+#: tiles: 620-670 in ``bench/results/h200-matmul-2026-12-02.md``; rounded down for mid sizes).
+GEMM_F16_ALIGNED_FLOPS = 600e12
+#: The share of that rate left when the worst operand's rows start on g-byte boundaries (4:
+#: 377 of 600; 2: 122 of about 550).
+GEMM_MISALIGNED_SHARE = {8: 0.8, 4: 0.6, 2: 0.22, 1: 0.22}
+#: The share of the copy rate a GEMM's loads reach with rows on g-byte boundaries when it is
+#: bound by memory (a decode-like product reads B once); not measured apart: assumed, so that
+#: a copy of B, which reads and writes it, never pays for a product that reads it once.
+GEMM_MISALIGNED_MEMORY_SHARE = {8: 0.9, 4: 0.7, 2: 0.5, 1: 0.5}
+#: Bytes per second the aligning copy moves (read plus write), as the transposing copy.
+ALIGN_BYTES_PER_S = TRANSPOSE_BYTES_PER_S
+
+
+def gemm_seconds(flops: float, nbytes: int, loads: int, stores: int) -> float:
+    """A float16 GEMM's time, roofline-style: compute at ``GEMM_F16_ALIGNED_FLOPS`` slowed by
+    the share of its worst operand's row alignment ``loads`` (bytes; 16: aligned), or moving
+    ``nbytes`` (operands read once, the product written) at the copy rate slowed by the share
+    of the worst alignment of its operands' and its product's rows (``stores``)."""
+    def share(table: dict[int, float], align: int) -> float:
+        return 1.0 if align >= 16 else table[align]
+    return max(flops / (GEMM_F16_ALIGNED_FLOPS * share(GEMM_MISALIGNED_SHARE, loads)),
+               nbytes / (ALIGN_BYTES_PER_S
+                         * share(GEMM_MISALIGNED_MEMORY_SHARE, min(loads, stores))))
+
+
+def align_gain(flops: float, nbytes: int, before: int, after: int, stores: int,
+               copied: list[int]) -> tuple[float, float, float]:
+    """(seconds saved, seconds of the product as it is, seconds of the copies) for a float16
+    GEMM of ``flops`` moving ``nbytes`` whose worst operand alignment goes from ``before`` to
+    ``after`` bytes (its product's rows: ``stores``) by copying operands of ``copied`` bytes
+    each (one launch per copy)."""
+    gemm = gemm_seconds(flops, nbytes, before, stores)
+    saved = gemm - gemm_seconds(flops, nbytes, after, stores)
+    return saved, gemm, sum(2 * b / ALIGN_BYTES_PER_S + EXTRA_LAUNCH_S for b in copied)

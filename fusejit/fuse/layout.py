@@ -1,5 +1,7 @@
-"""Operand layouts of finished GEMM regions: where an operand's tiles are contiguous, and the
-rewrite that gives a TF32 product a K-major B (``rules.rule_tf32_k_major_b`` decides when).
+"""Operand layouts of finished GEMM regions: where an operand's tiles are contiguous, the
+rewrite that gives a TF32 product a K-major B (``rules.rule_tf32_k_major_b`` decides when),
+and the one that copies an operand to 16-byte aligned rows (``align_operand``;
+``rules.rule_align_gemm_operands`` decides when).
 
 The fuser plans before any buffer exists, so layouts here assume what a plan's buffers are
 when it runs on fresh arrays: every kernel parameter C-contiguous (kernel results always
@@ -28,6 +30,7 @@ from typing import Any
 
 from ..ir.domain import load_sites
 from ..ir.graph import NAME_PATTERN, num_elements
+from ..ir.ops import VIEW
 from ..ir.program import Instr, Kernel, Param, TensorType, contiguous_strides
 from .plan import unique_name
 
@@ -134,6 +137,39 @@ def transpose_operand(kernel: Kernel, matmul: str, base: str, views: list[Instr]
     gemm_params = tuple(p for p in kernel.params if p.name in read) + (Param(bt, swapped),)
     gemm = replace(kernel, args=tuple(p.name for p in gemm_params), params=gemm_params,
                    body=gemm_body, attrs={"kind": kernel.kind})
+    return copy, gemm
+
+
+def operand_param(kernel: Kernel, operand: str) -> str | None:
+    """The buffer param of ``kernel`` that ``operand`` reads through views only (``permute``,
+    ``reshape``, ``expand``, ``slice``), or None when ``operand`` is computed in the kernel."""
+    defs = {i.name: i for i in kernel.body}
+    name = operand
+    while name in defs and defs[name].op in VIEW:
+        name = defs[name].args[0]
+    buffers = {p.name for p in kernel.params if not p.scalar}
+    return name if name in buffers else None
+
+
+def align_operand(kernel: Kernel, param: str, pitch: int, used: set[str]
+                  ) -> tuple[Kernel, Kernel]:
+    """``kernel`` (a fused GEMM region whose params are named as the values they receive) split
+    into a pointwise kernel copying buffer ``param`` to one whose rows are ``pitch`` elements
+    apart (``row_pitch``: the same shape and values, each row on a 16-byte boundary) and the
+    GEMM kernel reading that copy where it read ``param``, through the same views. ``used``:
+    every value name of the program (the new one joins)."""
+    ptype = next(p.type for p in kernel.params if p.name == param)
+    stem = param if NAME_PATTERN.match(param) else f"v{param}"
+    aligned = unique_name(f"{stem}_aligned", used)
+    copy_body = [Instr(aligned, "permute", (param,), {"perm": tuple(range(len(ptype.shape)))},
+                       ptype)]
+    copy = Kernel("", (aligned,), (param,), (Param(param, ptype),), copy_body, (aligned,),
+                  (ptype,), {"kind": "", "row_pitch": pitch})
+    rename = {param: aligned}
+    params = tuple(Param(rename.get(p.name, p.name), p.type) for p in kernel.params)
+    body = [_copy(i, args=tuple(rename.get(a, a) for a in i.args)) for i in kernel.body]
+    gemm = replace(kernel, args=tuple(rename.get(a, a) for a in kernel.args), params=params,
+                   body=body, attrs={"kind": kernel.kind})
     return copy, gemm
 
 

@@ -120,6 +120,20 @@ class Kernel:
         """The launch kind (``pointwise``, ``inner_reduction``...; "" when not set)."""
         return str(self.attrs.get("kind", ""))
 
+    @property
+    def row_pitch(self) -> int:
+        """Elements between the rows of each result buffer (the ``row_pitch`` attribute of a
+        pointwise kernel: its results' last axis padded in memory); 0 when contiguous."""
+        value = self.attrs.get("row_pitch", 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def pitched(shape: tuple[int, ...], pitch: int) -> tuple[int, ...]:
+    """The shape of the allocation that holds a result of ``shape`` with rows ``pitch``
+    elements apart (``Kernel.row_pitch``; 0: ``shape`` itself); the result is its
+    ``[..., :shape[-1]]`` view."""
+    return (*shape[:-1], pitch) if pitch and shape else shape
+
 
 Statement = Union[Instr, Kernel]
 

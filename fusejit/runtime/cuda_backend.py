@@ -81,7 +81,7 @@ import numpy as np
 from ..codegen import heuristics
 from ..codegen.lowering import SCALAR_ARG, scalar_arg
 from ..errors import BackendError, DeviceError, DeviceMemoryError
-from ..ir.program import Kernel, Program, contiguous_strides
+from ..ir.program import Kernel, Program, contiguous_strides, pitched
 from . import autotune
 from . import kernel_cache as kc
 from .compile import compile_launch
@@ -449,19 +449,24 @@ class CudaBackend:
         #: (slot, number of int32 counters) of each kernel that counts (``EmittedKernel.counters``)
         counter_slots: list[tuple[int, int]] = []
         launches: list[tuple[Any, ...]] = []
+        pitch_of: dict[int, int] = {}
         null_slot = n_in  # a slot that always holds None (Triton's trailing scratch pointers)
         slot_spec.append(None)
 
-        def new_slot(shape: tuple[int, ...], dtype: np.dtype, what: str) -> int:
+        def new_slot(shape: tuple[int, ...], dtype: np.dtype, what: str, pitch: int = 0) -> int:
             allocs.append((len(slot_spec), shape, dtype, what))
-            slot_spec.append((contiguous_strides(shape), True))  # fresh: contiguous, aligned
+            if pitch:  # rows padded in memory (a kernel's row_pitch): a view of a wider array
+                pitch_of[len(slot_spec)] = pitch
+            # fresh: contiguous (along padded rows), aligned
+            slot_spec.append((contiguous_strides(pitched(shape, pitch)), True))
             return len(slot_spec) - 1
 
         for kernel in program.body:  # a plan's program holds kernel blocks only
             arg_slots = [slot_of[a] for a in kernel.args]
             info = self._kernel_info(kernel, tuple(slot_spec[i] for i in arg_slots), dev)
             what = f"allocating the outputs of kernel {kernel.name}"
-            res_slots = [new_slot(shape, dtype, what) for shape, dtype in info.out_types]
+            res_slots = [new_slot(shape, dtype, what, kernel.row_pitch)
+                         for shape, dtype in info.out_types]
             scratch_slots = [new_slot((n,), dtype, what) for dtype, n in info.scratch]
             counters = []
             if info.counters:  # bound per stream at each run, never allocated per run
@@ -489,7 +494,9 @@ class CudaBackend:
                       if launch_kernel is not None and _RawLaunch.takes(kinds) else
                       _CupyLaunch(fn, grid, block, shared, _getter(sel))
                       for fn, grid, block, shared, sel, kinds in launches)
-        fresh = [(i, shape, dtype) for i, shape, dtype, _ in allocs]
+        fresh = [(i, shape, dtype) for i, shape, dtype, _ in allocs if i not in pitch_of]
+        padded = [(i, pitched(shape, pitch_of[i]), dtype, (Ellipsis, slice(0, shape[-1])))
+                  for i, shape, dtype, _ in allocs if i in pitch_of]
         single = outputs[0][0] if len(outputs) == 1 and not outputs[0][1] else None
 
         def run(arrays: list[Any]) -> list[Any]:
@@ -505,6 +512,8 @@ class CudaBackend:
                         slots[i] = buf
                 for i, shape, dtype in fresh:
                     slots[i] = empty(shape, dtype)
+                for i, shape, dtype, rows in padded:
+                    slots[i] = empty(shape, dtype)[rows]
             except oom as exc:
                 raise _out_of_memory(exc, device_id, _asked(exc), _failed_alloc(allocs, slots)) \
                     from None
@@ -559,7 +568,8 @@ class CudaBackend:
         """New result arrays for one region's launches on ``args``, and a function that
         launches them all (again at each call, into the same results: autotune times it)."""
         cp = self.cp
-        outs = [cp.empty(s, d) for s, d in info.out_types]
+        outs = [cp.empty(pitched(s, info.row_pitch), d)[..., :s[-1]] if info.row_pitch else
+                cp.empty(s, d) for s, d in info.out_types]
         scratch = [cp.empty(n, d) for d, n in info.scratch]
         counters = []
         if info.counters:  # split kernels' counters: zeroed once per stream, then reused
@@ -657,9 +667,9 @@ class CudaBackend:
                     f"(an offset view): remove tma=1 or pass an aligned copy")
         launches = tuple(self._prepare(emitted, launch, spec, dev) for launch in emitted.launches)
         scratch = tuple(emitted.scratch)
-        asked = (sum(_nbytes(s, d) for s, d in out_types)
+        asked = (sum(_nbytes(pitched(s, kernel.row_pitch), d) for s, d in out_types)
                  + sum(_nbytes((n,), d) for d, n in scratch))
-        return _KernelInfo(out_types, scratch, launches, asked, emitted.counters)
+        return _KernelInfo(out_types, scratch, launches, asked, emitted.counters, kernel.row_pitch)
 
     def _prepare(self, emitted: Any, launch: Any, spec: tuple[Any, ...],
                  dev: _Device) -> tuple[Any, ...]:
@@ -714,12 +724,12 @@ class _KernelInfo:
     per launch (function, grid, block, shared memory, argument selectors, trailing NULLs);
     its number of counters and, for ``run_kernel``, their buffers by stream handle."""
 
-    __slots__ = ("out_types", "scratch", "launches", "asked", "counters", "held")
+    __slots__ = ("out_types", "scratch", "launches", "asked", "counters", "held", "row_pitch")
 
     def __init__(self, out_types: tuple, scratch: tuple, launches: tuple, asked: int,
-                 counters: int) -> None:
+                 counters: int, row_pitch: int = 0) -> None:
         self.out_types, self.scratch, self.launches, self.asked = out_types, scratch, launches, asked
-        self.counters = counters
+        self.counters, self.row_pitch = counters, row_pitch
         self.held: dict[int, list[Any]] = {}
 
 

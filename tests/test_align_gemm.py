@@ -1,0 +1,278 @@
+"""A float16 GEMM whose operand rows are not 16-byte aligned gets those operands copied to
+rows padded to 16 bytes first, when that pays (``fuse/rules.py``,
+``rule_align_gemm_operands``; the rewrite: ``fuse/layout.py``, ``align_operand``), and the
+``row_pitch`` attribute of pointwise kernels that the copies use.
+
+Plans are checked from IR text (shapes alone); values on the ``numpy`` and ``interpret``
+backends at small shapes with the rule forced (its gain set above its cost), against a
+float64 product: relative Frobenius error under 2e-3 (float16 inputs and outputs: the
+output's rounding, 4.9e-4, and K float32 products summed, with room for the epilogue's
+float16 steps). On ``cuda`` the copies' and the GEMMs' kernels compile for sm_90, and the
+plan runner allocates the copies' results with padded rows (on ``tests/fake_cupy.py``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import fusejit as fj
+from fusejit import runtime
+from fusejit.codegen import emit_kernel
+from fusejit.errors import IRVerifyError
+from fusejit.fuse import cost, plan_for
+from fusejit.ir.printer import print_program
+from fusejit.ir.program import contiguous_strides, pitched
+
+rng = np.random.default_rng(2026)
+
+
+def _plan(a_shape, b_shape, b_expr="%b", dtype="f16"):
+    """The plan of ``matmul(a, <b_expr>)`` from IR text (no arrays are made)."""
+    fmt = lambda s: ",".join(map(str, s))  # noqa: E731
+    k_n = b_shape[::-1] if b_expr != "%b" else b_shape
+    out = (*a_shape[:-1], k_n[-1])
+    view = "" if b_expr == "%b" else \
+        f"  %bk = permute %b perm=[1,0] : {dtype}[{fmt(b_shape[::-1])}]\n"
+    text = (f"func @main(%a: {dtype}[{fmt(a_shape)}], %b: {dtype}[{fmt(b_shape)}]) -> "
+            f"{dtype}[{fmt(out)}] {{\n{view}"
+            f"  %y = matmul %a, {'%b' if b_expr == '%b' else '%bk'} : {dtype}[{fmt(out)}]\n"
+            f"  return %y\n}}\n")
+    return plan_for(fj.parse(text))
+
+
+# -- when the rule applies ---------------------------------------------------------------------
+
+def test_b_with_rows_4_bytes_aligned_is_copied_first():
+    """7453x3898x5000 (an unseen draw's u2, 377 TFLOP/s against torch.compile's 550): B's
+    rows of 3898 float16 (7796 bytes) start on 4-byte boundaries; A's (10000 bytes) are
+    aligned. One copy, rows of 3904, then the GEMM reading the copy."""
+    plan = _plan((7453, 5000), (5000, 3898))
+    copy, gemm = plan.program.kernels
+    assert copy.name == "align_f16_5000x3898" and copy.kind == "pointwise"
+    assert copy.attrs["row_pitch"] == 3904 and copy.args == ("b",)
+    assert [i.op for i in copy.body] == ["permute"] and copy.results == ("b_aligned",)
+    assert gemm.kind == "gemm" and gemm.args == ("a", "b_aligned")
+    text = plan.explain()
+    assert re.search(r"@matmul_f16_7453x3898 \(align_gemm_operands\): %b's rows \(7796 bytes, "
+                     r"4-byte aligned\) copied to rows padded to 16 bytes before the GEMM: saves "
+                     r"~[\d.]+ us of ~[\d.]+ us, the copies cost ~[\d.]+ us \(the copies: "
+                     r"@align_f16_5000x3898\)", text), text
+    assert "%b_aligned from @align_f16_5000x3898 read by %y: not fused (align_gemm_operands)" \
+        in text
+
+
+def test_both_operands_of_a_transposed_weight_are_copied():
+    """``a @ bt.T`` with K = 3183 (odd): both buffers' rows are 2-byte aligned; each is copied
+    once (rows of 3184) and the GEMM reads the copy of ``bt`` through the same transpose."""
+    plan = _plan((1548, 3183), (11932, 3183), b_expr="%b.T")
+    names = [k.name for k in plan.program.kernels]
+    assert names == ["align_f16_1548x3183", "align_f16_11932x3183", "matmul_f16_1548x11932"]
+    gemm = plan.program.kernels[-1]
+    assert {k.attrs.get("row_pitch") for k in plan.program.kernels[:2]} == {3184}
+    assert [(i.op, i.args) for i in gemm.body][0] == ("permute", ("b_aligned",))
+
+
+@pytest.mark.parametrize("a_shape, b_shape, why", [
+    ((16, 9382), (9382, 4097), "a decode-like M: bound by reading B, which a copy moves twice"),
+    ((3383, 41), (41, 13061), "K = 41: bound by writing the product, whose rows stay misaligned"),
+])
+def test_products_bound_by_memory_are_left_as_they_are(a_shape, b_shape, why):
+    plan = _plan(a_shape, b_shape)
+    assert [k.kind for k in plan.program.kernels] == ["gemm"], why
+    assert re.search(r"read as they are: copies to 16-byte rows would cost ~[\d.]+ us and save "
+                     r"~0 us of", plan.explain()), plan.explain()
+
+
+@pytest.mark.parametrize("a_shape, b_shape, dtype", [
+    ((4096, 4096), (4096, 4096), "f16"),     # aligned rows: no decision at all
+    ((2048, 3001), (3001, 2047), "f32"),     # float32 products: not this rule's
+    ((64, 37), (37, 45), "f16"),             # too small to gain
+])
+def test_no_copy(a_shape, b_shape, dtype):
+    plan = _plan(a_shape, b_shape, dtype=dtype)
+    assert [k.kind for k in plan.program.kernels] == ["gemm"]
+    assert "padded to 16 bytes before" not in plan.explain()
+
+
+def test_an_operand_computed_in_the_prologue_is_not_copied():
+    """A is ``(x * x).astype(float16)`` of a float32 x, computed while its tiles load: only B
+    (read as it is) can be copied, and it is when x's own rows are aligned (3000 float32); with
+    x's rows 4-byte aligned (3001) the prologue's loads stay as slow, so copying B gains
+    nothing."""
+    def plan(k):
+        text = (f"func @main(%x: f32[3000,{k}], %b: f16[{k},3002]) -> f16[3000,3002] {{\n"
+                f"  %s = mul %x, %x : f32[3000,{k}]\n"
+                f"  %h = cast %s : f16[3000,{k}]\n"
+                f"  %y = matmul %h, %b : f16[3000,3002]\n"
+                f"  return %y\n}}\n")
+        return plan_for(fj.parse(text))
+    copies = [k.args for k in plan(3000).program.kernels if k.name.startswith("align_")]
+    assert copies == [("b",)], plan(3000).explain()
+    assert len(plan(3001).program.kernels) == 1
+    assert "%b's rows (6004 bytes, 4-byte aligned) read as they are" in plan(3001).explain()
+
+
+# -- values ------------------------------------------------------------------------------------
+
+CASES = [  # (batch, M, N, K, B stored transposed, epilogue)
+    (1, 37, 45, 29, False, "none"), (1, 20, 33, 17, True, "bias_relu"),
+    (3, 9, 13, 11, True, "residual"), (2, 16, 7, 5, False, "none"),
+    (1, 40, 24, 13, False, "tanh"),
+]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "interpret"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:4])) + f"-{c[4]}-{c[5]}")
+def test_values_with_the_copies_forced(backend, case, monkeypatch):
+    monkeypatch.setattr(cost, "align_gain", lambda *a, **k: (1.0, 2.0, 0.0))
+    fj.set_backend(backend)
+    batch, m, n, k, transposed, epilogue = case
+    lead = (batch,) if batch > 1 else ()
+    a_np = rng.standard_normal((*lead, m, k)).astype(np.float16)
+    b_np = rng.standard_normal((*lead, n, k) if transposed else (*lead, k, n)).astype(np.float16)
+    b_view = np.swapaxes(b_np, -1, -2) if transposed else b_np
+    a, b = fj.asarray(a_np), fj.asarray(b_np)
+    y = a @ (fj.swapaxes(b, -1, -2) if transposed else b)
+    ref = a_np.astype(np.float64) @ b_view.astype(np.float64)
+    if epilogue == "bias_relu":
+        bias = rng.standard_normal(n).astype(np.float16)
+        y, ref = fj.maximum(y + bias, 0), np.maximum(ref + bias, 0)
+    elif epilogue == "residual":
+        r = rng.standard_normal((*lead, m, n)).astype(np.float16)
+        y, ref = y * 0.5 + r, ref * 0.5 + r
+    elif epilogue == "tanh":
+        y, ref = fj.tanh(y), np.tanh(ref)
+    kernels = fj.plan(y).program.kernels
+    assert [kk.name.split("_")[0] for kk in kernels[:-1]] == ["align"] * (len(kernels) - 1) \
+        and len(kernels) >= 2
+    got = np.asarray(y.numpy(), np.float64)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
+
+
+# -- row_pitch, as a user writes it -------------------------------------------------------------
+
+_PITCHED = """# fusejit ir v1
+func @main(%b: f16[37,91]) -> f16[37,91] {{
+  %0 = kernel @align_b(%b) kind=pointwise row_pitch={pitch} -> f16[37,91] {{
+  ^(%b: f16[37,91]):
+    %0 = permute %b perm=[0,1] : f16[37,91]
+    yield %0
+  }}
+  %1 = add %0, %0 : f16[37,91]
+  return %1
+}}
+"""
+
+
+@pytest.mark.parametrize("backend", ["numpy", "interpret"])
+def test_a_kernel_written_with_row_pitch_runs(backend):
+    fj.set_backend(backend)
+    b = rng.standard_normal((37, 91)).astype(np.float16)
+    (out,) = fj.parse(_PITCHED.format(pitch=96)).run(b=b)
+    np.testing.assert_array_equal(np.asarray(out), b + b)
+
+
+def test_row_pitch_stores_rows_apart_and_survives_the_text():
+    program = fj.parse(_PITCHED.format(pitch=104))
+    assert fj.parse(print_program(program)) == program
+    assert "kind=pointwise row_pitch=104 ->" in print_program(plan_for(program).program)
+    (kernel,) = [k for k in plan_for(program).program.kernels if k.name == "align_b"]
+    assert kernel.row_pitch == 104
+    source = emit_kernel(kernel, None, "cuda").source
+    assert "at = i_m * 104 + i_n  # rows 104 elements apart (row_pitch)" in source
+    assert "tl.store(out0 + at, v_b, mask=mask)" in source
+
+
+@pytest.mark.parametrize("pitch, message", [
+    ("90", "row_pitch=90 is less than the 91 elements of a row of its result %0"),
+    ("0", "row_pitch=0 is not a positive integer"),
+])
+def test_invalid_row_pitch_is_an_error_at_the_kernel(pitch, message):
+    with pytest.raises(IRVerifyError, match=re.escape(message)) as info:
+        fj.parse(_PITCHED.format(pitch=pitch))
+    assert info.value.line == 3
+
+
+def test_row_pitch_on_a_reduction_is_an_error():
+    text = ("func @main(%x: f32[8,16]) -> f32[8] {\n"
+            "  %s = kernel @k(%x) kind=inner_reduction row_pitch=16 -> f32[8] {\n"
+            "  ^(%x: f32[8,16]):\n"
+            "    %s = sum %x axes=[1] : f32[8]\n"
+            "    yield %s\n  }\n  return %s\n}\n")
+    with pytest.raises(IRVerifyError, match="row_pitch=16 is for pointwise kernels"):
+        fj.parse(text)
+
+
+# -- cuda ----------------------------------------------------------------------------------------
+
+def _cuda_strides(program):
+    """Each kernel's param strides as the cuda plan runner gives them (copies' results padded)."""
+    pitch: dict[str, int] = {}
+    for kernel in program.kernels:
+        yield kernel, [() if p.scalar else contiguous_strides(pitched(p.type.shape,
+                                                                          pitch.get(a, 0)))
+                       for p, a in zip(kernel.params, kernel.args)]
+        pitch.update({r: kernel.row_pitch for r in kernel.results if kernel.row_pitch})
+
+
+def test_the_gemm_reads_the_copies_through_tma_on_cuda():
+    """With the copies' padded rows the GEMM's operand tiles are TMA boxes: the heuristic makes
+    it persistent (it could not read 4-byte aligned rows through TMA)."""
+    plan = _plan((7453, 5000), (5000, 3898))
+    (copy, cs), (gemm, gs) = _cuda_strides(plan.program)
+    assert gs[1] == (3904, 1)
+    assert emit_kernel(gemm, gs, "cuda").auto_persistent
+    unaligned = plan_for(fj.parse(_TEXT_U2)).program.kernels  # (as written: no copy)
+    assert not emit_kernel(unaligned[0], None, "cuda").auto_persistent
+
+
+_TEXT_U2 = """# fusejit ir v1
+func @main(%a: f16[7453,5000], %b: f16[5000,3898]) -> f16[7453,3898] {
+  %y = kernel @g(%a, %b) kind=gemm -> f16[7453,3898] {
+  ^(%a: f16[7453,5000], %b: f16[5000,3898]):
+    %y = matmul %a, %b : f16[7453,3898]
+    yield %y
+  }
+  return %y
+}
+"""
+
+
+def test_copies_and_gemms_compile_for_sm90(tmp_path, monkeypatch):
+    pytest.importorskip("triton")
+    from fusejit.runtime.compile import compile_all
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    for plan in (_plan((1548, 3183), (11932, 3183), b_expr="%b.T"),
+                 _plan((3, 1000, 3001), (3, 3001, 999))):
+        for kernel, strides in _cuda_strides(plan.program):
+            for c in compile_all(emit_kernel(kernel, strides, "cuda"), 90, True):
+                assert c.cubin[:4] == b"\x7fELF"
+
+
+def test_the_plan_runner_allocates_padded_rows(monkeypatch):
+    """On the cuda backend's host code (``FakeCupy``: launches recorded, nothing computed):
+    the copy's result is a view of a wider array, rows 3184 elements apart, and the GEMM's
+    launch receives that view."""
+    pytest.importorskip("triton")
+    from fusejit.runtime import cuda_backend
+
+    from .fake_cupy import FakeCupy
+    from .test_devices import _fake_compile
+    cp = FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    monkeypatch.setattr(cuda_backend, "compile_launch", _fake_compile([]))
+    fj.set_backend("cuda")
+    try:
+        a = cp.asarray(np.zeros((1548, 3183), np.float16))
+        bt = cp.asarray(np.zeros((11932, 3183), np.float16))
+        fj.realize(fj.asarray(a) @ fj.asarray(bt).T)
+        padded = [x for args in cp.arguments for x in args
+                  if isinstance(x, cp.ndarray) and x.strides == (3184 * 2, 2)]
+        assert len(padded) >= 4  # each copy's result, as written and as the GEMM reads it
+    finally:
+        fj.set_backend("numpy")
