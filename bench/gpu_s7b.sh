@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Seventh session's second GPU call (2026-12-02): the GEMM alignment copies
+# (rules.rule_align_gemm_operands) on the first call's unseen GEMM draw and on a fresh one,
+# each beside torch.compile and jax.jit (and cuBLAS on the fresh one), then the gpu-marked
+# tests beside the cuda fuzz. Every result is under $OUT before the next step starts.
+#   bash bench/gpu_s7b.sh [OLD SEED:COUNT] [NEW SEED:COUNT] [MATMUL_BUDGET] [FUZZ_SECONDS] [PROCS]
+set -uo pipefail
+old=${1:-20261207:16}; new=${2:-20261208:16}; mm_s=${3:-120}; fuzz_s=${4:-60}; procs=${5:-10}
+out=${OUT:-gpu-out}; work=/tmp/gpu-s7b; mkdir -p "$out" "$work"
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"; gpu_setup || exit 1
+for pair in "old:$old:fusejit,torch,jax" "new:$new:fusejit,cupy,torch,jax"; do
+  IFS=: read -r tag seed count impls <<< "$pair"
+  timeout $((mm_s + 90)) python3 bench/bench_matmul.py --out "$work/matmul-$tag" --unseen "$seed:$count" \
+    --quick --impls "$impls" --budget "$mm_s" > "$work/matmul-$tag.log" 2>&1; echo "matmul $tag exit $?"
+  mkdir -p "$out/matmul-$tag"
+  cp "$work/matmul-$tag"/results.* "$work/matmul-$tag"/fusejit.log "$out/matmul-$tag/" 2>/dev/null
+  cut -d'|' -f2,3,4,5,6,7,8,9,10 "$work/matmul-$tag/results.md" | head -20
+done
+tests_beside_fuzz "$work" "$fuzz_s" "$procs" 8300 $((fuzz_s + 90))
+fuzz_summary "$work" | tee "$out/fuzz-summary.txt"
+tar czf "$out/gpu-s7b.tgz" -C /tmp gpu-s7b
