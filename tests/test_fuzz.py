@@ -459,6 +459,25 @@ def test_a_normalized_nearly_constant_row_carries_its_residue_over_sqrt_eps() ->
         assert scales[-1] >= 16.0 * factor * 0.99 and (factor > 1 or scales[-1] <= 16.0 * 1.01)
 
 
+def test_a_layer_norms_residue_grows_with_its_row() -> None:
+    """``False / layer_norm(exp(x), axis=0)`` for 127 copies of exp(-23) in float32 (interpret
+    fuzz, seed 10101, through ``fj.jit``): NumPy's mean of the strided axis, added in order,
+    leaves a residue of 5.7e-14 after the division by sqrt(eps), about 30 ulps of the input;
+    fusejit's one-pass statistics leave 0, and the quotient is 0 against NaN. The scale of a
+    layer norm's error took 8 ulps of its input over sqrt(eps) (3e-14): it now grows with the
+    row's length (over 8), and the program is found rounding-sensitive at the division."""
+    from fusejit.testing import run_numpy, sensitive_step
+
+    x = np.broadcast_to(np.array([-23, -23], np.int16), (127, 1, 2))
+    recipe = Recipe((x, np.array(False)),
+                    (Step("function", "exp", (Ref(0),)),
+                     Step("function", "layer_norm", (Ref(2),), (("axis", 0),)),
+                     Step("function", "divide", (Ref(1), Ref(3)))), outputs=(4,))
+    quotient = np.asarray(run_numpy(recipe)[0])
+    assert (quotient == 0).all()  # (the data's premise: NumPy's residue is not 0, so 0 / it is 0)
+    assert sensitive_step(recipe) == 2
+
+
 def test_each_output_is_compared_at_the_tolerance_of_what_it_is_computed_from() -> None:
     """A matrix product (absolute tolerance scaled by the largest magnitude) or a float16 step
     elsewhere in a program loosened every output's check: ``x + x`` next to ``exp(x)`` and

@@ -158,6 +158,25 @@ def test_float32_rows_of_16k_to_32k_are_held_by_16_warps_when_they_fill_the_gpu(
     assert softmax.launches[0].num_warps == 16 and "for k in range" not in softmax.source
 
 
+def test_2d_tiles_with_slow_math_bound_the_calls_each_thread_inlines() -> None:
+    """Draw 20261207:24's u11 (three sines over a transposed float32 read with rows not
+    16-byte aligned) had 64x128 tiles of 8 warps: 32 elements per thread, 96 inlined sines,
+    2.45 s of cold compile on the H200's host. At most ``HEAVY_2D_COPIES`` (16) calls per
+    thread now: 32x32 there; one call keeps 64x64 (16 per thread); no call keeps 64x128."""
+    from fusejit.codegen.heuristics import HEAVY_2D_COPIES, tiles_2d
+    for heavy, (tm, tn) in ((0, (64, 128)), (1, (64, 64)), (2, (64, 32)), (3, (32, 32)),
+                            (6, (32, 16)), (12, (16, 16)), (40, (16, 16))):
+        t = tiles_2d("cuda", 25578, 395, 4, 102312, heavy)
+        assert (t.tile_m, t.tile_n, t.num_warps) == (tm, tn, 8), heavy
+        assert heavy * t.tile_m * t.tile_n // 256 <= max(HEAVY_2D_COPIES, heavy)
+    assert tiles_2d("interpret", 25578, 395, 4, 102312, 3) == tiles_2d("interpret", 25578, 395)
+    x = _lazy((395, 25578)).T
+    y = fj.sin(fj.sin(x))
+    (k,) = _emitted(fj.where(y > 0, y, y * 0.1) + fj.sin(y))
+    assert "tl.arange(0, 32)[:, None]" in k.source and "tl.arange(0, 32)[None, :]" in k.source
+    assert "3 calls of slow math per element, at most 4 elements per thread" in k.source
+
+
 def test_transposed_reads_get_2d_tiles_even_along_a_short_axis() -> None:
     """An [N, 3] input written as [3, N] ran as flat blocks reading it 3 elements apart
     (``bench/exp_s5.py``: 247.8 us for float64 N = 10313439, 128.9 in 4x1024 tiles); rows of a

@@ -438,13 +438,25 @@ def pointwise_tiles(target: str, n: int, heavy_calls: int = 0, itemsize: int = 4
     return PointwiseTiles(block, _pointwise_warps(block), "heuristic")
 
 
-def tiles_2d(target: str, m: int, n: int, itemsize: int = 4, row_bytes: int = 0) -> Tiles2D:
+#: Copies of libdevice's slow math one thread of a 2-D pointwise kernel may inline (calls per
+#: element times elements per thread): Triton inlines each call at every element a thread
+#: holds, and ptxas's time grows with them. Draw 20261207:24's u11 (sin three times over a
+#: transposed float32 read, 64x128 tiles of 8 warps: 32 elements per thread, 96 sines)
+#: compiled in 2.45 s on the H200's host (3.2-4.6 s on the development machine), 0.43 s at
+#: 32x32 there. 64x64 tiles of 8 warps (16 elements per thread) with one call stay as they were.
+HEAVY_2D_COPIES = 16
+
+
+def tiles_2d(target: str, m: int, n: int, itemsize: int = 4, row_bytes: int = 0,
+             heavy_calls: int = 0) -> Tiles2D:
     """The heuristic's tiles of a 2-D pointwise kernel over output axes of ``m`` and ``n``.
 
     ``itemsize``: the widest element; ``row_bytes``: the distance between the transposed
-    input's rows (0: unknown). Square tiles of ``TILE_2D``, 8 warps from 4096 elements; an
-    edge shorter than that (a transposed axis of 3, say) gives its share of the tile to the
-    other edge, so that a program still moves a full tile's bytes.
+    input's rows (0: unknown); ``heavy_calls``: calls of libdevice's slow math per element.
+    Square tiles of ``TILE_2D``, 8 warps from 4096 elements; an edge shorter than that (a
+    transposed axis of 3, say) gives its share of the tile to the other edge, so that a
+    program still moves a full tile's bytes. With slow math, at most ``HEAVY_2D_COPIES``
+    inlined calls per thread: the longer edge halves until the tile fits.
     """
     edge = TILE_2D[target]
     tm, tn = min(edge, next_pow2(m)), min(edge, next_pow2(n))
@@ -464,6 +476,20 @@ def tiles_2d(target: str, m: int, n: int, itemsize: int = 4, row_bytes: int = 0)
     # 8 warps for 4096 elements (H200, exp_s5.py, 64x64 tiles, 4 -> 8 warps: level or faster at
     # 7 shapes, by up to 3.7%: 769, 333, 999, 1000 and 4096 float32, 2000 float64, 1531 float16)
     warps = 8 if tm * tn >= 4096 and target == "cuda" else 4 if tm * tn >= 1024 else 1
+    if target == "cuda" and heavy_calls:
+        per_thread = max(1, 1 << ((HEAVY_2D_COPIES // heavy_calls).bit_length() - 1)) \
+            if heavy_calls <= HEAVY_2D_COPIES else 1
+        shrunk = False
+        while tm * tn > 256 * per_thread and max(tm, tn) > 16:
+            if tn >= tm:
+                tn //= 2
+            else:
+                tm //= 2
+            shrunk = True
+        if shrunk:  # (8 warps, or fewer for a tile under 256 elements)
+            warps = max(1, min(8, tm * tn // 32))
+            why = (f"heuristic: {heavy_calls} call{'s' if heavy_calls > 1 else ''} of slow "
+                   f"math per element, at most {per_thread} elements per thread")
     return Tiles2D(tm, tn, warps, why)
 
 
@@ -499,10 +525,10 @@ def pointwise_candidates(target: str, n: int, heavy_calls: int = 0, itemsize: in
 
 
 def tiles_2d_candidates(target: str, m: int, n: int, itemsize: int = 4,
-                        row_bytes: int = 0) -> list[Tiles2D]:
+                        row_bytes: int = 0, heavy_calls: int = 0) -> list[Tiles2D]:
     """Tiles to time for a 2-D pointwise kernel (``tiles_2d``'s arguments): the heuristic's,
     twice the warps, 2x either edge, half of both edges."""
-    h = tiles_2d(target, m, n, itemsize, row_bytes)
+    h = tiles_2d(target, m, n, itemsize, row_bytes, heavy_calls)
     if target != "cuda" or m * n < TUNE_MIN_ELEMENTS:
         return [h]
 

@@ -803,7 +803,8 @@ class _Emitter:
         shape = d.shape
         last = len(shape) - 1
         t = self.choose(tiles_2d_candidates(self.target, shape[axis], shape[last],
-                                            self._itemsize(), self.transposed_row_bytes))
+                                            self._itemsize(), self.transposed_row_bytes,
+                                            self._heavy_calls()))
         tm, tn = t.tile_m, t.tile_n
         n_m, n_n = -(-shape[axis] // tm), -(-shape[last] // tn)
         batch = [i for i in range(len(shape)) if i not in (axis, last)]
