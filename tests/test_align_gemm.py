@@ -26,6 +26,12 @@ from fusejit.errors import IRVerifyError
 from fusejit.fuse import cost, plan_for
 from fusejit.ir.printer import print_program
 from fusejit.ir.program import contiguous_strides, pitched
+from fusejit.testing import recorded_inputs
+
+
+def bench_gelu(xp, h):
+    """GELU's tanh form (the benchmark's epilogue)."""
+    return 0.5 * h * (1.0 + xp.tanh(0.7978845608028654 * (h + 0.044715 * (h * h * h))))
 
 rng = np.random.default_rng(2026)
 
@@ -116,12 +122,29 @@ def test_an_operand_computed_in_the_prologue_is_not_copied():
     assert "%b's rows (6004 bytes, 4-byte aligned) read as they are" in plan(3001).explain()
 
 
+@pytest.mark.parametrize("mode, kernels, why", [
+    ("0", ["gemm"], "FUSEJIT_GEMM_ALIGN=0"),
+    ("always", ["pointwise", "pointwise", "gemm"], "FUSEJIT_GEMM_ALIGN=always"),
+])
+def test_the_environment_turns_the_copies_off_or_on(mode, kernels, why, monkeypatch):
+    """(Read when a plan is built: shapes planned before are cached as they were.)"""
+    monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", mode)
+    # 0: a product that copies by default; always: one too small to
+    size, k = {"0": (7000, 5000), "always": (65, 37)}[mode]
+    plan = _plan((size, k), (k, 3899))
+    assert [k.kind for k in plan.program.kernels] == kernels
+    assert why in plan.explain()
+    monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", "sometimes")
+    with pytest.raises(fj.FusejitError, match="FUSEJIT_GEMM_ALIGN='sometimes' is not one of"):
+        _plan((size + 1, k), (k, 3899))
+
+
 # -- values ------------------------------------------------------------------------------------
 
 CASES = [  # (batch, M, N, K, B stored transposed, epilogue)
     (1, 37, 45, 29, False, "none"), (1, 20, 33, 17, True, "bias_relu"),
     (3, 9, 13, 11, True, "residual"), (2, 16, 7, 5, False, "none"),
-    (1, 40, 24, 13, False, "tanh"),
+    (1, 40, 24, 13, False, "tanh"), (1, 21, 19, 23, True, "gelu"),
 ]
 
 
@@ -146,9 +169,14 @@ def test_values_with_the_copies_forced(backend, case, monkeypatch):
         y, ref = y * 0.5 + r, ref * 0.5 + r
     elif epilogue == "tanh":
         y, ref = fj.tanh(y), np.tanh(ref)
+    elif epilogue == "gelu":  # scalar params in the GEMM kernel beside the copies
+        y, ref = bench_gelu(fj, y + 0.25), bench_gelu(np, ref + 0.25)
     kernels = fj.plan(y).program.kernels
     assert [kk.name.split("_")[0] for kk in kernels[:-1]] == ["align"] * (len(kernels) - 1) \
         and len(kernels) >= 2
+    # the fused text, as a user would dump and edit it, parses and runs the same
+    (again,) = fj.parse(fj.dump(y, fused=True)).run(*recorded_inputs(y))
+    np.testing.assert_array_equal(np.asarray(again), y.numpy())
     got = np.asarray(y.numpy(), np.float64)
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
 

@@ -198,6 +198,21 @@ GEMM_MISALIGNED_SHARE = {8: 0.8, 4: 0.6, 2: 0.22, 1: 0.22}
 GEMM_MISALIGNED_MEMORY_SHARE = {8: 0.9, 4: 0.7, 2: 0.5, 1: 0.5}
 #: Bytes per second the aligning copy moves (read plus write), as the transposing copy.
 ALIGN_BYTES_PER_S = TRANSPOSE_BYTES_PER_S
+#: ``FUSEJIT_GEMM_ALIGN=1`` (default): copy misaligned operands where ``align_gain`` says it
+#: pays; ``0``: never; ``always`` (for tests and the fuzzer): every float16 GEMM operand with
+#: misaligned rows that the rule can copy, whatever its size (read when a plan is built).
+GEMM_ALIGN_MODES = ("0", "1", "always")
+
+
+def gemm_align_mode() -> str:
+    """``FUSEJIT_GEMM_ALIGN``, checked (it may hold anything)."""
+    import os
+    mode = os.environ.get("FUSEJIT_GEMM_ALIGN", "1")
+    if mode not in GEMM_ALIGN_MODES:
+        from ..errors import FusejitError
+        raise FusejitError(f"FUSEJIT_GEMM_ALIGN={mode!r} is not one of "
+                           f"{', '.join(GEMM_ALIGN_MODES)}")
+    return mode
 
 
 def gemm_seconds(flops: float, nbytes: int, loads: int, stores: int) -> float:

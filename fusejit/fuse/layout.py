@@ -166,7 +166,7 @@ def align_operand(kernel: Kernel, param: str, pitch: int, used: set[str]
     copy = Kernel("", (aligned,), (param,), (Param(param, ptype),), copy_body, (aligned,),
                   (ptype,), {"kind": "", "row_pitch": pitch})
     rename = {param: aligned}
-    params = tuple(Param(rename.get(p.name, p.name), p.type) for p in kernel.params)
+    params = tuple(replace(p, name=rename.get(p.name, p.name)) for p in kernel.params)
     body = [_copy(i, args=tuple(rename.get(a, a) for a in i.args)) for i in kernel.body]
     gemm = replace(kernel, args=tuple(rename.get(a, a) for a in kernel.args), params=params,
                    body=body, attrs={"kind": kernel.kind})

@@ -709,7 +709,9 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
     gains: a decode-like M reads B once where its copy moves it twice, and a short K (41)
     writes a product whose own rows stay misaligned.
 
-    The values are unchanged: the copy moves the same elements; only where rows start moves.
+    ``FUSEJIT_GEMM_ALIGN=0`` turns the copies off, ``always`` (for tests and the fuzzer) makes
+    them whatever the sizes. The values are unchanged: the copy moves the same elements; only
+    where rows start moves.
     Returns None when the rule does not concern the kernel (not a float16 GEMM, or every
     operand row aligned), else the decision, applied or not, with its sentence for
     ``explain()``.
@@ -754,6 +756,14 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
     what = " and ".join(f"%{name}'s rows ({types[name].shape[-1] * types[name].dtype.itemsize} "
                         f"bytes, {a}-byte aligned)" for name, (a, _) in copies.items())
     params, pitches = tuple(copies), tuple(pitch for _, pitch in copies.values())
+    mode = cost.gemm_align_mode()
+    if mode == "0":
+        return AlignDecision(mm.name, params, pitches, False, saved, gemm, cost_s,
+                             f"{what} read as they are: FUSEJIT_GEMM_ALIGN=0")
+    if mode == "always":
+        return AlignDecision(mm.name, params, pitches, True, saved, gemm, cost_s,
+                             f"{what} copied to rows padded to 16 bytes before the GEMM: "
+                             f"FUSEJIT_GEMM_ALIGN=always")
     if saved <= cost_s:
         return AlignDecision(mm.name, params, pitches, False, saved, gemm, cost_s,
                              f"{what} read as they are: copies to 16-byte rows would cost "
