@@ -295,9 +295,14 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool,
         x = _inputs(cp, case)
         ref = _reference(cp, case, x)
         y = _fusejit_program(fj, case, x)
-        text = fj.dump(y, fused=True)
-        base = fj.parse(_retile(text, (), tma))
         label = "fusejit tma" if tma else "fusejit"
+        try:  # (a failure is this case's result: the other cases still run)
+            text = fj.dump(y, fused=True)
+            base = fj.parse(_retile(text, (), tma))
+        except Exception as exc:  # noqa: BLE001
+            results[case] = {label: {"failed": f"{type(exc).__name__}: {exc}"[:300]}}
+            print(f"fusejit {case}: failed: {results[case][label]['failed']}", flush=True)
+            continue
         # the recorded program's inputs in order: the arrays, and relu's 0 (a scalar param)
         buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
         assert len(buffers) == len(base.inputs)
