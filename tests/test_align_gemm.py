@@ -345,3 +345,40 @@ def test_the_plan_runner_allocates_padded_rows(monkeypatch):
         assert len(padded) >= 4  # each copy's result, as written and as the GEMM reads it
     finally:
         fj.set_backend("numpy")
+
+
+# -- the K loop's partial last step ----------------------------------------------------------
+
+def test_a_partial_last_k_step_runs_after_the_loop_unmasked_inside():
+    """K = 9171 with block_k 64: 143 whole steps with no mask along K (their loads keep the
+    rows' 16-byte alignment: ``cp.async`` of 16 bytes, where a mask along K at every step
+    made every load 2 bytes), then the last 19 elements masked. A K that block_k divides has
+    no mask at all; a persistent GEMM (TMA boxes read zeros past K) keeps its one loop."""
+    plan = _plan((1023, 9171), (1486, 9171), b_expr="%b.T")
+    (gemm, strides), = [(k, s) for k, s in _cuda_strides(plan.program) if k.kind == "gemm"]
+    source = emit_kernel(gemm, strides, "cuda").source
+    assert "for k in range(0, 9152, 64):  # whole steps: no mask along K" in source
+    assert "k = tl.full([], 9152, tl.int32)  # the last, partial step along K" in source
+    loop = source.split("whole steps")[1].split("the last, partial step")[0]
+    assert "mask_ka" not in loop and "mask_kb" not in loop
+    tail = source.split("the last, partial step along K")[1]
+    assert "mask_ka = k_a < 9171" in tail and "mask_kb = k_b < 9171" in tail
+    even = emit_kernel(_plan((1024, 4096), (4096, 1024)).program.kernels[0], None, "cuda").source
+    assert "mask_ka" not in even and "whole steps" not in even
+    persistent = emit_kernel(_plan((8192, 4104), (4104, 8192)).program.kernels[0], None, "cuda")
+    assert persistent.auto_persistent and "whole steps" not in persistent.source
+
+
+@pytest.mark.parametrize("k", [1, 15, 16, 17, 40, 63, 65, 130])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_k_that_block_k_does_not_divide(k, dtype):
+    """Values on the interpreter (block_k 16 or more): the loop's whole steps and the partial
+    last one sum every product once, against a float64 product (relative 2e-3 for float16,
+    1e-5 for float32 in full precision)."""
+    fj.set_backend("interpret")
+    a_np = rng.standard_normal((19, k)).astype(dtype)
+    b_np = rng.standard_normal((k, 23)).astype(dtype)
+    y = fj.exp(fj.asarray(a_np) @ fj.asarray(b_np) * 0.1)
+    ref = np.exp(a_np.astype(np.float64) @ b_np.astype(np.float64) * 0.1)
+    got = np.asarray(y.numpy(), np.float64)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < (2e-3 if dtype == np.float16 else 1e-5)
