@@ -548,6 +548,38 @@ def test_a_serialized_persistent_gemm_is_relayed_with_one_program_per_tile(
         assert cp.launches[-1][2] == (2, 1, 1)
 
 
+def test_a_persistent_gemm_past_the_shared_memory_limit_runs_one_program_per_tile(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """A GEMM the heuristic made persistent whose compiled kernel asks for more shared memory
+    than the device allows (its epilogue's conversion beside the next tile's loads: a TF32
+    7100x5649x4056 product asked 278,552 bytes of 232,448 on the H200) runs with one program
+    per tile (``tma=0 programs=0``), not an error. Real sm_90 compiles; which compiles ask for
+    too much is decided here (the persistent ones)."""
+    from dataclasses import replace
+
+    from fusejit.codegen import heuristics
+    from fusejit.runtime import compile as compile_module
+    from fusejit.runtime import cuda_backend
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(heuristics, "SMS", 2)  # 4 tiles of 128 x 256: 2 waves of 2 programs
+    loaded: list[str] = []
+
+    def compile_launch(emitted: Any, *args: Any, **kwargs: Any) -> Any:
+        c = compile_module.compile_launch(emitted, *args, **kwargs)
+        loaded.append(emitted.source)
+        return replace(c, shared=300000) if "flatten=True" in emitted.source else c
+    monkeypatch.setattr(cuda_backend, "compile_launch", compile_launch)
+    cp = FakeCupy(devices=(90,))
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    a, b = np.ones((256, 128), np.float16), np.ones((128, 512), np.float16)
+    text = fj.dump(fj.asarray(a, name="a") @ fj.asarray(b, name="b"), fused=True)
+    with fj.using_backend("cuda"):
+        fj.parse(text).run(cp.asarray(a), cp.asarray(b))
+        assert "flatten=True" in loaded[0] and "flatten=True" not in loaded[-1]
+        assert cp.launches[-1][2] == (4, 1, 1)
+
+
 def test_launches_go_through_the_driver_with_their_parameters(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Where CuPy has ``driver.launchKernel`` a plan's launches go through it, with a

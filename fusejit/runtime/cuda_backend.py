@@ -619,6 +619,16 @@ class CudaBackend:
                 persistent = bool(fix["programs"])
                 source_kernel = replace(kernel, attrs={**kernel.attrs, **fix})
                 emitted = kc.emitted_for(source_kernel, strides, "cuda")
+        if persistent and any(
+                compile_launch(emitted, launch, self._divisible(launch, spec), dev.cc).shared
+                > dev.max_shared for launch in emitted.launches):
+            # the heuristic's persistent loop keeps the next tile's loads in shared memory
+            # while this tile's epilogue converts its accumulator there too: past the device's
+            # limit (a TF32 7100x5649x4056 product of 256x128 tiles asked 278,552 bytes of
+            # 232,448 on the H200, an unseen GEMM draw), one program per tile instead
+            persistent = False
+            source_kernel = replace(kernel, attrs={**kernel.attrs, "tma": 0, "programs": 0})
+            emitted = kc.emitted_for(source_kernel, strides, "cuda")
         written_persistent = bool(kernel.attrs.get("programs"))  # (left as written)
         if emitted.relayable and not written_persistent and any(
                 compile_launch(emitted, launch, self._divisible(launch, spec), dev.cc)
