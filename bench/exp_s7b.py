@@ -1,0 +1,80 @@
+"""Experiment (seventh session): where do a GEMM's alignment copies pay, kernel by kernel?
+
+The unseen GEMM draws gained from copying misaligned float16 operands to padded rows at
+some shapes (7453x3898x5000: 377 -> 524 TFLOP/s) and lost at others (5000x721x2185: 132 ->
+84; 32 batches of 257x521x1000: 76 -> 38). This times each kernel of the plan alone (the
+copies and the GEMM) and the whole plan, with the copies off (``FUSEJIT_GEMM_ALIGN=0``) and
+on (``always``), by CUDA events, so the cost model (``fuse/cost.py``, ``align_gain``) can be
+checked against the copy's real rate and the product's real gain.
+
+Run on the GPU machine: ``python3 bench/exp_s7b.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_matmul as bm  # noqa: E402
+
+#: name -> (M, N, K, batch, B stored transposed, epilogue): the draws' cases with copies
+SHAPES = {
+    "old u2": (7453, 3898, 5000, 1, False, "none"),
+    "old u5": (1548, 11932, 3183, 1, True, "bias_gelu"),
+    "old u8": (1023, 1486, 9171, 1, True, "bias_gelu"),
+    "old u10": (5000, 721, 2185, 1, False, "residual"),
+    "old u13": (257, 521, 1000, 32, False, "none"),
+    "new u2": (4943, 15497, 2215, 1, False, "bias_relu"),
+    "new u8": (1891, 5000, 10246, 1, False, "bias_gelu"),
+    "new u10": (2609, 3787, 10946, 1, False, "bias_relu"),
+    "new u12": (2321, 2782, 515, 1, False, "bias_relu"),
+    "new u13": (223, 1649, 4703, 3, False, "bias_gelu"),
+}
+
+
+def main() -> int:
+    import cupy as cp
+    from exp_reductions import event_time
+
+    import fusejit as fj
+    from fusejit.ir.graph import structural_key
+    from fusejit.runtime import current, forget_plans
+    fj.set_backend("cuda")
+    backend = current()
+    for name, (m, n, k, batch, bt, epilogue) in SHAPES.items():
+        bm.CASES[name] = (m, n, k, "float16", "ieee", epilogue)
+        bm.EXTRA[name] = {"batch": batch, "b_t": bt}
+        x = bm._inputs(cp, name)
+        flops = bm._flops(name)
+        for mode in ("0", "always"):
+            os.environ["FUSEJIT_GEMM_ALIGN"] = mode
+            forget_plans()
+            y = bm._fusejit_program(fj, name, x)
+            plan = fj.plan(y)
+            prog = plan.program
+            buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
+            env: dict[str, Any] = dict(zip([p.name for p in prog.inputs], buffers))
+            parts = []
+            for kernel in prog.kernels:
+                args = [env[a] for a in kernel.args]
+                env.update(zip(kernel.results, backend.run_kernel(kernel, list(args))))
+                us = event_time(lambda k=kernel, a=args: backend.run_kernel(k, list(a))) * 1e6
+                moved = sum(env[a].nbytes for a in kernel.args if hasattr(env[a], "nbytes")) + \
+                    sum(env[r].nbytes for r in kernel.results)
+                rate = f"{moved / us / 1e6:6.0f} GB/s" if kernel.row_pitch else \
+                    f"{flops / us / 1e6:6.0f} TFLOP/s"
+                parts.append(f"{kernel.name} {us:8.1f} us ({rate})")
+            total = event_time(lambda p=prog, b=buffers, pl=plan: backend.execute(p, b, pl)) * 1e6
+            print(f"{name:8s} align={mode:6s} plan {total:8.1f} us {flops / total / 1e6:5.0f} "
+                  f"TFLOP/s | " + " | ".join(parts), flush=True)
+        del x
+        cp.get_default_memory_pool().free_all_blocks()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
