@@ -198,6 +198,14 @@ GEMM_MISALIGNED_SHARE = {8: 0.8, 4: 0.6, 2: 0.22, 1: 0.22}
 GEMM_MISALIGNED_MEMORY_SHARE = {8: 0.9, 4: 0.7, 2: 0.5, 1: 0.5}
 #: Bytes per second the aligning copy moves (read plus write), as the transposing copy.
 ALIGN_BYTES_PER_S = TRANSPOSE_BYTES_PER_S
+#: Fewest flops (2 * batch * M * N * K) of a product whose operands are copied: the model's
+#: aligned rate holds for large products only. H200, TFLOP/s of whole plans without -> with
+#: the copies (``bench/results/h200-matmul-unseen-2026-12-02-s7.md``): 2.9e11 flops 377 ->
+#: 524, 1.2e11 122 -> 276, 2.8e10 83 -> 104; but 1.6e10 (5000x721x2185) 132 -> 84 and 8.6e9
+#: (32 batches of 257x521x1000) 76 -> 38, where the model had the copies save 2-4 times
+#: their cost. The bound sits between, below the smallest product measured to gain by more
+#: than a quarter.
+GEMM_ALIGN_MIN_FLOPS = 4e10
 #: ``FUSEJIT_GEMM_ALIGN=1`` (default): copy misaligned operands where ``align_gain`` says it
 #: pays; ``0``: never; ``always`` (for tests and the fuzzer): every float16 GEMM operand with
 #: misaligned rows that the rule can copy, whatever its size (read when a plan is built).

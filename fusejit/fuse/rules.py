@@ -703,7 +703,10 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
 
     Why: at 7453x3898x5000 (B's rows 4-byte aligned) the H200 ran 377 TFLOP/s against 550 for
     torch.compile, which pads; at 1548x11932x3183 with ``b.T`` (both operands' rows 2-byte
-    aligned) 122 against 445. The copies pay when ``cost.align_gain`` says so: the product's
+    aligned) 122 against 445 (524 and 276 with the copies). Products under
+    ``cost.GEMM_ALIGN_MIN_FLOPS`` are left as they are: there the copies were measured to
+    lose (5000x721x2185: 132 -> 84 TFLOP/s). Above it the copies pay when
+    ``cost.align_gain`` says so: the product's
     roofline time at the worst alignment against 16 bytes, minus a copy (read and write at
     the transposing copy's rate, plus a launch) per buffer. A product bound by memory never
     gains: a decode-like M reads B once where its copy moves it twice, and a short K (41)
@@ -764,6 +767,11 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
         return AlignDecision(mm.name, params, pitches, True, saved, gemm, cost_s,
                              f"{what} copied to rows padded to 16 bytes before the GEMM: "
                              f"FUSEJIT_GEMM_ALIGN=always")
+    if flops < cost.GEMM_ALIGN_MIN_FLOPS:
+        return AlignDecision(mm.name, params, pitches, False, saved, gemm, cost_s,
+                             f"{what} read as they are: a product of {flops:.2g} flops, "
+                             f"under the {cost.GEMM_ALIGN_MIN_FLOPS:.0e} from which copies to "
+                             f"16-byte rows were measured to pay")
     if saved <= cost_s:
         return AlignDecision(mm.name, params, pitches, False, saved, gemm, cost_s,
                              f"{what} read as they are: copies to 16-byte rows would cost "
