@@ -181,7 +181,7 @@ def tf32_transpose_gain(flops: float, pass_bytes: int) -> tuple[float, float, fl
 # A row of ``C`` float16 elements that is not a multiple of 16 bytes long (``C % 8``) makes
 # every row of the buffer start on a 2-, 4- or 8-byte boundary: the GEMM's tiles then load
 # 2-8 bytes at a time instead of 16 and cannot use TMA. Measured on the H200 (an unseen draw
-# of GEMMs, ``bench/results/h200-matmul-unseen-2026-12-02-s7.md``, default tiles, TFLOP/s):
+# of GEMMs, ``bench/results/h200-s7-2026-12-02.md``, default tiles, TFLOP/s):
 # 7453x3898x5000 with B's rows 4-byte aligned 377 (torch.compile, which pads them, 550);
 # 1548x11932x3183 with ``b.T`` and both operands' rows 2-byte aligned 122 (445); aligned
 # products of that size run at 600-670.
@@ -200,7 +200,7 @@ GEMM_MISALIGNED_MEMORY_SHARE = {8: 0.9, 4: 0.7, 2: 0.5, 1: 0.5}
 ALIGN_BYTES_PER_S = TRANSPOSE_BYTES_PER_S
 #: Fewest flops (2 * batch * M * N * K) of a product whose operands are copied: the model's
 #: aligned rate holds for large products only. H200, TFLOP/s of whole plans without -> with
-#: the copies (``bench/results/h200-matmul-unseen-2026-12-02-s7.md``): 2.9e11 flops 377 ->
+#: the copies (``bench/results/h200-s7-2026-12-02.md``): 2.9e11 flops 377 ->
 #: 524, 1.2e11 122 -> 276, 2.8e10 83 -> 104; but 1.6e10 (5000x721x2185) 132 -> 84 and 8.6e9
 #: (32 batches of 257x521x1000) 76 -> 38, where the model had the copies save 2-4 times
 #: their cost. The bound sits between, below the smallest product measured to gain by more
