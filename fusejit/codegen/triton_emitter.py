@@ -41,7 +41,7 @@ import numpy as np
 
 from ..ir.domain import SPLIT_REDUCTION, Domain, load_sites, region_domain
 from ..ir.ops import REDUCE, SPLITTABLE
-from ..ir.program import Instr, Kernel, TensorType, contiguous_strides
+from ..ir.program import Instr, Kernel, TensorType, contiguous_strides, pitched
 from . import heuristics
 from .heuristics import (
     COOP_REDO_BLOCK,
@@ -591,7 +591,7 @@ class _Emitter:
         self.target = target
         #: a pointwise kernel's results are stored with their rows this many elements apart
         #: (the ``row_pitch`` attribute; 0: contiguous), as the backends allocate them
-        self.row_pitch = int(kernel.attrs.get("row_pitch", 0) or 0)
+        self.row_pitch = kernel.row_pitch
         self.tiling: list[str] = []
         #: a candidate config that replaces the heuristic's choice (``emit_kernel``'s ``tiles``)
         self.tiles = tiles
@@ -844,10 +844,11 @@ class _Emitter:
         fn.axis_masks = {"i_m": "mask_m" if "mask_m" in masks else None,
                          "i_n": "mask_n" if "mask_n" in masks else None}
         coords = Coords(shape, None, tuple(dims))
+        # (results with rows row_pitch elements apart: their strides, as the backends allocate)
+        strides = contiguous_strides(pitched(shape, self.row_pitch))
         for j, y in enumerate(self.kernel.yields):
             v = fn.value(y, coords)
-            if self.row_pitch:  # (the results' rows are row_pitch elements apart)
-                strides = contiguous_strides((*shape[:-1], self.row_pitch))
+            if self.row_pitch:
                 at = fn.emit(2, " + ".join(f"{d} * {st}" if st != 1 else d
                                            for d, n, st in zip(dims, shape, strides)
                                            if n != 1 and d != "0") or "0", "at",

@@ -1,4 +1,5 @@
-"""The fusion pass's cost model: limits, recompute-or-materialize, and split reductions.
+"""The fusion pass's cost model: limits, recompute-or-materialize, split reductions and the
+GEMM operand layout passes (TF32 transposes, copies to aligned rows).
 
 Everything numeric the fuser decides with lives here, so that tuning it is
 one file. The model is deliberately small:
@@ -34,6 +35,8 @@ one file. The model is deliberately small:
 """
 
 from __future__ import annotations
+
+import os
 
 from ..ir.ops import LEAF, VIEW
 
@@ -214,7 +217,6 @@ GEMM_ALIGN_MODES = ("0", "1", "always")
 
 def gemm_align_mode() -> str:
     """``FUSEJIT_GEMM_ALIGN``, checked (it may hold anything)."""
-    import os
     mode = os.environ.get("FUSEJIT_GEMM_ALIGN", "1")
     if mode not in GEMM_ALIGN_MODES:
         from ..errors import FusejitError
