@@ -246,3 +246,29 @@ def align_gain(flops: float, nbytes: int, before: int, after: int, stores: int,
     gemm = gemm_seconds(flops, nbytes, before, stores)
     saved = gemm - gemm_seconds(flops, nbytes, after, stores)
     return saved, gemm, sum(2 * b / ALIGN_BYTES_PER_S + EXTRA_LAUNCH_S for b in copied)
+
+
+# -- an outer reduction broadcast back over its reduced axes (``rules.rule_broadcast_back_inner_only``)
+#
+# Softmax over a leading axis, ``(x - x.mean(0)) / x.std(0)``: when the reduced extent fits one
+# tile the emitter holds a block of columns whole in registers, reduces it and writes the
+# outputs from the same tile (one read of the input, one write), where two kernels read the
+# input twice. Not yet timed on the H200, so off by default: ``FUSEJIT_OUTER_BROADCAST=1``
+# (read when a plan is built) fuses it for reduced extents of at most ``OUTER_BROADCAST_MAX``
+# elements. Cases that would gain, from the fifth unseen suite draw: softmax over axis 0 of
+# 127x74436 float16 (57.6 us in two kernels, torch.compile 48.4), normalize over axis 0 of
+# 81x256318 float32 (73.9 us) and of 11x24x16649.
+
+#: Most reduced elements an outer reduction broadcast back may have (the emitter's one-tile
+#: outer reduction holds up to 256: ``codegen.heuristics.OUTER_SHORT_EXTENT``).
+OUTER_BROADCAST_MAX = 256
+
+
+def outer_broadcast_enabled() -> bool:
+    """``FUSEJIT_OUTER_BROADCAST``, checked: ``1`` fuses a short outer reduction with its
+    broadcast back; ``0`` (the default) keeps two kernels."""
+    mode = os.environ.get("FUSEJIT_OUTER_BROADCAST", "0")
+    if mode not in ("0", "1"):
+        from ..errors import FusejitError
+        raise FusejitError(f"FUSEJIT_OUTER_BROADCAST={mode!r} is not one of 0, 1")
+    return mode == "1"

@@ -393,7 +393,9 @@ def rule_broadcast_back_inner_only(c: Candidate) -> str | None:
     over leading axes broadcast back (``x - x.sum(0)``). Why: there each
     program would own a strided column spanning the whole array, so the
     broadcast-back pass would re-read it uncoalesced; writing the small
-    reduced vector and running a second pointwise kernel is faster.
+    reduced vector and running a second pointwise kernel is faster. With
+    ``FUSEJIT_OUTER_BROADCAST=1`` (off until timed: ``cost.OUTER_BROADCAST_MAX``) a
+    reduced extent of at most 256 elements fuses: one tile holds it whole, read once.
     """
     dom = c.domain
     if dom is None:
@@ -401,6 +403,9 @@ def rule_broadcast_back_inner_only(c: Candidate) -> str | None:
     shape, axes = dom
     if reduction_kind(shape, axes) == INNER_REDUCTION:
         return None
+    if cost.outer_broadcast_enabled() and \
+            math.prod(shape[a] for a in axes) <= cost.OUTER_BROADCAST_MAX:
+        return None  # (one tile holds the reduced extent: see ``cost.OUTER_BROADCAST_MAX``)
     for instr in c.row_instrs:
         s = instr.shape
         if len(s) == len(shape) and any(s[a] != 1 and shape[a] != 1 for a in axes):
