@@ -7,15 +7,21 @@ copies and the GEMM) and the whole plan, with the copies off (``FUSEJIT_GEMM_ALI
 on (``always``), by CUDA events, so the cost model (``fuse/cost.py``, ``align_gain``) can be
 checked against the copy's real rate and the product's real gain.
 
-Run on the GPU machine: ``python3 bench/exp_s7b.py``.
+Run on the GPU machine: ``python3 bench/exp_s7b.py``; ``--dry`` checks it on the CPU (NumPy
+for CuPy, the interpreter, sides cut to at most 40, one wall-clock run each;
+``tests/test_bench_matmul.py`` runs it).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -36,16 +42,30 @@ SHAPES = {
 }
 
 
-def main() -> int:
-    import cupy as cp
-    from exp_reductions import event_time
-
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dry", action="store_true",
+                        help="no GPU: NumPy for CuPy, the interpreter, small sides (a check)")
+    args = parser.parse_args(argv)
     import fusejit as fj
     from fusejit.ir.graph import structural_key
     from fusejit.runtime import current, forget_plans
-    fj.set_backend("cuda")
+    if args.dry:
+        cp = np
+
+        def event_time(fn: Any) -> float:
+            t0 = time.perf_counter()
+            fn()
+            return time.perf_counter() - t0
+        fj.set_backend("interpret")
+    else:
+        import cupy as cp
+        from exp_reductions import event_time
+        fj.set_backend("cuda")
     backend = current()
     for name, (m, n, k, batch, bt, epilogue) in SHAPES.items():
+        if args.dry:
+            m, n, k, batch = min(m, 40), min(n, 40), min(k, 40) | 1, min(batch, 2)
         bm.CASES[name] = (m, n, k, "float16", "ieee", epilogue)
         bm.EXTRA[name] = {"batch": batch, "b_t": bt}
         x = bm._inputs(cp, name)
@@ -60,9 +80,9 @@ def main() -> int:
             env: dict[str, Any] = dict(zip([p.name for p in prog.inputs], buffers))
             parts = []
             for kernel in prog.kernels:
-                args = [env[a] for a in kernel.args]
-                env.update(zip(kernel.results, backend.run_kernel(kernel, list(args))))
-                us = event_time(lambda k=kernel, a=args: backend.run_kernel(k, list(a))) * 1e6
+                kargs = [env[a] for a in kernel.args]
+                env.update(zip(kernel.results, backend.run_kernel(kernel, list(kargs))))
+                us = event_time(lambda k=kernel, a=kargs: backend.run_kernel(k, list(a))) * 1e6
                 moved = sum(env[a].nbytes for a in kernel.args if hasattr(env[a], "nbytes")) + \
                     sum(env[r].nbytes for r in kernel.results)
                 rate = f"{moved / us / 1e6:6.0f} GB/s" if kernel.row_pitch else \
@@ -72,7 +92,9 @@ def main() -> int:
             print(f"{name:8s} align={mode:6s} plan {total:8.1f} us {flops / total / 1e6:5.0f} "
                   f"TFLOP/s | " + " | ".join(parts), flush=True)
         del x
-        cp.get_default_memory_pool().free_all_blocks()
+        if not args.dry:
+            cp.get_default_memory_pool().free_all_blocks()
+    os.environ.pop("FUSEJIT_GEMM_ALIGN", None)
     return 0
 
 

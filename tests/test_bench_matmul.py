@@ -65,3 +65,23 @@ def test_scaled_down_cases_match_the_reference(seed, monkeypatch):
         assert got.shape == ref.shape, case
         tol = 2e-3 if small[case][3] == "float16" else 1e-5
         assert bm._error(np, got, ref) < tol, case
+
+
+def test_exp_s7b_dry_run_times_each_kernel_with_the_copies_off_and_on(tmp_path):
+    """``bench/exp_s7b.py --dry`` (NumPy for CuPy, the interpreter, sides cut to 40): every
+    shape's plan without copies (the GEMM alone) and with them forced (copy kernels first), so
+    a GPU call is not spent on a broken script."""
+    import os
+    import subprocess
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    env.pop("FUSEJIT_GEMM_ALIGN", None)
+    root = _PATH.parent.parent
+    done = subprocess.run([sys.executable, str(root / "bench" / "exp_s7b.py"), "--dry"],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    off = [line for line in lines if "align=0 " in line]
+    on = [line for line in lines if "align=always" in line]
+    assert len(off) == len(on) == 10
+    assert all("align_f16" not in line for line in off)
+    assert all("align_f16" in line and "matmul" in line for line in on)
