@@ -710,16 +710,16 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
     torch.compile, which pads; at 1548x11932x3183 with ``b.T`` (both operands' rows 2-byte
     aligned) 122 against 445 (524 and 276 with the copies). Products under
     ``cost.GEMM_ALIGN_MIN_FLOPS`` are left as they are: there the copies were measured to
-    lose (5000x721x2185: 132 -> 84 TFLOP/s). Above it the copies pay when
-    ``cost.align_gain`` says so: the product's
-    roofline time at the worst alignment against 16 bytes, minus a copy (read and write at
-    the transposing copy's rate, plus a launch) per buffer. A product bound by memory never
-    gains: a decode-like M reads B once where its copy moves it twice, and a short K (41)
-    writes a product whose own rows stay misaligned.
+    lose (5000x721x2185: 132 -> 84 TFLOP/s). Above it the copies pay when ``cost.align_gain``
+    says so: the product's roofline time at the worst alignment against 16 bytes, minus a
+    copy (read and write at the transposing copy's rate, plus a launch) per buffer. A product
+    bound by memory never gains: a decode-like M reads B once where its copy moves it twice,
+    and a short K (41) writes a product whose own rows stay misaligned.
 
     ``FUSEJIT_GEMM_ALIGN=0`` turns the copies off, ``always`` (for tests and the fuzzer) makes
     them whatever the sizes. The values are unchanged: the copy moves the same elements; only
     where rows start moves.
+
     Returns None when the rule does not concern the kernel (not a float16 GEMM, or every
     operand row aligned), else the decision, applied or not, with its sentence for
     ``explain()``.
