@@ -79,3 +79,24 @@ def test_wide_row_fuzz_scales_rtol_by_the_exp_epilogues_condition():
     assert module.exp_condition(np.exp(z)) == pytest.approx(88.6)
     assert module.exp_condition(np.exp(np.array([0.1, -0.2]))) == 1.0
     assert module.exp_condition(np.array([0.0, np.inf])) == 1.0
+
+
+@pytest.mark.parametrize("script, args, expect", [
+    ("exp_s5.py", ["--set", "transpose", "--only", "769"], "769"),
+    ("exp_s5.py", ["--set", "round2", "--only", "769"], "769"),
+    ("exp_s6.py", ["--set", "runs", "--only", "u15"], "u15"),
+    ("exp_s7.py", ["--only", "4x16777216"], "split"),
+])
+def test_grid_experiments_run_dry(script, args, expect, tmp_path):
+    """The sessions' grid scripts on the interpreter (``--dry``: small shapes, one run each), on
+    a subset each: the fifth session's transpose and round-2 grids failed for a session after
+    ``tiles_2d_candidates`` changed its arguments, unseen until a GPU call ran them."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(_BENCH / script), "--dry", *args],
+                          capture_output=True, text=True, timeout=600, env=env,
+                          cwd=_BENCH.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expect in done.stdout and "failed" not in done.stdout, done.stdout[-2000:]
