@@ -100,3 +100,19 @@ def test_grid_experiments_run_dry(script, args, expect, tmp_path):
                           cwd=_BENCH.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     assert expect in done.stdout and "failed" not in done.stdout, done.stdout[-2000:]
+
+
+def test_compile_time_runs_on_the_cpu(tmp_path):
+    """``bench/compile_time.py`` (cold sm_90 compiles, no GPU) on one workload: a row per
+    kernel with its compile time, and the JSON it writes."""
+    import json
+    import subprocess
+    import sys
+    out = tmp_path / "compile.json"
+    done = subprocess.run([sys.executable, str(_BENCH / "compile_time.py"), "--only",
+                           "sum_rows_f64", "--json", str(out)], capture_output=True, text=True,
+                          timeout=600, cwd=_BENCH.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads(out.read_text())
+    assert row["workload"] == "sum_rows_f64" and row["launches"] == 1
+    assert 0 < row["compile_s"] < 60 and "1 kernels; slowest sum_rows_f64" in done.stdout
