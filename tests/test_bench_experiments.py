@@ -86,6 +86,7 @@ def test_wide_row_fuzz_scales_rtol_by_the_exp_epilogues_condition():
     ("exp_s5.py", ["--set", "round2", "--only", "769"], "769"),
     ("exp_s6.py", ["--set", "runs", "--only", "u15"], "u15"),
     ("exp_s7.py", ["--only", "4x16777216"], "split"),
+    ("exp_s7c.py", ["--only", "u12"], "FUSEJIT_OUTER_BROADCAST=1 (1 kernel)"),
 ])
 def test_grid_experiments_run_dry(script, args, expect, tmp_path):
     """The sessions' grid scripts on the interpreter (``--dry``: small shapes, one run each), on

@@ -257,7 +257,7 @@ def align_gain(flops: float, nbytes: int, before: int, after: int, stores: int,
 # (read when a plan is built) fuses it for reduced extents of at most ``OUTER_BROADCAST_MAX``
 # elements. Cases that would gain, from the fifth unseen suite draw: softmax over axis 0 of
 # 127x74436 float16 (57.6 us in two kernels, torch.compile 48.4), normalize over axis 0 of
-# 81x256318 float32 (73.9 us) and of 11x24x16649.
+# 81x256318 float32 (73.9 us) and of 11x24x16649. ``python3 bench/exp_s7c.py`` times both plans.
 
 #: Most reduced elements an outer reduction broadcast back may have (the emitter's one-tile
 #: outer reduction holds up to 256: ``codegen.heuristics.OUTER_SHORT_EXTENT``).
