@@ -326,6 +326,19 @@ def timers(dry: bool) -> tuple[Any, Callable[[Any], tuple[float, str]], Callable
     return cp, time_plan, copy_us
 
 
+def shape_header(cp: Any, copy_us: Any, name: str, shape: tuple[int, ...], dtype: str
+                 ) -> tuple[Any, float]:
+    """A standard normal input of ``shape`` and ``dtype`` (a fusejit tensor) and the time of a
+    copy of its bytes (moving twice them), after a line naming the shape with both."""
+    import fusejit as fj
+    x = fj.asarray(cp.random.standard_normal(shape, dtype=cp.float32).astype(dtype))
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    base = copy_us(nbytes)
+    print(f"== {name}: {nbytes / 1e6:.0f} MB read; a copy of it {base:.1f} us "
+          f"({2 * nbytes / base / 1e6:.0f} GB/s)", flush=True)
+    return x, base
+
+
 def dry_cupy() -> Any:
     """NumPy under the few names of CuPy this script uses (``--dry``)."""
     import types

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from exp_s5 import timers  # noqa: E402
+from exp_s5 import shape_header, timers  # noqa: E402
 
 
 def _op(name: str, axes: tuple[int, ...]) -> Callable[[Any], Any]:
@@ -111,11 +111,7 @@ def main() -> int:
             break
         if args.only and args.only not in name:
             continue
-        x = fj.asarray(cp.random.standard_normal(shape, dtype=cp.float32).astype(dtype))
-        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        base = copy_us(nbytes)  # moves 2 * nbytes
-        print(f"== {name}: {nbytes / 1e6:.0f} MB read; a copy of it {base:.1f} us "
-              f"({2 * nbytes / base / 1e6:.0f} GB/s)", flush=True)
+        x, base = shape_header(cp, copy_us, name, shape, dtype)  # (the copy moves 2x)
         results = []
         dom.Domain.short_inner_kept = property(lambda self: 0)
         try:

@@ -22,11 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from exp_s5 import timers  # noqa: E402
+from exp_s5 import shape_header, timers  # noqa: E402
 
 
 def _op(name: str, axes: tuple[int, ...] | int | None) -> Callable[[Any], Any]:
@@ -66,7 +64,6 @@ def main() -> int:
             SHAPES[key] = (tuple(max(2, d // 64) for d in shape), dtype, fn)
     cp, time_plan, copy_us = timers(args.dry)
 
-    import fusejit as fj
     from fusejit.codegen import heuristics as heur
     from fusejit.codegen import triton_emitter as emitter
     target = "interpret" if args.dry else "cuda"
@@ -74,11 +71,7 @@ def main() -> int:
     for name, (shape, dtype, fn) in SHAPES.items():
         if args.only and args.only not in name:
             continue
-        x = fj.asarray(cp.random.standard_normal(shape, dtype=cp.float32).astype(dtype))
-        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        base = copy_us(nbytes)  # moves 2 * nbytes
-        print(f"== {name}: {nbytes / 1e6:.0f} MB read; a copy of it {base:.1f} us "
-              f"({2 * nbytes / base / 1e6:.0f} GB/s)", flush=True)
+        x, base = shape_header(cp, copy_us, name, shape, dtype)  # (the copy moves 2x)
         seen: dict[str, Any] = {}
 
         def spy(tgt: str, *a: Any, seen: dict = seen, **k: Any) -> list:

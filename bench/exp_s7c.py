@@ -22,11 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from exp_s5 import timers  # noqa: E402
+from exp_s5 import shape_header, timers  # noqa: E402
 
 
 def _softmax(axis: Any) -> Callable[[Any], Any]:
@@ -72,11 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (shape, dtype, fn) in shapes.items():
         if args.only and args.only not in name:
             continue
-        x = fj.asarray(cp.random.standard_normal(shape, dtype=cp.float32).astype(dtype))
-        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        base = copy_us(nbytes)  # moves 2 * nbytes, as the fused kernel at best
-        print(f"== {name}: {nbytes / 1e6:.0f} MB read and written once; a copy {base:.1f} us",
-              flush=True)
+        x, base = shape_header(cp, copy_us, name, shape, dtype)  # (as the fused kernel at best)
         for mode in ("0", "1"):
             os.environ["FUSEJIT_OUTER_BROADCAST"] = mode
             y = fn(x)

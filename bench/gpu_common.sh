@@ -39,3 +39,28 @@ fuzz_summary() {
   grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log | grep -v "mismatch 0, error 0, crash 0" | head -5
   ls "$work/fuzz/failures" 2>/dev/null | head
 }
+
+# unseen_matmul OUT WORK TAG SEED:COUNT IMPLS BUDGET
+# A drawn set of GEMMs (bench_matmul.py --unseen, default tiles) beside the IMPLS peers, its
+# results and fusejit's log copied to OUT/matmul-TAG before anything else runs.
+unseen_matmul() {
+  local out=$1 work=$2 tag=$3 draw=$4 impls=$5 budget=$6
+  timeout $((budget + 90)) python3 bench/bench_matmul.py --out "$work/matmul-$tag" --unseen "$draw" \
+    --quick --impls "$impls" --budget "$budget" > "$work/matmul-$tag.log" 2>&1
+  echo "matmul $tag exit $?"
+  mkdir -p "$out/matmul-$tag"
+  cp "$work/matmul-$tag"/results.* "$work/matmul-$tag"/fusejit.log "$out/matmul-$tag/" 2>/dev/null
+  cut -d'|' -f2-10 "$work/matmul-$tag/results.md" | head -20
+}
+
+# align_fuzz WORK SECONDS SEED_BASE: two cuda fuzz processes in the background with every
+# misaligned float16 GEMM operand copied (FUSEJIT_GEMM_ALIGN=always); logs WORK/fuzz/align-*.log
+align_fuzz() {
+  local work=$1 fuzz_s=$2 seed=$3 i
+  mkdir -p "$work/fuzz"
+  for i in 1 2; do
+    FUSEJIT_GEMM_ALIGN=always timeout $((fuzz_s + 40)) python3 -m fusejit fuzz --backend cuda \
+      --seconds "$fuzz_s" --seed $((seed + i)) --out "$work/fuzz/failures-align" --max-failures 3 \
+      > "$work/fuzz/align-$i.log" 2>&1 &
+  done
+}

@@ -9,14 +9,8 @@ set -uo pipefail
 old=${1:-20261207:16}; new=${2:-20261208:16}; mm_s=${3:-100}; fuzz_s=${4:-60}; procs=${5:-10}
 out=${OUT:-gpu-out}; work=/tmp/gpu-s7b; mkdir -p "$out" "$work"
 . "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"; gpu_setup || exit 1
-for pair in "old:$old:fusejit,torch,jax" "new:$new:fusejit,cupy,torch,jax"; do
-  IFS=: read -r tag seed count impls <<< "$pair"
-  timeout $((mm_s + 90)) python3 bench/bench_matmul.py --out "$work/matmul-$tag" --unseen "$seed:$count" \
-    --quick --impls "$impls" --budget "$mm_s" > "$work/matmul-$tag.log" 2>&1; echo "matmul $tag exit $?"
-  mkdir -p "$out/matmul-$tag"
-  cp "$work/matmul-$tag"/results.* "$work/matmul-$tag"/fusejit.log "$out/matmul-$tag/" 2>/dev/null
-  cut -d'|' -f2,3,4,5,6,7,8,9,10 "$work/matmul-$tag/results.md" | head -20
-done
+unseen_matmul "$out" "$work" old "$old" fusejit,torch,jax "$mm_s"
+unseen_matmul "$out" "$work" new "$new" fusejit,cupy,torch,jax "$mm_s"
 FUSEJIT_SUITE_UNSEEN=20261207:24 timeout 60 python3 bench/compile_time.py --only "u11|u08" \
   > "$out/compile-u11.txt" 2>&1; tail -4 "$out/compile-u11.txt"
 timeout 120 python3 bench/suite.py --out "$work/u11" --unseen 20261207:24 --only u11 --budget 60 \

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -509,6 +509,33 @@ def test_default_persistent_gemm_falls_back_per_buffer_and_device(
         assert cp.launches[-1][2] == (1, 1, 1)
 
 
+def _persistent_gemm_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                           edit: Callable[[Any, bool], dict[str, Any]]
+                           ) -> tuple[FakeCupy, list[str]]:
+    """A fresh cuda backend on a FakeCupy whose compiles are real sm_90 ones, each result
+    changed by ``edit(compiled, persistent)`` (fields to replace; persistent: the source has
+    the persistent loop), with 2 SMs (4 tiles of 128 x 256: 2 waves of 2 programs); returns
+    the fake and the list of every compiled source, in order."""
+    from dataclasses import replace
+
+    from fusejit.codegen import heuristics
+    from fusejit.runtime import compile as compile_module
+    from fusejit.runtime import cuda_backend
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(heuristics, "SMS", 2)
+    loaded: list[str] = []
+
+    def compile_launch(emitted: Any, *args: Any, **kwargs: Any) -> Any:
+        c = compile_module.compile_launch(emitted, *args, **kwargs)
+        loaded.append(emitted.source)
+        return replace(c, **edit(c, "flatten=True" in emitted.source))
+    monkeypatch.setattr(cuda_backend, "compile_launch", compile_launch)
+    cp = FakeCupy(devices=(90,))
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    return cp, loaded
+
+
 def test_a_serialized_persistent_gemm_is_relayed_with_one_program_per_tile(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     """When ptxas serializes the main loop of a GEMM the heuristic made persistent (CUDA 13's
@@ -516,23 +543,8 @@ def test_a_serialized_persistent_gemm_is_relayed_with_one_program_per_tile(
     tile (``tma=0 programs=0 relay=1``: a relay inside the persistent loop ran at a third of
     the speed); a persistent kernel the user wrote (``programs=2``) is left as written. Real
     sm_90 compiles; which compiles ptxas "serializes" is decided here (persistent ones)."""
-    from dataclasses import replace
-
-    from fusejit.codegen import heuristics
-    from fusejit.runtime import compile as compile_module
-    from fusejit.runtime import cuda_backend
-    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(heuristics, "SMS", 2)  # 4 tiles of 128 x 256: 2 waves of 2 programs
-    loaded: list[str] = []
-
-    def compile_launch(emitted: Any, *args: Any, **kwargs: Any) -> Any:
-        c = compile_module.compile_launch(emitted, *args, **kwargs)
-        loaded.append(emitted.source)
-        return replace(c, serialized_mma="flatten=True" in emitted.source)
-    monkeypatch.setattr(cuda_backend, "compile_launch", compile_launch)
-    cp = FakeCupy(devices=(90,))
-    monkeypatch.setitem(sys.modules, "cupy", cp)
-    monkeypatch.setattr(runtime, "_backends", {})
+    cp, loaded = _persistent_gemm_setup(
+        monkeypatch, tmp_path, lambda c, persistent: {"serialized_mma": persistent})
     a, b, c = np.ones((256, 128), np.float16), np.ones((128, 512), np.float16), np.ones(512, np.float16)
     text = fj.dump(fj.tanh(fj.asarray(a, name="a") @ fj.asarray(b, name="b")
                            + fj.asarray(c, name="c")), fused=True)
@@ -555,23 +567,8 @@ def test_a_persistent_gemm_past_the_shared_memory_limit_runs_one_program_per_til
     7100x5649x4056 product asked 278,552 bytes of 232,448 on the H200) runs with one program
     per tile (``tma=0 programs=0``), not an error. Real sm_90 compiles; which compiles ask for
     too much is decided here (the persistent ones)."""
-    from dataclasses import replace
-
-    from fusejit.codegen import heuristics
-    from fusejit.runtime import compile as compile_module
-    from fusejit.runtime import cuda_backend
-    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(heuristics, "SMS", 2)  # 4 tiles of 128 x 256: 2 waves of 2 programs
-    loaded: list[str] = []
-
-    def compile_launch(emitted: Any, *args: Any, **kwargs: Any) -> Any:
-        c = compile_module.compile_launch(emitted, *args, **kwargs)
-        loaded.append(emitted.source)
-        return replace(c, shared=300000) if "flatten=True" in emitted.source else c
-    monkeypatch.setattr(cuda_backend, "compile_launch", compile_launch)
-    cp = FakeCupy(devices=(90,))
-    monkeypatch.setitem(sys.modules, "cupy", cp)
-    monkeypatch.setattr(runtime, "_backends", {})
+    cp, loaded = _persistent_gemm_setup(
+        monkeypatch, tmp_path, lambda c, persistent: {"shared": 300000} if persistent else {})
     a, b = np.ones((256, 128), np.float16), np.ones((128, 512), np.float16)
     text = fj.dump(fj.asarray(a, name="a") @ fj.asarray(b, name="b"), fused=True)
     with fj.using_backend("cuda"):

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import fusejit as fj
 from fusejit.codegen import emit_kernel
+from fusejit.runtime import forget_plans
 
 rng = np.random.default_rng(31)
 
@@ -69,7 +70,10 @@ def test_values_against_numpy(shape, data, which, backend):
         x = rng.standard_normal(shape).astype(np.float32)
         f = _softmax if which == "softmax" else _normalize
         fj.set_backend(backend)
+        forget_plans()  # (a plan of this shape made without the flag would be reused)
         y = f(fj, fj.asarray(x), axis)
+        if int(np.prod([shape[a] for a in axes])) <= 256:
+            assert len(_kernels(y)) == 1  # (the fused path is the one checked)
         ref = f(np, x.astype(np.float64), axis)
         np.testing.assert_allclose(y.numpy(), ref, rtol=1e-5, atol=1e-5)
     finally:

@@ -477,8 +477,8 @@ def tiles_2d(target: str, m: int, n: int, itemsize: int = 4, row_bytes: int = 0,
     # 7 shapes, by up to 3.7%: 769, 333, 999, 1000 and 4096 float32, 2000 float64, 1531 float16)
     warps = 8 if tm * tn >= 4096 and target == "cuda" else 4 if tm * tn >= 1024 else 1
     if target == "cuda" and heavy_calls:
-        per_thread = max(1, 1 << ((HEAVY_2D_COPIES // heavy_calls).bit_length() - 1)) \
-            if heavy_calls <= HEAVY_2D_COPIES else 1
+        budget = max(1, HEAVY_2D_COPIES // heavy_calls)
+        per_thread = 1 << (budget.bit_length() - 1)  # (a power of two, at most the budget)
         shrunk = False
         while tm * tn > 256 * per_thread and max(tm, tn) > 16:
             if tn >= tm:

@@ -260,6 +260,32 @@ def _value_names(program: Program) -> set[str]:
     return names
 
 
+def _add_layout_pass(copy: Kernel, prefix: str, gemm: Kernel, body: list[Kernel],
+                     launches: list[Launch], used: set[str], counters: dict[str, int]) -> Domain:
+    """A layout rule's pointwise kernel (``layout.transpose_operand``, ``align_operand``) put
+    in the plan before its GEMM: its kind, a name (``<prefix><what>``), its launches. Returns
+    the domain of the ``gemm`` kernel that reads it."""
+    try:
+        copy_domain, domain = region_domain(copy), region_domain(gemm)
+    except RegionError as exc:
+        raise FusejitError(f"internal error in the fusion pass: the {prefix.rstrip('_')} pass "
+                           f"of a GEMM cannot be one kernel: {exc.reason}") from None
+    copy.attrs["kind"] = copy_domain.kind
+    copy.name = unique_name(prefix + kernel_base_name(copy, copy_domain).removeprefix("copy_"),
+                            used, counters)
+    body.append(copy)
+    launches.extend(launches_of(copy, copy_domain))
+    return domain
+
+
+def _pass_boundary(copy: Kernel, gemm: Kernel, rule: str, reason: str
+                   ) -> tuple[str, str, str, str, str]:
+    """The boundary where a layout pass's result meets the GEMM reading it (``explain()``)."""
+    (result,) = copy.results
+    reader = next(i.name for i in gemm.body if result in i.args)
+    return result, copy.name, reader, rule, reason
+
+
 def build_plan(program: Program) -> Plan:
     """Run the pass (no cache): check user kernel blocks, fuse the rest, give TF32 GEMMs a
     K-major B where it pays, name and split kernels."""
@@ -289,59 +315,43 @@ def build_plan(program: Program) -> Plan:
             kernel, domain = _normalize_user_kernel(kernel)
         elif domain.kind == GEMM:
             decision = rule_tf32_k_major_b(kernel, domain)
-            copy_name = ""
+            transposed = None
             if decision is not None and decision.apply:
-                copy, split = transpose_operand(kernel, decision.matmul, decision.base,
-                                                list(decision.views), values)
-                try:
-                    copy_domain, split_domain = region_domain(copy), region_domain(split)
-                except RegionError as exc:
-                    raise FusejitError(f"internal error in the fusion pass: the transposing "
-                                       f"pass of @{kernel.name} cannot be one kernel: "
-                                       f"{exc.reason}") from None
-                kernel, domain = split, split_domain
-                copy.attrs["kind"] = copy_domain.kind
-                copy.name = unique_name("transpose_" + kernel_base_name(copy, copy_domain)
-                                        .removeprefix("copy_"), used, counters)
-                body.append(copy)
-                launches.extend(launches_of(copy, copy_domain))
-                copy_name = copy.name
+                transposed, kernel = transpose_operand(kernel, decision.matmul, decision.base,
+                                                       list(decision.views), values)
+                domain = _add_layout_pass(transposed, "transpose_", kernel, body, launches,
+                                          used, counters)
             align = rule_align_gemm_operands(kernel, domain)
-            aligned: list[tuple[str, str]] = []  # (the copy's result, the copy kernel)
+            aligned: list[Kernel] = []
             if align is not None and align.apply:
                 for param, pitch in zip(align.params, align.pitches):
                     copy, kernel = align_operand(kernel, param, pitch, values)
-                    copy_domain, domain = region_domain(copy), region_domain(kernel)
-                    copy.attrs["kind"] = copy_domain.kind
-                    copy.name = unique_name("align_" + kernel_base_name(copy, copy_domain)
-                                            .removeprefix("copy_"), used, counters)
-                    body.append(copy)
-                    launches.extend(launches_of(copy, copy_domain))
-                    aligned.append((copy.results[0], copy.name))
+                    domain = _add_layout_pass(copy, "align_", kernel, body, launches, used,
+                                              counters)
+                    aligned.append(copy)
             kernel.attrs = _with_gemm_defaults(kernel, domain)
             kernel.name = unique_name(kernel_base_name(kernel, domain), used)
             if align is not None:
                 rule = rule_name(rule_align_gemm_operands)
-                passes = ", ".join(f"@{name}" for _, name in aligned)
+                passes = ", ".join(f"@{c.name}" for c in aligned)
                 layouts.append((align.params[0], kernel.name, rule, align.sentence
                                 + (f" (the copies: {passes})" if aligned else "")))
-                for result, copy_name in aligned:
-                    reader = next(i.name for i in kernel.body if result in i.args)
-                    extra_boundaries.append((result, copy_name, reader, rule, (
+                for copy in aligned:
+                    extra_boundaries.append(_pass_boundary(copy, kernel, rule, (
                         f"an operand of the GEMM @{kernel.name}, its rows padded to 16 bytes "
                         f"for it (see operand layouts)")))
             if decision is not None:
                 rule = rule_name(rule_tf32_k_major_b)
-                sentence = decision.sentence + (f" (the pass: @{copy_name})" if copy_name else "")
+                sentence = decision.sentence + (f" (the pass: @{transposed.name})"
+                                                if transposed is not None else "")
                 layouts.append((decision.operand, kernel.name, rule, sentence))
-                if copy_name:
-                    (result,) = copy.results
-                    reader = next(i.name for i in kernel.body if result in i.args)
-                    extra_boundaries.append((result, copy_name, reader, rule, (
+                if transposed is not None:
+                    extra_boundaries.append(_pass_boundary(transposed, kernel, rule, (
                         f"B of the TF32 GEMM @{kernel.name}, written K-major for it (see "
                         f"operand layouts)")))
                     inside = {i.name for i in kernel.body}
-                    moved[kernel.name] = (copy_name, {i.name for i in copy.body} - inside)
+                    moved[kernel.name] = (transposed.name,
+                                          {i.name for i in transposed.body} - inside)
         else:
             if rule_split_reduction(kernel, domain) is None:
                 # how many partials is the emitter's call (it knows its tiles); a user's

@@ -135,6 +135,14 @@ def pitched(shape: tuple[int, ...], pitch: int) -> tuple[int, ...]:
     return (*shape[:-1], pitch) if pitch and shape else shape
 
 
+def empty_pitched(empty: Any, shape: tuple[int, ...], dtype: Any, pitch: int) -> Any:
+    """A new result buffer of ``shape`` with rows ``pitch`` elements apart (0: contiguous),
+    from ``empty`` (a backend's allocator: ``np.empty``, ``cupy.empty``)."""
+    if not pitch:
+        return empty(shape, dtype)
+    return empty(pitched(shape, pitch), dtype)[..., :shape[-1]]
+
+
 Statement = Union[Instr, Kernel]
 
 

@@ -81,7 +81,7 @@ import numpy as np
 from ..codegen import heuristics
 from ..codegen.lowering import SCALAR_ARG, scalar_arg
 from ..errors import BackendError, DeviceError, DeviceMemoryError
-from ..ir.program import Kernel, Program, contiguous_strides, pitched
+from ..ir.program import Kernel, Program, contiguous_strides, empty_pitched, pitched
 from . import autotune
 from . import kernel_cache as kc
 from .compile import compile_launch
@@ -495,6 +495,7 @@ class CudaBackend:
                       _CupyLaunch(fn, grid, block, shared, _getter(sel))
                       for fn, grid, block, shared, sel, kinds in launches)
         fresh = [(i, shape, dtype) for i, shape, dtype, _ in allocs if i not in pitch_of]
+        # (``ir.program.empty_pitched``, its shape and view taken once here: the per-call loop)
         padded = [(i, pitched(shape, pitch_of[i]), dtype, (Ellipsis, slice(0, shape[-1])))
                   for i, shape, dtype, _ in allocs if i in pitch_of]
         single = outputs[0][0] if len(outputs) == 1 and not outputs[0][1] else None
@@ -568,8 +569,7 @@ class CudaBackend:
         """New result arrays for one region's launches on ``args``, and a function that
         launches them all (again at each call, into the same results: autotune times it)."""
         cp = self.cp
-        outs = [cp.empty(pitched(s, info.row_pitch), d)[..., :s[-1]] if info.row_pitch else
-                cp.empty(s, d) for s, d in info.out_types]
+        outs = [empty_pitched(cp.empty, s, d, info.row_pitch) for s, d in info.out_types]
         scratch = [cp.empty(n, d) for d, n in info.scratch]
         counters = []
         if info.counters:  # split kernels' counters: zeroed once per stream, then reused

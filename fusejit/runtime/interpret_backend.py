@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..codegen.lowering import scalar_arg
-from ..ir.program import Kernel, Program, pitched
+from ..ir.program import Kernel, Program, empty_pitched
 from . import kernel_cache as kc
 
 
@@ -147,9 +147,8 @@ class InterpretBackend:
             if kc.element_strides(a) is None:
                 a = np.ascontiguousarray(a)
             arrays.append(a)
-        pitch = kernel.row_pitch  # (rows padded in memory: views of wider arrays)
-        outs = [np.empty(pitched(t.shape, pitch), t.dtype)[..., :t.shape[-1]] if pitch else
-                np.empty(t.shape, t.dtype) for t in kernel.result_types]
+        outs = [empty_pitched(np.empty, t.shape, t.dtype, kernel.row_pitch)
+                for t in kernel.result_types]
         if all(o.size == 0 for o in outs):
             return outs
         strides = tuple(() if p.scalar else kc.element_strides(a)
