@@ -725,7 +725,7 @@ def test_persistent_gemm_attributes_are_checked_and_explained(fresh_plans):
 
 def test_float16_gemms_of_enough_tiles_are_persistent_with_tma_by_default(fresh_plans,
                                                                          monkeypatch):
-    """On ``cuda``, a float16 GEMM of at least ``GEMM_PERSISTENT_MIN_WAVES`` waves of tiles
+    """On ``cuda``, a float16 GEMM of more than ``GEMM_PERSISTENT_AFTER_WAVES`` waves of tiles
     whose attributes say neither ``tma`` nor ``programs`` loads its operand tiles through TMA
     and launches one program per SM (``heuristics.SMS``); one whose operand is computed (a
     prologue: not a TMA box) is emitted again with ``tma=0 programs=0``; a prologue of a
@@ -756,9 +756,9 @@ def test_float16_gemms_of_enough_tiles_are_persistent_with_tma_by_default(fresh_
     for p in plain:
         assert not p.auto_persistent and p.launches[0].grid == (12, 1, 1)
         assert "flatten=True" not in p.source and "(TMA)" not in p.source
-    monkeypatch.setattr(heuristics, "SMS", 6)  # 12 tiles: 2 waves of 6, the least
-    assert emitted(bias_relu, f16).launches[0].grid == (6, 1, 1)
-    monkeypatch.setattr(heuristics, "SMS", 7)  # 1.7 waves
+    monkeypatch.setattr(heuristics, "SMS", 11)  # 12 tiles: 1.1 waves of 11, the least
+    assert emitted(bias_relu, f16).launches[0].grid == (11, 1, 1)
+    monkeypatch.setattr(heuristics, "SMS", 12)  # one wave: one program per tile
     assert emitted(bias_relu, f16).launches[0].grid == (12, 1, 1)
     monkeypatch.setattr(heuristics, "GEMM_PERSISTENT", "0")
     monkeypatch.setattr(heuristics, "SMS", 5)

@@ -678,10 +678,9 @@ GEMM_FLAG_ATTRS = ("tma", "relay")
 GEMM_MAX_PROGRAMS = 65535
 #: Whether a float16 GEMM on ``cuda`` whose attributes do not say (no ``tma``, no
 #: ``programs``) and whose operands are not computed (no prologue) is persistent with TMA
-#: loads when every operand tile of its K loop is a TMA box and it has at least
-#: ``GEMM_PERSISTENT_MIN_WAVES`` waves of tiles: one program per SM (``SMS``), each looping
-#: over the tiles. Measured on the H200 (float16, 128x256x64 tiles,
-#: TFLOP/s, one program per tile / tma=1 alone / programs=132 tma=1): 8192^3 643 / 642 / 666,
+#: loads when every operand tile of its K loop is a TMA box and it has more than
+#: ``GEMM_PERSISTENT_AFTER_WAVES`` waves of tiles: one program per SM (``SMS``), each looping
+#: over the tiles. Measured on the H200 (float16, 128x256x64 tiles, TFLOP/s, one program per tile / tma=1 alone / programs=132 tma=1): 8192^3 643 / 642 / 666,
 #: 8192x8192x2048 597 / 579 / 620, 8192x2048x8192 641 / 641 / 660, 16384x1024x4096 616 / 603
 #: / 634; with ``relu(+ bias)`` 2-5% more; persistent with pointer loads: 300-330 (the
 #: flattened loop of pointer loads is not pipelined), hence never without TMA
@@ -691,9 +690,13 @@ GEMM_MAX_PROGRAMS = 65535
 #: cannot read an operand.
 GEMM_PERSISTENT = os.environ.get("FUSEJIT_GEMM_PERSISTENT", "1")
 GEMM_PERSISTENT_MODES = ("0", "1", "always")
-#: Fewest waves of tiles (tiles / ``SMS``) for which the default goes persistent: with fewer
-#: there is little to overlap, and TMA alone measured 0-3% slower than pointer loads.
-GEMM_PERSISTENT_MIN_WAVES = 2
+#: The default goes persistent with more tiles than this many waves (``SMS`` tiles each). Set
+#: from two waves to one by the eighth session's H200 sweep (``bench/exp_s8.py``, float16,
+#: 128x256x64 tiles, TFLOP/s one program per tile with pointer loads / persistent with TMA):
+#: 430x13368x5000 (212 tiles) 347 / 396, 440x13376x5000 421 against 368, 600x9000x6000 (180)
+#: 378 / 412, 320x16384x4096 (192) 399 / 468; from two waves on it was already the default.
+#: At one wave or less each program has one tile, and there is nothing to overlap.
+GEMM_PERSISTENT_AFTER_WAVES = 1
 #: A TF32 product whose operands both load K-major (A row-major, B a transposed view of a
 #: contiguous [N, K] buffer, as the fuser writes a row-major B for a large product:
 #: ``fuse/rules.py``, ``rule_tf32_k_major_b``) loads them through TMA, persistent with one
@@ -731,7 +734,7 @@ def gemm_default_programs(tiles: int, split_k: int, dtype: str, tf32_k_major: bo
         return SMS if tiles >= GEMM_TF32_TMA_MIN_TILES else 0
     if dtype != "float16":
         return 0
-    return SMS if tiles >= GEMM_PERSISTENT_MIN_WAVES * SMS else 0
+    return SMS if tiles > GEMM_PERSISTENT_AFTER_WAVES * SMS else 0
 
 
 #: Shared memory one program may use on an H100/H200 (227 KB), in bytes.
@@ -810,10 +813,13 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         bn = max(16, next_pow2(n))
         while bm > 16 and bm * bn > 128 * 256:
             bm //= 2
-    # shrink tiles (N first, unless a tile spans the row) until they can fill the GPU
-    while not span_row and batch * -(-m // bm) * -(-n // bn) < SMS and bn > 64:
+    # halve tiles (N first, unless a tile spans the row) while twice the tiles still fit in one
+    # wave: each halving then halves the time of the one round. Past half a wave, half-size
+    # tiles take two rounds at a lower rate (H200, 200x12000x8000: 94 tiles of 128x256 ran
+    # 396 TFLOP/s, 188 of 128x128 324, bench/exp_s8.py)
+    while not span_row and 2 * batch * -(-m // bm) * -(-n // bn) <= SMS and bn > 64:
         bn //= 2
-    while batch * -(-m // bm) * -(-n // bn) < SMS and bm > 64:
+    while 2 * batch * -(-m // bm) * -(-n // bn) <= SMS and bm > 64:
         bm //= 2
     if bm * bn <= 64 * 64:
         warps = 4
