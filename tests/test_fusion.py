@@ -93,7 +93,9 @@ def _check_values(outs):
 
 
 def test_reduction_over_leading_axis_broadcast_back_is_two_kernels():
-    x = t(64, 32)
+    """Past ``cost.OUTER_BROADCAST_MAX`` (256) reduced elements; 256 of them are one kernel."""
+    assert fj.plan((lambda x: x - x.sum(0, keepdims=True))(t(256, 32))).num_launches == 1
+    x = t(257, 32)
     plan = fj.plan(x - x.sum(0, keepdims=True))
     assert plan.num_launches == 2
     text = plan.explain()
@@ -241,7 +243,7 @@ def test_fusion_log(caplog):
     logger.setLevel(logging.DEBUG)
     try:
         with caplog.at_level(logging.DEBUG, logger="fusejit.fusion"):
-            program, _, _ = lower([(t(8, 16) - t(8, 16).sum(0, keepdims=True))._node])
+            program, _, _ = lower([(t(300, 16) - t(300, 16).sum(0, keepdims=True))._node])
             fuse.build_plan(program)
     finally:
         logger.setLevel(old)

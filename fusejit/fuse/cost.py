@@ -253,21 +253,27 @@ def align_gain(flops: float, nbytes: int, before: int, after: int, stores: int,
 # Softmax over a leading axis, ``(x - x.mean(0)) / x.std(0)``: when the reduced extent fits one
 # tile the emitter holds a block of columns whole in registers, reduces it and writes the
 # outputs from the same tile (one read of the input, one write), where two kernels read the
-# input twice. Not yet timed on the H200, so off by default: ``FUSEJIT_OUTER_BROADCAST=1``
-# (read when a plan is built) fuses it for reduced extents of at most ``OUTER_BROADCAST_MAX``
-# elements. Cases that would gain, from the fifth unseen suite draw: softmax over axis 0 of
-# 127x74436 float16 (57.6 us in two kernels, torch.compile 48.4), normalize over axis 0 of
-# 81x256318 float32 (73.9 us) and of 11x24x16649. ``python3 bench/exp_s7c.py`` times both plans.
+# input twice. On by default for reduced extents of at most ``OUTER_BROADCAST_MAX`` elements
+# of at most ``OUTER_BROADCAST_MAX_ITEMSIZE`` bytes; ``FUSEJIT_OUTER_BROADCAST=0`` (read when
+# a plan is built) keeps two kernels. Timed on the H200 (``bench/exp_s7c.py``, eighth
+# session; us, two kernels / one): softmax over axis 0 of 200x131072 float32 87.7 / 60.2
+# (60% / 87% of a copy's rate), of 32x1048576 115.1 / 72.1, of 127x74436 float16 23.9 / 17.2,
+# over axis 1 of 1000x100x300 98.8 / 67.8; a normalize over axis 0 of 256x65536 float32
+# 57.3 / 38.7, of 64x262144 float16 43.9 / 28.1, over axes (0, 1) of 16x12x65536 43.3 / 29.4,
+# over axis 0 of 81x256318 72.4 / 72.6 (even); float64 lost, softmax over axis 0 of
+# 100x100000 78.6 / 110.1 (a tile of doubles whole in registers), hence the item size bound.
 
 #: Most reduced elements an outer reduction broadcast back may have (the emitter's one-tile
 #: outer reduction holds up to 256: ``codegen.heuristics.OUTER_SHORT_EXTENT``).
 OUTER_BROADCAST_MAX = 256
+#: Widest element (bytes) of a value of such a region: float64 tiles measured slower fused.
+OUTER_BROADCAST_MAX_ITEMSIZE = 4
 
 
 def outer_broadcast_enabled() -> bool:
-    """``FUSEJIT_OUTER_BROADCAST``, checked: ``1`` fuses a short outer reduction with its
-    broadcast back; ``0`` (the default) keeps two kernels."""
-    mode = os.environ.get("FUSEJIT_OUTER_BROADCAST", "0")
+    """``FUSEJIT_OUTER_BROADCAST``, checked: ``1`` (the default) fuses a short outer reduction
+    with its broadcast back; ``0`` keeps two kernels."""
+    mode = os.environ.get("FUSEJIT_OUTER_BROADCAST", "1")
     if mode not in ("0", "1"):
         from ..errors import FusejitError
         raise FusejitError(f"FUSEJIT_OUTER_BROADCAST={mode!r} is not one of 0, 1")
