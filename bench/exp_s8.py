@@ -9,7 +9,7 @@ times the GEMM kernel alone (its plan's launches, CUDA events) at a set of align
 one program per SM, as the default was at two waves or more, and one program per tile), so a
 model of round count x tile cost can be fitted and checked.
 
-Run on the GPU machine: ``python3 bench/exp_s8.py [--json FILE] [--only REGEX]``; ``--dry``
+Run on the GPU machine: ``python3 bench/exp_s8.py [--json FILE] [--only REGEX] [--configs REGEX]``; ``--dry``
 checks it on the CPU (NumPy for CuPy, the interpreter, sides cut to at most 48, one wall-clock
 run each; ``tests/test_bench_matmul.py`` runs it).
 """
@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dry", action="store_true")
     parser.add_argument("--json", default="")
-    parser.add_argument("--only", default="")
+    parser.add_argument("--only", default="", help="regex over shape names")
+    parser.add_argument("--configs", default="", help="regex over config labels (default: all)")
     args = parser.parse_args(argv)
     import numpy as np
 
@@ -117,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         flops = bm._flops(name)
         line = [f"{name:6s} {m}x{n}x{k}"]
         for label, cfg in [("default", None), *CONFIGS.items()]:
+            if args.configs and not re.search(args.configs, label):
+                continue
             if args.dry and cfg is not None:
                 cfg = (16, 16, 16, 4, 2, 2 if cfg[5] else 0)
             try:

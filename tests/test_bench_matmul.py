@@ -85,3 +85,26 @@ def test_exp_s7b_dry_run_times_each_kernel_with_the_copies_off_and_on(tmp_path):
     assert len(off) == len(on) == 10
     assert all("align_f16" not in line for line in off)
     assert all("align_f16" in line and "matmul" in line for line in on)
+
+
+def test_exp_s8_dry_run_times_every_tile_shape(tmp_path):
+    """``bench/exp_s8.py --dry`` (NumPy for CuPy, the interpreter, sides cut to 48): each
+    shape's plan with its default tiles and every configuration of the sweep runs, matches the
+    float64 reference and lands in the JSON, so a GPU call is not spent on a broken script."""
+    import json
+    import os
+    import subprocess
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    root = _PATH.parent.parent
+    out = tmp_path / "s8.json"
+    done = subprocess.run([sys.executable, str(root / "bench" / "exp_s8.py"), "--dry", "--only",
+                           "d8u15|a11", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert {r["shape"] for r in rows} == {"d8u15", "a11"}
+    assert len(rows) == 2 * 9 and not [r for r in rows if "failed" in r]
+    assert all(r["error"] < 2e-3 for r in rows)
+    tiled = [r for r in rows if r["config"] != "default"]
+    assert all(r["attrs"]["block_m"] == 16 for r in tiled)
+    assert any(r["attrs"].get("programs") == 2 for r in tiled)
