@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                 us = event_time(lambda k=kernel, a=kargs: backend.run_kernel(k, list(a))) * 1e6
                 moved = sum(env[a].nbytes for a in kernel.args if hasattr(env[a], "nbytes")) + \
                     sum(env[r].nbytes for r in kernel.results)
-                rate = f"{moved / us / 1e6:6.0f} GB/s" if kernel.row_pitch else \
+                rate = f"{moved / us / 1e3:6.0f} GB/s" if kernel.row_pitch else \
                     f"{flops / us / 1e6:6.0f} TFLOP/s"
                 parts.append(f"{kernel.name} {us:8.1f} us ({rate})")
             total = event_time(lambda p=prog, b=buffers, pl=plan: backend.execute(p, b, pl)) * 1e6

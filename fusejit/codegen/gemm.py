@@ -32,11 +32,11 @@ p + P, ... in one ``tl.range(..., flatten=True)`` loop that Triton pipelines tog
 the K loop (the next tile's loads overlap this tile's epilogue). By default on ``cuda`` a
 float16 GEMM of more than one wave of tiles is persistent with TMA loads, one program per SM,
 when every load of its K loop is a TMA box (``_default_programs``; measured 3-5% faster, 13%
-with GELU, 9-17% between one and two waves); so is a TF32 product of a wave of tiles or more whose operands both load K-major
-(328 TFLOP/s at 4096^3 against 275-297 with pointer loads: the fuser writes a row-major B
-K-major for a large product, ``fuse/rules.py``, ``rule_tf32_k_major_b``); otherwise it is
-emitted again with one program per tile, since a persistent loop of pointer loads ran at
-half speed.
+with GELU, 9-17% between one and two waves); so is a TF32 product of a wave of tiles or more
+whose operands both load K-major (328 TFLOP/s at 4096^3 against 275-297 with pointer loads:
+the fuser writes a row-major B K-major for a large product, ``fuse/rules.py``,
+``rule_tf32_k_major_b``); otherwise it is emitted again with one program per tile, since a
+persistent loop of pointer loads ran at half speed.
 
 With ``split_k > 1`` the region is two functions: ``<name>_partials`` computes
 the product over one chunk of K per program into a float32 (accumulator-typed)

@@ -680,7 +680,8 @@ GEMM_MAX_PROGRAMS = 65535
 #: ``programs``) and whose operands are not computed (no prologue) is persistent with TMA
 #: loads when every operand tile of its K loop is a TMA box and it has more than
 #: ``GEMM_PERSISTENT_AFTER_WAVES`` waves of tiles: one program per SM (``SMS``), each looping
-#: over the tiles. Measured on the H200 (float16, 128x256x64 tiles, TFLOP/s, one program per tile / tma=1 alone / programs=132 tma=1): 8192^3 643 / 642 / 666,
+#: over the tiles. Measured on the H200 (float16, 128x256x64 tiles, TFLOP/s, one program
+#: per tile / tma=1 alone / programs=132 tma=1): 8192^3 643 / 642 / 666,
 #: 8192x8192x2048 597 / 579 / 620, 8192x2048x8192 641 / 641 / 660, 16384x1024x4096 616 / 603
 #: / 634; with ``relu(+ bias)`` 2-5% more; persistent with pointer loads: 300-330 (the
 #: flattened loop of pointer loads is not pipelined), hence never without TMA
