@@ -199,16 +199,19 @@ GEMM_MISALIGNED_SHARE = {8: 0.8, 4: 0.6, 2: 0.22, 1: 0.22}
 #: bound by memory (a decode-like product reads B once); not measured apart: assumed, so that
 #: a copy of B, which reads and writes it, never pays for a product that reads it once.
 GEMM_MISALIGNED_MEMORY_SHARE = {8: 0.9, 4: 0.7, 2: 0.5, 1: 0.5}
-#: Bytes per second the aligning copy moves (read plus write), as the transposing copy.
-ALIGN_BYTES_PER_S = TRANSPOSE_BYTES_PER_S
+#: Bytes per second the aligning copy moves (read plus write): the word copy
+#: (``triton_emitter.pitched_copy``) moved 2.8-3.3e12 B/s on the H200 at 20-166 MB
+#: (``bench/results/h200-exp-s7b-copies-words-2026-12-02-s8.txt``; before it, element by
+#: element, 0.8e12).
+ALIGN_BYTES_PER_S = 3.0e12
 #: Fewest flops (2 * batch * M * N * K) of a product whose operands are copied: the model's
-#: aligned rate holds for large products only. H200, TFLOP/s of whole plans without -> with
-#: the copies (``bench/results/h200-s7-2026-12-02.md``): 2.9e11 flops 377 ->
-#: 524, 1.2e11 122 -> 276, 2.8e10 83 -> 104; but 1.6e10 (5000x721x2185) 132 -> 84 and 8.6e9
-#: (32 batches of 257x521x1000) 76 -> 38, where the model had the copies save 2-4 times
-#: their cost. The bound sits between, below the smallest product measured to gain by more
-#: than a quarter.
-GEMM_ALIGN_MIN_FLOPS = 4e10
+#: aligned rate holds for large products only. H200, us of whole plans without -> with the
+#: word copies (same file): 2.9e11 flops 715 -> 536, 2.2e11 1314 -> 494, 1.2e11 1186 -> 271,
+#: 2.8e10 (1023x1486x9171) 330 -> 135; but 1.6e10 (5000x721x2185) 107 -> 136, 1.0e10 (3
+#: batches of 223x1649x4703) 137 -> 180, 8.6e9 (32 batches of 257x521x1000) 111 -> 167 and
+#: 6.6e9 (2321x2782x515) 46.0 -> 43.9, where the model had the copies pay. The bound sits
+#: between 1.6e10 and 2.8e10 (it was 4e10 while the copies ran at 0.8e12 B/s).
+GEMM_ALIGN_MIN_FLOPS = 2e10
 #: ``FUSEJIT_GEMM_ALIGN=1`` (default): copy misaligned operands where ``align_gain`` says it
 #: pays; ``0``: never; ``always`` (for tests and the fuzzer): every float16 GEMM operand with
 #: misaligned rows that the rule can copy, whatever its size (read when a plan is built).
