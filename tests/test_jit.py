@@ -310,13 +310,14 @@ def test_random_programs_through_jit_match_numpy_interpret(recipe: Any) -> None:
 # -- the cuda backend's host logic, on FakeCupy ------------------------------------------------
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCupy]:
-    """A fresh cuda backend on a FakeCupy, compiles faked (as tests/test_devices.py)."""
+def fake(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[FakeCupy]:
+    """A fresh cuda backend on a FakeCupy, compiles faked (as tests/test_devices.py;
+    ``indirect=True`` parameters are the FakeCupy's keyword arguments)."""
     pytest.importorskip("triton")
     from fusejit.runtime import cuda_backend
 
     from .test_devices import _fake_compile
-    cp = FakeCupy()
+    cp = FakeCupy(**getattr(request, "param", {}))
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setattr(runtime, "_backends", {})
     cp.compiled = []  # type: ignore[attr-defined]
@@ -369,6 +370,70 @@ def test_cuda_realize_reuses_the_plan_runner(fake: FakeCupy, monkeypatch: pytest
     for i in range(5):
         (x * float(i) + 1).realize()
     assert builds == []
+
+
+def test_cuda_signatures_read_cupys_contiguity_attribute(fake: FakeCupy,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the array type has CuPy's ``_c_contiguous``, a call's signature reads it rather
+    than ``flags`` (which CuPy builds per read); the first call's key (``_array_key``) and a
+    replay's (``Jitted.__call__``'s inline one) are the same; a strided view is another."""
+    flag_reads: list[int] = []
+
+    def flags(self: Any) -> Any:
+        flag_reads.append(1)
+        return self.__dict__["_flags"]
+
+    monkeypatch.setattr(fake.ndarray, "flags", property(
+        flags, lambda self, v: self.__dict__.__setitem__("_flags", v)), raising=False)
+    monkeypatch.setattr(fake.ndarray, "_c_contiguous", property(
+        lambda self: self.__dict__["_flags"].c_contiguous), raising=False)
+    f = fj.jit(lambda a, b: a * b + 1.0)
+    x, y = fake.asarray(X), fake.asarray(Y)
+    f(x, y)
+    flag_reads.clear()
+    for _ in range(3):
+        f(x, y)
+    assert f.recordings == 1 and flag_reads == []
+    f(x[::2], y[::2])
+    f(x[::2], y[::2])
+    assert f.recordings == 2
+
+
+@pytest.mark.parametrize("fake", [{"raw_launch": True}], indirect=True)
+def test_cuda_launches_of_each_thread_write_their_own_parameter_block(fake: FakeCupy) -> None:
+    """The driver copies a launch's parameters when it is called, but CuPy lets other threads
+    run meanwhile: each thread fills a block of its own, which another thread's launch of the
+    same kernel leaves as it was."""
+    import ctypes
+    f = fj.jit(lambda a, b: a * b + 1.0)
+    (a0, b0), (a1, b1) = [(fake.asarray(X), fake.asarray(Y)) for _ in range(2)]
+    f(a0, b0)
+    launched, done = threading.Event(), threading.Event()
+    params: list[int] = []
+
+    def other_thread() -> None:  # launches, then stays alive (its block with it)
+        with fj.using_backend("cuda"):  # (a new thread starts on the default backend)
+            f(a1, b1)
+        params.append(fake.raw_launches[-1][-1])
+        launched.set()
+        done.wait(10)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    try:
+        assert launched.wait(10)
+        f(a0, b0)
+        params.append(fake.raw_launches[-1][-1])
+    finally:
+        done.set()
+        t.join()
+
+    def first_cell(p: int) -> int:  # the first parameter's value (the pointer to ``a``)
+        return ctypes.c_uint64.from_address(ctypes.c_uint64.from_address(p).value).value
+
+    assert params[0] != params[1]  # the other thread's block, after this thread's launch:
+    assert first_cell(params[0]) == a1.data.ptr and first_cell(params[1]) == a0.data.ptr
+    assert f.recordings == 1
 
 
 # -- on a GPU ----------------------------------------------------------------------------------
