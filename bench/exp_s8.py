@@ -50,6 +50,15 @@ SHAPES = {
     "a10": (5120, 5120, 2048, False, "bias_gelu"),
     "a11": (200, 12000, 8000, False, "none"),
     "a12": (3800, 3800, 3800, False, "none"),
+    # one wave or less of 128 x 256 tiles (132 SMs): pointer loads (the default) against TMA
+    "w1": (1024, 4096, 8192, False, "none"),          # 128 tiles
+    "w2": (896, 3584, 8192, False, "bias_relu"),      # 98
+    "w3": (640, 5120, 8192, True, "none"),            # 100
+    "w4": (1536, 2560, 8192, False, "none"),          # 120
+    "w5": (384, 8192, 8192, False, "residual"),       # 96
+    "w6": (1200, 3000, 6000, False, "none"),          # 120
+    "w7": (1000, 2000, 10000, True, "bias_gelu"),     # 64 -> halved to 128 x 128
+    "w8": (300, 7000, 7000, False, "none"),           # 84
 }
 
 #: label -> (block_m, block_n, block_k, num_warps, num_stages, programs or 0: one per tile)
