@@ -520,9 +520,10 @@ def _persistent_gemm_setup(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
 
     from fusejit.codegen import heuristics
     from fusejit.runtime import compile as compile_module
-    from fusejit.runtime import cuda_backend
+    from fusejit.runtime import cuda_backend, kernel_cache
     monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(heuristics, "SMS", 2)
+    monkeypatch.setattr(kernel_cache, "_emit_cache", {})  # (emissions under other SMS counts)
     loaded: list[str] = []
 
     def compile_launch(emitted: Any, *args: Any, **kwargs: Any) -> Any:
@@ -558,6 +559,25 @@ def test_a_serialized_persistent_gemm_is_relayed_with_one_program_per_tile(
             cp.asarray(a), cp.asarray(b), cp.asarray(c))
         assert all("flatten=True" in s and "relayed" not in s for s in loaded)
         assert cp.launches[-1][2] == (2, 1, 1)
+
+
+def test_a_one_wave_gemm_loads_through_tma_or_falls_back_per_buffer(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """A float16 GEMM of half a wave to one (4 tiles of 128 x 256 on 6 SMs) loads through TMA
+    with one program per tile by the heuristic's choice (real sm_90 cubins, FakeCupy
+    launches); an operand that does not start on a 16-byte boundary gets pointer loads."""
+    from fusejit.codegen import heuristics
+    cp, loaded = _persistent_gemm_setup(monkeypatch, tmp_path, lambda c, persistent: {})
+    monkeypatch.setattr(heuristics, "SMS", 6)
+    a, b = np.ones((256, 128), np.float16), np.ones((128, 512), np.float16)
+    text = fj.dump(fj.asarray(a, name="a") @ fj.asarray(b, name="b"), fused=True)
+    offset = cp.ndarray(np.ones(256 * 128 + 1, np.float16)[1:].reshape(256, 128), 0)
+    with fj.using_backend("cuda"):
+        fj.parse(text).run(cp.asarray(a), cp.asarray(b))
+        assert "(TMA)" in loaded[-1] and "flatten=True" not in loaded[-1]
+        assert cp.launches[-1][2] == (4, 1, 1)
+        fj.parse(text).run(offset, cp.asarray(b))  # starts 2 bytes into its allocation
+        assert "(TMA)" not in loaded[-1] and cp.launches[-1][2] == (4, 1, 1)
 
 
 def test_a_persistent_gemm_past_the_shared_memory_limit_runs_one_program_per_tile(

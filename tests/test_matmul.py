@@ -726,6 +726,7 @@ def test_persistent_gemm_attributes_are_checked_and_explained(fresh_plans):
 def test_float16_gemms_of_enough_tiles_are_persistent_with_tma_by_default(fresh_plans,
                                                                          monkeypatch):
     """On ``cuda``, a float16 GEMM of more than ``GEMM_PERSISTENT_AFTER_WAVES`` waves of tiles
+    (from half a wave to one, ``GEMM_TMA_MIN_WAVES``: TMA loads, one program per tile)
     whose attributes say neither ``tma`` nor ``programs`` loads its operand tiles through TMA
     and launches one program per SM (``heuristics.SMS``); one whose operand is computed (a
     prologue: not a TMA box) is emitted again with ``tma=0 programs=0``; a prologue of a
@@ -758,8 +759,17 @@ def test_float16_gemms_of_enough_tiles_are_persistent_with_tma_by_default(fresh_
         assert "flatten=True" not in p.source and "(TMA)" not in p.source
     monkeypatch.setattr(heuristics, "SMS", 11)  # 12 tiles: 1.1 waves of 11, the least
     assert emitted(bias_relu, f16).launches[0].grid == (11, 1, 1)
-    monkeypatch.setattr(heuristics, "SMS", 12)  # one wave: one program per tile
-    assert emitted(bias_relu, f16).launches[0].grid == (12, 1, 1)
+    for sms in (12, 24):  # one wave, half a wave: one program per tile, TMA loads
+        monkeypatch.setattr(heuristics, "SMS", sms)
+        e = emitted(bias_relu, f16)
+        assert e.launches[0].grid == (12, 1, 1) and e.auto_tma and not e.auto_persistent
+        assert "(TMA)" in e.source and "flatten=True" not in e.source and e.aligned == (0, 1)
+    monkeypatch.setattr(heuristics, "SMS", 25)  # under half a wave: pointer loads
+    e = emitted(bias_relu, f16)
+    assert not e.auto_tma and "(TMA)" not in e.source
+    monkeypatch.setattr(heuristics, "SMS", 12)  # a prologue: pointer loads, emitted again
+    e = emitted(lambda xp, a, b, c: xp.maximum((a * 2) @ b + c, 0), f16)
+    assert not e.auto_tma and "(TMA)" not in e.source
     monkeypatch.setattr(heuristics, "GEMM_PERSISTENT", "0")
     monkeypatch.setattr(heuristics, "SMS", 5)
     assert emitted(bias_relu, f16).launches[0].grid == (12, 1, 1)

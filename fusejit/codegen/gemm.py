@@ -32,11 +32,13 @@ p + P, ... in one ``tl.range(..., flatten=True)`` loop that Triton pipelines tog
 the K loop (the next tile's loads overlap this tile's epilogue). By default on ``cuda`` a
 float16 GEMM of more than one wave of tiles is persistent with TMA loads, one program per SM,
 when every load of its K loop is a TMA box (``_default_programs``; measured 3-5% faster, 13%
-with GELU, 9-17% between one and two waves); so is a TF32 product of a wave of tiles or more
-whose operands both load K-major (328 TFLOP/s at 4096^3 against 275-297 with pointer loads:
-the fuser writes a row-major B K-major for a large product, ``fuse/rules.py``,
-``rule_tf32_k_major_b``); otherwise it is emitted again with one program per tile, since a
-persistent loop of pointer loads ran at half speed.
+with GELU, 9-17% between one and two waves); from half a wave to one it loads through TMA
+with one program per tile (``_default_tma``: 5-23% faster on seven of eight shapes); so is a
+TF32 product of a wave of tiles or more whose operands both load K-major persistent (328
+TFLOP/s at 4096^3 against 275-297 with pointer loads: the fuser writes a row-major B K-major
+for a large product, ``fuse/rules.py``, ``rule_tf32_k_major_b``); otherwise it is emitted
+again with one program per tile and pointer loads, since a persistent loop of pointer loads
+ran at half speed.
 
 With ``split_k > 1`` the region is two functions: ``<name>_partials`` computes
 the product over one chunk of K per program into a float32 (accumulator-typed)
@@ -152,8 +154,10 @@ class GemmEmitter(_Emitter):
         self.auto_persistent = self.auto_programs > 0
         self.programs_without_tma = self.auto_programs \
             if heuristics.gemm_persistent_mode() == "always" else 0  # (a test mode's loop)
-        self.tma = bool(self.kernel.attrs.get("tma", 0)) or self.auto_persistent
-        #: loads in the K loop that are not TMA boxes (``auto_persistent`` needs none)
+        #: TMA loads by the heuristic's choice: persistent, or one program per tile
+        self.auto_tma = self.auto_persistent or self._default_tma()
+        self.tma = bool(self.kernel.attrs.get("tma", 0)) or self.auto_tma
+        #: loads in the K loop that are not TMA boxes (``auto_tma`` needs none)
         self.k_pointer_loads = 0
         self.idx64 = self.idx64 or self._scratch_reach() > INT32_MAX
         c = self.cfg
@@ -192,17 +196,30 @@ class GemmEmitter(_Emitter):
         ``GEMM_TF32_TMA_MIN_TILES``). If an operand tile then cannot load as a TMA box,
         ``emit_kernel`` emits the kernel again with ``tma=0 programs=0``; the ``cuda`` backend
         does too for a buffer that does not start on a 16-byte boundary."""
-        attrs = self.kernel.attrs
-        if "tma" in attrs or "programs" in attrs:
+        if not self._heuristic_loads():
             return 0
-        mode = heuristics.gemm_persistent_mode()
-        if mode != "always" and (self.target != "cuda" or any(
-                self._has_prologue(name) for name in self.mm.args)):
-            return 0  # (measured: plain operands; a prologue's loads and casts were not)
         tf32_k_major = self.dtype == F32 and self.precision == "tf32" and all(
             self._k_contiguous(i) for i in (0, 1))
         return heuristics.gemm_default_programs(self.batch * self.tiles, self.cfg.split_k,
                                                 self.dtype.name, tf32_k_major)
+
+    def _heuristic_loads(self) -> bool:
+        """Whether the heuristic chooses this kernel's loads (TMA, persistence): its attributes
+        say neither ``tma`` nor ``programs``, and on ``cuda`` neither operand is computed (a
+        prologue: the measured kernels had none; any target in mode "always")."""
+        attrs = self.kernel.attrs
+        if "tma" in attrs or "programs" in attrs:
+            return False
+        return heuristics.gemm_persistent_mode() == "always" or (
+            self.target == "cuda" and not any(self._has_prologue(n) for n in self.mm.args))
+
+    def _default_tma(self) -> bool:
+        """Whether a GEMM that is not persistent loads through TMA with one program per tile
+        by the heuristic's choice (``heuristics.gemm_default_tma``: float16, from half a wave
+        of tiles to one). As for a persistent one, ``emit_kernel`` and the ``cuda`` backend
+        emit it again with pointer loads where TMA cannot read an operand."""
+        return self._heuristic_loads() and heuristics.gemm_default_tma(
+            self.batch * self.tiles, self.cfg.split_k, self.dtype.name)
 
     def _k_contiguous(self, index: int) -> bool:
         """Whether every load of operand ``index`` (0: A, 1: B) is contiguous along K (a
@@ -291,7 +308,7 @@ class GemmEmitter(_Emitter):
         why = "programs=" + str(programs)
         if self.auto_persistent:
             why = ("GEMM_PERSISTENT=always" if heuristics.gemm_persistent_mode() == "always" else
-                   "GEMM_PERSISTENT: float16, two or more waves of tiles, every operand tile "
+                   "GEMM_PERSISTENT: float16, more than one wave of tiles, every operand tile "
                    "a TMA box" if self.dtype == F16 else
                    "GEMM_TF32_TMA_MIN_TILES: TF32, both operands K-major, a wave of tiles or "
                    "more, every operand tile a TMA box")

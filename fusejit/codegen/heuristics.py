@@ -719,6 +719,25 @@ def gemm_persistent_mode() -> str:
     return GEMM_PERSISTENT
 
 
+#: A float16 GEMM of this many waves of tiles or more, up to one, loads through TMA with one
+#: program per tile when the heuristic chooses its loads (``gemm_default_tma``). H200,
+#: TFLOP/s with pointer loads / TMA (``bench/exp_s8.py``, eighth session's fifth call):
+#: 1024x4096x8192 (128 tiles) 748 / 707, 896x3584x8192 (98) 548 / 552, 640x5120x8192 (100)
+#: 525 / 559, 1536x2560x8192 (120) 677 / 717, 384x8192x8192 (96) 533 / 560, 1200x3000x6000
+#: (120) 486 / 583, 1000x2000x10000 (128 of 128x128) 443 / 547, 300x7000x7000 (84) 311 /
+#: 361; 200x12000x8000 (94) 341 / 451 in the second call. Under half a wave, unmeasured.
+GEMM_TMA_MIN_WAVES = 0.5
+
+
+def gemm_default_tma(tiles: int, split_k: int, dtype: str) -> bool:
+    """Whether a GEMM the heuristic does not make persistent loads its operands through TMA
+    with one program per tile: float16, no split K, ``GEMM_TMA_MIN_WAVES`` waves of tiles or
+    more (up to one: past it, ``gemm_default_programs`` makes it persistent), mode "1" of
+    ``GEMM_PERSISTENT`` (``0`` turns off both)."""
+    return (gemm_persistent_mode() == "1" and dtype == "float16" and split_k == 1
+            and tiles >= GEMM_TMA_MIN_WAVES * SMS)
+
+
 def gemm_default_programs(tiles: int, split_k: int, dtype: str, tf32_k_major: bool = False
                           ) -> int:
     """The ``programs`` of a gemm kernel whose attributes do not say (see

@@ -137,6 +137,10 @@ class EmittedKernel:
     #: programs=0`` when a buffer it reads through TMA does not start on a 16-byte boundary,
     #: and with ``programs`` = the device's SM count when that is fewer
     auto_persistent: bool = False
+    #: a GEMM the heuristic gave TMA loads, persistent or with one program per tile
+    #: (``gemm.GemmEmitter._default_tma``): emitted again with ``tma=0 programs=0`` for a
+    #: buffer that does not start on a 16-byte boundary, as ``auto_persistent``
+    auto_tma: bool = False
 
 
 #: Longest identifier the emitter writes: a longer IR name is cut, and a hash of the whole
@@ -724,6 +728,8 @@ class _Emitter:
     relayable: bool = False
     #: a GEMM made persistent with TMA loads by the heuristic (``EmittedKernel.auto_persistent``)
     auto_persistent: bool = False
+    #: a GEMM given TMA loads by the heuristic (``EmittedKernel.auto_tma``)
+    auto_tma: bool = False
     #: a GEMM's loads in its K loop that are not TMA boxes (``gemm.GemmEmitter``)
     k_pointer_loads: int = 0
     #: the ``programs`` of such a GEMM emitted again without TMA (0 but in a test mode)
@@ -751,7 +757,7 @@ class _Emitter:
                              tuple(k.result_types), uses_lib,
                              (*self.tiling, *self.summary, origin),
                              tuple(sorted(self.aligned)), self.candidates, self.counters,
-                             self.relayable, self.auto_persistent)
+                             self.relayable, self.auto_persistent, self.auto_tma)
 
     def _header(self, fn_name: str, args: list[str]) -> list[str]:
         return ["@triton.jit", f"def {fn_name}({', '.join(args)}):"]
@@ -2082,10 +2088,11 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
     em.helpers = set()
     em._bm = em._bn = 0
     emitted = em.emit()
-    if em.auto_persistent and em.k_pointer_loads:
-        # a persistent GEMM of pointer loads ran at half speed (gemm.py, _default_programs):
-        # an operand tile that is not a TMA box keeps one program per tile (persistent still
-        # in the test mode GEMM_PERSISTENT="always")
+    if em.auto_tma and em.k_pointer_loads:
+        # a persistent GEMM of pointer loads ran at half speed (gemm.py, _default_programs),
+        # and TMA was chosen for its loads: an operand tile that is not a TMA box keeps
+        # pointer loads, one program per tile (persistent still in the test mode
+        # GEMM_PERSISTENT="always")
         plain = {**kernel.attrs, "tma": 0, "programs": em.programs_without_tma}
         return emit_kernel(replace(kernel, attrs=plain), strides, target, None, origin)
     helper = ""

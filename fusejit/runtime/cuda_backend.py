@@ -614,7 +614,7 @@ class CudaBackend:
         emitted = kc.emitted_for(kernel, strides, "cuda")
         source_kernel = kernel
         persistent = emitted.auto_persistent  # by the heuristic's choice (gemm.py)
-        if persistent:
+        if emitted.auto_tma:  # (persistent or not)
             fix = self._persistence_fix(emitted, spec, dev)
             if fix:
                 persistent = bool(fix["programs"])
@@ -648,10 +648,10 @@ class CudaBackend:
 
     @staticmethod
     def _persistence_fix(emitted: Any, spec: tuple[Any, ...], dev: _Device) -> dict[str, int]:
-        """The attributes a GEMM the heuristic made persistent with TMA loads needs on these
-        arguments and this device: none, or ``tma=0 programs=0`` when a buffer it reads
+        """The attributes a GEMM the heuristic gave TMA loads (persistent or not) needs on
+        these arguments and this device: none, or ``tma=0 programs=0`` when a buffer it reads
         through TMA does not start on a 16-byte boundary (an offset view), or one program per
-        SM when the device has fewer SMs than the heuristic's programs."""
+        SM when the device has fewer SMs than the heuristic's programs (or tiles)."""
         if any(not spec[i][1] for i in emitted.aligned):
             return {"tma": 0, "programs": 0}
         if emitted.launches[0].grid[0] > dev.sms:
