@@ -252,10 +252,17 @@ func @main(%b: f16[37,91]) -> f16[37,91] {{
 
 
 @pytest.mark.parametrize("backend", ["numpy", "interpret"])
-def test_a_kernel_written_with_row_pitch_runs(backend):
+@pytest.mark.parametrize("pitch", [96, 93])
+def test_a_kernel_written_with_row_pitch_runs(backend, pitch):
+    """Rows 192 bytes apart (a copy in 8-byte words) or 186 (not a multiple of 16 bytes:
+    2-D tiles, element by element)."""
     fj.set_backend(backend)
     b = rng.standard_normal((37, 91)).astype(np.float16)
-    (out,) = fj.parse(_PITCHED.format(pitch=96)).run(b=b)
+    program = fj.parse(_PITCHED.format(pitch=pitch))
+    (kernel,) = [k for k in plan_for(program).program.kernels if k.name == "align_b"]
+    source = emit_kernel(kernel, None, "interpret").source
+    assert ("8-byte words" in source) == (pitch == 96)
+    (out,) = program.run(b=b)
     np.testing.assert_array_equal(np.asarray(out), b + b)
 
 

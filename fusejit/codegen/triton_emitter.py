@@ -886,8 +886,9 @@ class _Emitter:
         return [fn], [launch]
 
     def _pitched_copy_source(self) -> int | None:
-        """The param a ``row_pitch`` kernel only copies, read contiguously (as the GEMM's
-        alignment copies are: ``fuse/layout.py``, ``align_operand``), else None."""
+        """The param a ``row_pitch`` kernel only copies, read contiguously, to rows a multiple
+        of 16 bytes apart (as the GEMM's alignment copies are: ``fuse/layout.py``,
+        ``align_operand``; a pitch the user wrote may be any), else None."""
         body, shape = self.kernel.body, self.domain.shape
         if len(body) != 1 or body[0].op != "permute" or len(self.kernel.yields) != 1 or \
                 body[0].attrs.get("perm") != tuple(range(len(shape))) or \
@@ -895,10 +896,10 @@ class _Emitter:
             return None
         param = self.param_index.get(body[0].args[0])
         if param is None or self.kernel.params[param].type.shape != shape or \
-                not _same_strides(self.strides[param], shape) or \
-                self.types[body[0].name].dtype.itemsize not in (1, 2, 4):
+                not _same_strides(self.strides[param], shape):
             return None
-        return param
+        item = self.types[body[0].name].dtype.itemsize
+        return param if item in (1, 2, 4) and self.row_pitch * item % 16 == 0 else None
 
     def pitched_copy(self, param: int) -> tuple[list[_Fn], list[Launch]]:
         """A contiguous buffer copied to rows ``row_pitch`` elements apart, in 8-byte words.
