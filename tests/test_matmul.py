@@ -764,6 +764,7 @@ def test_float16_gemms_of_enough_tiles_are_persistent_with_tma_by_default(fresh_
         e = emitted(bias_relu, f16)
         assert e.launches[0].grid == (12, 1, 1) and e.auto_tma and not e.auto_persistent
         assert "(TMA)" in e.source and "flatten=True" not in e.source and e.aligned == (0, 1)
+        assert "GEMM_TMA_MIN_WAVES: float16" in "\n".join(e.tiling)
     monkeypatch.setattr(heuristics, "SMS", 25)  # under half a wave: pointer loads
     e = emitted(bias_relu, f16)
     assert not e.auto_tma and "(TMA)" not in e.source

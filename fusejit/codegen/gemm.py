@@ -168,6 +168,10 @@ class GemmEmitter(_Emitter):
             f"{c.block_m} x {c.block_n} tiles, K by {c.block_k}{split}",
             f"      {c.num_warps} warps, {c.num_stages} stages, tiles grouped by {c.group_m} "
             f"along M; {self._how()}")
+        if self.auto_tma and not self.auto_persistent:
+            self.summary = (*self.summary, "      TMA loads, one program per tile "
+                            "(GEMM_TMA_MIN_WAVES: float16, half a wave of tiles to one, every "
+                            "operand tile a TMA box)")
 
     # -- choices ------------------------------------------------------------------------
     def _config(self) -> GemmConfig:
