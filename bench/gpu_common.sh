@@ -28,7 +28,7 @@ tests_beside_fuzz() {
 }
 
 # fuzz_summary WORK: the tests' last lines and failures, the fuzz's programs by path, any fuzz
-# line with a failure, and the failures kept.
+# line with a failure, the failures kept, and align_fuzz's lines.
 fuzz_summary() {
   local work=$1
   grep -E "passed|failed" "$work/gpu-tests.log" | tail -2
@@ -38,6 +38,8 @@ fuzz_summary() {
     END { for (k in n) print "cuda fuzz programs (" k "):", n[k] }'
   grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log | grep -v "mismatch 0, error 0, crash 0" | head -5
   ls "$work/fuzz/failures" 2>/dev/null | head
+  # the align_fuzz processes' last lines, where they ran
+  grep -h "^fusejit fuzz" "$work"/fuzz/align-*.log 2>/dev/null
 }
 
 # unseen_matmul OUT WORK TAG SEED:COUNT IMPLS BUDGET
@@ -63,4 +65,16 @@ align_fuzz() {
       --seconds "$fuzz_s" --seed $((seed + i)) --out "$work/fuzz/failures-align" --max-failures 3 \
       > "$work/fuzz/align-$i.log" 2>&1 &
   done
+}
+
+# unseen_suite OUT WORK SEED:COUNT BUDGET: a drawn set of the suite's workloads (suite.py
+# --unseen) beside torch.compile and jax.jit, its results copied to OUT/unseen, then its table
+# (name, shape, fusejit's kernels and jit, the peers, the ratio) and summary.
+unseen_suite() {
+  local out=$1 work=$2 draw=$3 budget=$4
+  timeout $((budget + 60)) python3 bench/suite.py --out "$work/unseen" --unseen "$draw" \
+    --budget "$budget" --impls fusejit,jax,torch > "$work/unseen.log" 2>&1; echo "unseen exit $?"
+  mkdir -p "$out/unseen"; cp "$work"/unseen/results.* "$out/unseen/" 2>/dev/null
+  grep -A40 "^| workload" "$work/unseen/results.md" | cut -d'|' -f2,4,8,9,10,12,13 | head -30
+  grep -A6 "^## Summary" "$work/unseen/results.md"
 }

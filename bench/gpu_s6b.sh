@@ -13,9 +13,5 @@ timeout $((suite_s + 60)) python3 bench/suite.py --out "$work/suite" --only "sho
   --budget "$suite_s" --impls fusejit,jax,torch > "$work/suite.log" 2>&1; echo "suite exit $?"
 mkdir -p "$out/suite"; cp "$work"/suite/results.* "$out/suite/" 2>/dev/null
 grep -A8 "^| workload" "$work/suite/results.md" | cut -d'|' -f2,3,4,8,9,10,12,13 | head -10
-timeout $((unseen_s + 60)) python3 bench/suite.py --out "$work/unseen" --unseen "$draw" \
-  --budget "$unseen_s" --impls fusejit,jax,torch > "$work/unseen.log" 2>&1; echo "unseen exit $?"
-mkdir -p "$out/unseen"; cp "$work"/unseen/results.* "$out/unseen/" 2>/dev/null
-grep -A40 "^| workload" "$work/unseen/results.md" | cut -d'|' -f2,4,8,9,10,12,13 | head -30
-grep -A6 "^## Summary" "$work/unseen/results.md"
+unseen_suite "$out" "$work" "$draw" "$unseen_s"
 tar czf "$out/gpu-s6b.tgz" -C /tmp gpu-s6b

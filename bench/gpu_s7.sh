@@ -16,9 +16,5 @@ timeout $((mm_s + 90)) python3 bench/bench_matmul.py --out "$work/matmul" --unse
   --impls fusejit,cupy,torch,jax --budget "$mm_s" > "$work/matmul.log" 2>&1; echo "matmul exit $?"
 mkdir -p "$out/matmul"; cp "$work"/matmul/*.json "$work"/matmul/*.md "$work"/matmul/*.log "$out/matmul/" 2>/dev/null
 cut -d'|' -f2,3,4,5,7,8,9,10 "$work/matmul/results.md" | head -24
-timeout $((unseen_s + 60)) python3 bench/suite.py --out "$work/unseen" --unseen "$draw" \
-  --budget "$unseen_s" --impls fusejit,jax,torch > "$work/unseen.log" 2>&1; echo "unseen exit $?"
-mkdir -p "$out/unseen"; cp "$work"/unseen/results.* "$out/unseen/" 2>/dev/null
-grep -A40 "^| workload" "$work/unseen/results.md" | cut -d'|' -f2,4,8,9,10,12,13 | head -30
-grep -A6 "^## Summary" "$work/unseen/results.md"
+unseen_suite "$out" "$work" "$draw" "$unseen_s"
 tar czf "$out/gpu-s7.tgz" -C /tmp gpu-s7

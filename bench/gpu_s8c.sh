@@ -16,7 +16,6 @@ align_fuzz "$work" "$fuzz_s" 12300
 tests_beside_fuzz "$work" "$fuzz_s" 5 12310 "$tests_s"
 wait
 fuzz_summary "$work" | tee "$out/fuzz-summary.txt"
-grep -h "^fusejit fuzz" "$work"/fuzz/align-*.log | tee -a "$out/fuzz-summary.txt"
 tar czf "$out/gpu-s8c.tgz" -C /tmp gpu-s8c
 timeout 90 python3 bench/exp_s8b.py > "$out/exp_s8b.txt" 2>&1; echo "exp_s8b exit $?"
 cat "$out/exp_s8b.txt"

@@ -21,9 +21,5 @@ tests_beside_fuzz "$work" "$fuzz_s" 6 12500 "$tests_s"
 fuzz_summary "$work" | tee "$out/fuzz-summary.txt"
 timeout 120 python3 bench/dispatch.py --json "$out/dispatch.json" > "$out/dispatch.txt" 2>&1
 echo "dispatch exit $?"; tail -12 "$out/dispatch.txt"
-timeout $((suite_s + 60)) python3 bench/suite.py --out "$work/unseen" --unseen "$draw" \
-  --budget "$suite_s" --impls fusejit,jax,torch > "$work/unseen.log" 2>&1; echo "unseen exit $?"
-mkdir -p "$out/unseen"; cp "$work"/unseen/results.* "$out/unseen/" 2>/dev/null
-grep -A40 "^| workload" "$work/unseen/results.md" | cut -d'|' -f2,4,8,9,10,12,13 | head -30
-grep -A6 "^## Summary" "$work/unseen/results.md"
+unseen_suite "$out" "$work" "$draw" "$suite_s"
 tar czf "$out/gpu-s8d.tgz" -C /tmp gpu-s8d

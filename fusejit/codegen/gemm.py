@@ -150,12 +150,13 @@ class GemmEmitter(_Emitter):
         self.tiles = self.tiles_m * self.tiles_n
         #: programs of a launch made persistent with TMA loads by the heuristic's choice, not
         #: the kernel's attributes (0: not so), and of its emission without TMA
-        self.auto_programs = self._default_programs()
+        heuristic_loads = self._heuristic_loads()
+        self.auto_programs = self._default_programs() if heuristic_loads else 0
         self.auto_persistent = self.auto_programs > 0
         self.programs_without_tma = self.auto_programs \
             if heuristics.gemm_persistent_mode() == "always" else 0  # (a test mode's loop)
         #: TMA loads by the heuristic's choice: persistent, or one program per tile
-        self.auto_tma = self.auto_persistent or self._default_tma()
+        self.auto_tma = self.auto_persistent or (heuristic_loads and self._default_tma())
         self.tma = bool(self.kernel.attrs.get("tma", 0)) or self.auto_tma
         #: loads in the K loop that are not TMA boxes (``auto_tma`` needs none)
         self.k_pointer_loads = 0
@@ -193,15 +194,12 @@ class GemmEmitter(_Emitter):
 
     def _default_programs(self) -> int:
         """The programs of a launch this emission makes persistent with TMA loads by itself,
-        or 0: on ``cuda`` (any target in mode "always"), when the kernel's attributes say
-        neither ``tma`` nor ``programs`` and neither operand is computed (a prologue: the
-        measured kernels had none), ``heuristics.gemm_default_programs`` (see
+        or 0, where the heuristic chooses the loads (``_heuristic_loads``):
+        ``heuristics.gemm_default_programs`` (see
         ``GEMM_PERSISTENT``; a TF32 product: when both operands load K-major,
         ``GEMM_TF32_TMA_MIN_TILES``). If an operand tile then cannot load as a TMA box,
         ``emit_kernel`` emits the kernel again with ``tma=0 programs=0``; the ``cuda`` backend
         does too for a buffer that does not start on a 16-byte boundary."""
-        if not self._heuristic_loads():
-            return 0
         tf32_k_major = self.dtype == F32 and self.precision == "tf32" and all(
             self._k_contiguous(i) for i in (0, 1))
         return heuristics.gemm_default_programs(self.batch * self.tiles, self.cfg.split_k,
@@ -218,12 +216,12 @@ class GemmEmitter(_Emitter):
             self.target == "cuda" and not any(self._has_prologue(n) for n in self.mm.args))
 
     def _default_tma(self) -> bool:
-        """Whether a GEMM that is not persistent loads through TMA with one program per tile
-        by the heuristic's choice (``heuristics.gemm_default_tma``: float16, from half a wave
-        of tiles to one). As for a persistent one, ``emit_kernel`` and the ``cuda`` backend
-        emit it again with pointer loads where TMA cannot read an operand."""
-        return self._heuristic_loads() and heuristics.gemm_default_tma(
-            self.batch * self.tiles, self.cfg.split_k, self.dtype.name)
+        """Whether a GEMM that is not persistent loads through TMA with one program per tile,
+        where the heuristic chooses the loads (``heuristics.gemm_default_tma``: float16, from
+        half a wave of tiles to one). As for a persistent one, ``emit_kernel`` and the
+        ``cuda`` backend emit it again with pointer loads where TMA cannot read an operand."""
+        return heuristics.gemm_default_tma(self.batch * self.tiles, self.cfg.split_k,
+                                           self.dtype.name)
 
     def _k_contiguous(self, index: int) -> bool:
         """Whether every load of operand ``index`` (0: A, 1: B) is contiguous along K (a

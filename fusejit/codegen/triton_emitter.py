@@ -957,13 +957,13 @@ class _Emitter:
         return self._single_launch(fn, (n_r * n_w, 1, 1), 4)
 
     def pointwise(self) -> tuple[list[_Fn], list[Launch]]:
-        if self.row_pitch:
+        if self.row_pitch:  # rows stored apart: a word copy, else 2-D tiles over the last axes
             copied = self._pitched_copy_source()
             if copied is not None:
                 return self.pitched_copy(copied)
-        axis = self._transposed_axis()
-        if self.row_pitch:  # rows stored apart: 2-D tiles over the last two axes
-            axis = len(self.domain.shape) - 2
+            axis: int | None = len(self.domain.shape) - 2
+        else:
+            axis = self._transposed_axis()
         if axis is not None:
             return self.pointwise_2d(axis)
         self.scratch: list[tuple[np.dtype, int]] = []

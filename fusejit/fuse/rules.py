@@ -711,11 +711,12 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
 
     Why: at 7453x3898x5000 (B's rows 4-byte aligned) the H200 ran 377 TFLOP/s against 550 for
     torch.compile, which pads; at 1548x11932x3183 with ``b.T`` (both operands' rows 2-byte
-    aligned) 122 against 445 (524 and 276 with the copies). Products under
-    ``cost.GEMM_ALIGN_MIN_FLOPS`` are left as they are: there the copies were measured to
-    lose (5000x721x2185: 132 -> 84 TFLOP/s). Above it the copies pay when ``cost.align_gain``
-    says so: the product's roofline time at the worst alignment against 16 bytes, minus a
-    copy (read and write at the transposing copy's rate, plus a launch) per buffer. A product
+    aligned) 122 against 445 (with the word copies, ``triton_emitter.pitched_copy``, whole
+    plans 542 and 433). Products under ``cost.GEMM_ALIGN_MIN_FLOPS`` are left as they are:
+    there the copies were measured to lose (5000x721x2185: 107 -> 136 us). Above it the copies
+    pay when ``cost.align_gain`` says so: the product's roofline time at the worst alignment
+    against 16 bytes, minus a copy (read and write at the word copy's measured rate,
+    ``cost.ALIGN_BYTES_PER_S``, plus a launch) per buffer. A product
     bound by memory never gains: a decode-like M reads B once where its copy moves it twice,
     and a short K (41) writes a product whose own rows stay misaligned.
 
