@@ -13,7 +13,9 @@ float64 layer norm), and emitted at other tiles:
 * ``hoisted``: the weight and the bias loaded before the wait (latency hidden, registers up);
 * ``8 warps`` / ``4096 elements``: emitted with ``COOP_MAX_WARPS`` 8 or ``COOP_CHUNK`` 4096;
 * ``L1 prefetch``: the weight's and bias's lines prefetched into L1 right after the arrival,
-  (``x .cg``: and the chunk's own load kept out of L1).
+  (``x .cg``: and the chunk's own load kept out of L1);
+* ``no weight or bias``: the layer norm without its affine step (is it the weight's and the
+  bias's reads from L2, 8 bytes per element, that hold it back?).
 
 First run (``bench/results/h200-s3-2026-12-02.md``, on a77418e's source, where the
 variance's partials were (count, mean, m2) beside a partial of the sum: two more edits, no
@@ -100,6 +102,8 @@ def main() -> int:
 
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="256x262144,1024x65536")
+    p.add_argument("--emitted-only", action="store_true",
+                   help="time the kernel as emitted (and without the affine step) only")
     args = p.parse_args()
 
     def events(fn: Any) -> float:
@@ -116,9 +120,26 @@ def main() -> int:
         want = layer_norm_reference(x, w, b)
         print(f"{rows}x{cols} float32 layer norm (weight, bias): copy {copy_us:8.1f} us",
               flush=True)
+        # without the weight and the bias: if the affine loads (2 x 4 bytes per element, read
+        # from L2 by every row) are what holds layer norm under softmax, this runs near it
+        heuristics.COOP_CHUNK["cuda"], heuristics.COOP_MAX_WARPS = 8192, 4
+        with fj.using_backend("interpret"):  # (planned only)
+            (kernel,) = fj.plan(fj.layer_norm(fj.asarray(np.zeros(x.shape, np.float32)))
+                                ).program.kernels
+        bare = emit_kernel(kernel, None, "cuda")
+        outs = []
+        us = direct_launch_us(bare, [x, 1e-5], events, outputs=outs)
+        x64 = x.astype(cp.float64)
+        mu = x64.mean(axis=1, keepdims=True)
+        err = float(cp.abs(outs[0] - (x64 - mu) / cp.sqrt(((x64 - mu) ** 2).mean(
+            axis=1, keepdims=True) + 1e-5)).max())
+        print(f"   8192 elements, 4 warps, {'no weight or bias':24s} {us:8.1f} us  "
+              f"{100 * copy_us / us:5.1f}% of copy  max abs err {err:.1e}", flush=True)
         every = list(VARIANTS)
         other = [name for name in every if name != "hoisted"]  # (hoisting: 4 warps only)
         tiles = [(8192, 4, every), (8192, 8, other), (4096, 4, other)]
+        if args.emitted_only:
+            tiles = [(8192, 4, ["as emitted"])]
         for chunk, warps, names in tiles:
             heuristics.COOP_CHUNK["cuda"], heuristics.COOP_MAX_WARPS = chunk, warps
             with fj.using_backend("interpret"):  # (planned only)
