@@ -61,9 +61,12 @@ SHAPES = {
     "w8": (300, 7000, 7000, False, "none"),           # 84
 }
 
-#: label -> (block_m, block_n, block_k, num_warps, num_stages, programs or 0: one per tile)
+#: label -> (block_m, block_n, block_k, num_warps, num_stages, programs or 0: one per tile[,
+#: stream_k]); "s": stream-K over the programs (ninth session)
 CONFIGS = {
     "128x256 p": (128, 256, 64, 8, 3, 132),
+    "128x256 s": (128, 256, 64, 8, 3, 132, 1),
+    "128x128 s": (128, 128, 64, 8, 4, 132, 1),
     "128x256 t": (128, 256, 64, 8, 3, 0),
     "256x128 p": (256, 128, 64, 8, 3, 132),
     "128x128 p": (128, 128, 64, 8, 4, 132),
@@ -75,11 +78,12 @@ CONFIGS = {
 
 
 def _set(text: str, cfg: tuple[int, ...]) -> str:
-    bm_, bn, bk, warps, stages, programs = cfg
+    bm_, bn, bk, warps, stages, programs = cfg[:6]
+    stream_k = cfg[6] if len(cfg) > 6 else 0
     for name, value in (("block_m", bm_), ("block_n", bn), ("block_k", bk), ("num_warps", warps),
                         ("num_stages", stages)):
         text = re.sub(rf"\b{name}=\d+", f"{name}={value}", text)
-    extra = f" tma=1 programs={programs}" if programs else " tma=1 programs=0"
+    extra = f" tma=1 programs={programs} stream_k={stream_k}" if programs else " tma=1 programs=0"
     return text.replace("kind=gemm", "kind=gemm" + extra, 1)
 
 
@@ -130,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.configs and not re.search(args.configs, label):
                 continue
             if args.dry and cfg is not None:
-                cfg = (16, 16, 16, 4, 2, 2 if cfg[5] else 0)
+                cfg = (16, 16, 16, 4, 2, 2 if cfg[5] else 0, *cfg[6:])
             try:
                 prog = fj.parse(text if cfg is None else _set(text, cfg))
                 plan = plan_for(prog)

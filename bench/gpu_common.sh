@@ -55,13 +55,15 @@ unseen_matmul() {
   cut -d'|' -f2-10 "$work/matmul-$tag/results.md" | head -20
 }
 
-# align_fuzz WORK SECONDS SEED_BASE: two cuda fuzz processes in the background with every
-# misaligned float16 GEMM operand copied (FUSEJIT_GEMM_ALIGN=always); logs WORK/fuzz/align-*.log
+# align_fuzz WORK SECONDS SEED_BASE [PROCS] [ENV]: PROCS (2) cuda fuzz processes in the
+# background with every misaligned float16 GEMM operand copied (FUSEJIT_GEMM_ALIGN=always), or
+# with the settings ENV (for example "FUSEJIT_GEMM_PERSISTENT=always FUSEJIT_GEMM_STREAM_K=always":
+# every GEMM of two tiles or more stream-K); logs WORK/fuzz/align-*.log
 align_fuzz() {
-  local work=$1 fuzz_s=$2 seed=$3 i
+  local work=$1 fuzz_s=$2 seed=$3 procs=${4:-2} settings=${5:-FUSEJIT_GEMM_ALIGN=always} i
   mkdir -p "$work/fuzz"
-  for i in 1 2; do
-    FUSEJIT_GEMM_ALIGN=always timeout $((fuzz_s + 40)) python3 -m fusejit fuzz --backend cuda \
+  for i in $(seq 1 "$procs"); do
+    env $settings timeout $((fuzz_s + 40)) python3 -m fusejit fuzz --backend cuda \
       --seconds "$fuzz_s" --seed $((seed + i)) --out "$work/fuzz/failures-align" --max-failures 3 \
       > "$work/fuzz/align-$i.log" 2>&1 &
   done

@@ -847,3 +847,125 @@ def test_always_persistent_mode_keeps_pointer_loads_persistent(fresh_plans, monk
     tiles = 12 * (3 if case == "batched" else 1)
     assert e.launches[0].grid == (tiles // 3, 1, 1) and "for step in range(0, " in e.source
     assert ("(TMA)" in e.source) == (case == "plain")
+
+
+# -- stream-K GEMMs (stream_k=1: the tiles' K steps split evenly between the programs) -------
+
+def _small_ints(shape, dtype):
+    """Values from -3 to 3: every product and sum of the tests below is exact in float16 and
+    float32, so any order of the K steps' partial sums gives NumPy's bits."""
+    return rng.integers(-3, 4, shape).astype(dtype)
+
+
+def test_random_stream_k_gemms_match_numpy_exactly(interpret_backend, fresh_plans):
+    """Random stream-K GEMMs on the interpreter: sizes from 1 to 70 (K to 200) in 16 x 16 x 16
+    tiles, a batch or none, float32 or float16, one of several epilogues (a row sum: its tile
+    spans the row; a product relayed through its output), TMA or pointer loads, any number of
+    programs from 2 to one less than the tiles (tiles cut between two, three or more
+    programs, or none): NumPy's bits exactly (integer values, so every partial sum is exact),
+    and the tiles' counters left zero for the next launch."""
+    from hypothesis import HealthCheck, assume, given, settings
+    from hypothesis import strategies as st
+
+    from fusejit.codegen import emit_kernel
+    from fusejit.runtime import current
+
+    epilogues = {
+        "none": lambda xp, y, c: y,
+        "bias_relu": lambda xp, y, c: xp.maximum(y + c, 0),
+        "row_sum": lambda xp, y, c: (y * c).sum(-1),
+        "relayed": lambda xp, y, c: y - c,
+    }
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(m=st.integers(1, 70), n=st.integers(1, 70), k=st.integers(1, 200),
+           batch=st.sampled_from([None, 3]), dtype=st.sampled_from([F32, F16]),
+           epilogue=st.sampled_from(sorted(epilogues)), tma=st.booleans(), data=st.data())
+    def check(m, n, k, batch, dtype, epilogue, tma, data):
+        if epilogue == "row_sum":
+            n = min(n, 16)  # the row in one tile
+        lead = (batch,) if batch else ()
+        arrays = [_small_ints((*lead, m, k), dtype), _small_ints((k, n), dtype),
+                  _small_ints((n,), dtype)]
+
+        def fn(xp, a, b, c):
+            return epilogues[epilogue](xp, a @ b, c)
+        tiles = (batch or 1) * -(-m // 16) * -(-n // 16)
+        assume(tiles >= 3)
+        programs = data.draw(st.integers(2, tiles - 1), "programs")
+        text = _retile(_fused_text(fn, arrays), block_m=16, block_n=16, block_k=16, split_k=1)
+        edit = f"kind=gemm programs={programs} stream_k=1" + (" tma=1" if tma else "") + (
+            " relay=1" if epilogue == "relayed" else "")
+        prog = fj.parse(text.replace("kind=gemm", edit))
+        (kernel,) = prog.kernels
+        emitted = emit_kernel(kernel, None, "interpret")
+        assert emitted.launches[0].grid == (programs, 1, 1) and "stream-K" in emitted.source
+        inputs = recorded_inputs(fn(fj, *[fj.asarray(x, name=f"in{i}")
+                                          for i, x in enumerate(arrays)]))
+        (out,) = prog.run(*inputs)
+        np.testing.assert_array_equal(out, fn(np, *arrays))
+        assert not current().counters(emitted).any()
+    check()
+
+
+def test_stream_k_cuts_tiles_between_programs_as_documented(interpret_backend, fresh_plans):
+    """The stretches of K steps: 4 programs over 9 tiles of 7 steps (63 steps: 15, 16, 16, 16)
+    cut tiles 2, 4 and 6 between two programs each; the partial products of a cut tile are
+    added in program order, so a product whose sum depends on the order (float32 values of
+    every magnitude) gives the same bits run after run, and matches NumPy to float32's
+    rounding of a sum of 100 products."""
+    a = (rng.standard_normal((40, 100)) * np.exp(rng.uniform(-8, 8, (40, 100)))).astype(F32)
+    b = rng.standard_normal((100, 40)).astype(F32)
+    text = _retile(_fused_text(lambda xp, a, b: a @ b, [a, b]), block_m=16, block_n=16,
+                   block_k=16, split_k=1)
+    prog = fj.parse(text.replace("kind=gemm", "kind=gemm programs=4 stream_k=1"))
+    from fusejit.codegen import emit_kernel
+    emitted = emit_kernel(prog.kernels[0], None, "interpret")
+    assert "each computing 15-16 of the 63 K steps (9 tiles x 7)" in "\n".join(emitted.tiling)
+    first = prog.run(a, b)[0]
+    for _ in range(2):
+        np.testing.assert_array_equal(prog.run(a, b)[0], first)
+    ref = a.astype(F64) @ b.astype(F64)
+    bound = 100 * np.finfo(F32).eps * (np.abs(a).astype(F64) @ np.abs(b).astype(F64))
+    assert np.all(np.abs(first - ref) <= bound)
+
+
+def test_stream_k_attributes_are_checked_and_explained(fresh_plans, monkeypatch):
+    """``stream_k`` is a flag that needs ``programs``; ``plan.explain()`` says how the steps are
+    split; by default (``GEMM_STREAM_K``) a float16 GEMM the heuristic makes persistent is
+    stream-K when its whole-tile rounds would leave SMs idle (2.4 waves: 80% busy) and its
+    tiles have ``GEMM_STREAM_K_MIN_STEPS`` K steps or more, not at whole waves, not with too
+    few steps, not in mode "0"; a bad ``FUSEJIT_GEMM_STREAM_K`` is a clear error."""
+    from fusejit.codegen import emit_kernel, heuristics
+    from fusejit.fuse import plan_for
+    arrays = [_array((64, 160), F16), _array((160, 48), F16)]
+    text = _retile(_fused_text(lambda xp, a, b: a @ b, arrays), block_m=16, block_n=16,
+                   block_k=16)  # 12 tiles of 10 steps
+    for bad, why in (("stream_k=2", "stream_k=2 is not 0 or 1"),
+                     ("stream_k=1", "stream_k=1 without programs=P")):
+        with pytest.raises(fj.IRVerifyError, match=why):
+            fj.parse(text.replace("kind=gemm", f"kind=gemm {bad}"))
+    plan = plan_for(fj.parse(text.replace("kind=gemm", "kind=gemm programs=5 stream_k=1")))
+    assert "stream-K: 5 programs, each computing 24-25 of the 120 K steps" in plan.explain()
+
+    def default(k=160, sms=5):
+        monkeypatch.setattr(heuristics, "SMS", sms)
+        arrays = [_array((64, k), F16), _array((k, 48), F16)]
+        t = _retile(_fused_text(lambda xp, a, b: a @ b, arrays), block_m=16, block_n=16,
+                    block_k=16)
+        return emit_kernel(fj.parse(t).kernels[0], None, "cuda")
+    e = default()  # 12 tiles on 5 SMs: 3 rounds, 80% busy
+    assert e.auto_persistent and "stream-K" in e.source and e.counters == 12
+    assert "GEMM_STREAM_K: 12 tiles are 2.40 waves of 5" in "\n".join(e.tiling)
+    assert "for k in range(k_lo, k_hi, 16)" in e.source
+    for plain in (default(sms=6),        # 2 whole waves
+                  default(k=96),         # 6 steps per tile
+                  default(sms=2)):       # 6 waves
+        assert plain.auto_persistent and "stream-K" not in plain.source and not plain.counters
+    monkeypatch.setattr(heuristics, "GEMM_STREAM_K", "0")
+    assert "stream-K" not in default().source
+    monkeypatch.setattr(heuristics, "GEMM_STREAM_K", "always")
+    assert "stream-K" in default(sms=6).source
+    monkeypatch.setattr(heuristics, "GEMM_STREAM_K", "yes")
+    with pytest.raises(fj.FusejitError, match="FUSEJIT_GEMM_STREAM_K='yes' is not one of"):
+        default()

@@ -267,14 +267,20 @@ class GemmEmitter(_Emitter):
         fn = _GemmFn(self)
         self._open_program(fn, grouped=True)
         self._k_loop(fn, None)
+        epilogue_at = len(fn.out)
         self._epilogue(fn, "acc")
         tiles = self.batch * self.tiles
         programs = self._programs(tiles)
-        if programs:
+        scratch: list[int] = []
+        if programs and self._stream_k(tiles, programs):
+            self._stream_k_loop(fn, tiles, programs, epilogue_at)
+            scratch = [0]
+        elif programs:
             self._loop_over_tiles(fn, tiles, programs)
         params = list(range(len(self.ptr_name)))
-        launch = self._launch(fn, self.name, params, [], (programs or tiles, 1, 1),
-                              self.cfg.num_warps, self.cfg.num_stages)
+        launch = self._launch(fn, self.name, params, scratch, (programs or tiles, 1, 1),
+                              self.cfg.num_warps, self.cfg.num_stages,
+                              counters=bool(scratch))
         return [fn], [launch]
 
     def _programs(self, tiles: int) -> int:
@@ -317,22 +323,147 @@ class GemmEmitter(_Emitter):
         self.summary = (*self.summary, f"      persistent: {programs} programs, each computing "
                         f"one in every {programs} of the {tiles} tiles ({why})")
 
+    def _stream_k(self, tiles: int, programs: int) -> bool:
+        """Whether a persistent launch of ``programs`` programs over ``tiles`` tiles splits the
+        tiles' K steps evenly between its programs (stream-K, ``_stream_k_loop``): the kernel's
+        ``stream_k`` attribute, else ``heuristics.gemm_default_stream_k`` for a launch the
+        heuristic made persistent. Never where a program's stretch of K steps times the
+        programs overflows 32 bits (the kernel's index math)."""
+        steps = -(-self.k // self.cfg.block_k)
+        if steps < 1 or (tiles * steps + 1) * programs >= 2 ** 31:
+            return False
+        given = self.kernel.attrs.get("stream_k")
+        if given is not None:
+            return bool(given)
+        return self.auto_persistent and heuristics.gemm_default_stream_k(tiles, programs, steps)
+
+    def _stream_k_loop(self, fn: _GemmFn, tiles: int, programs: int, epilogue_at: int) -> None:
+        """Make ``fn`` a stream-K GEMM: the ``tiles x steps`` K steps of the product (tile-major,
+        in the grouped tile order) are cut into ``programs`` equal stretches, program ``p``
+        taking steps ``[p * total // programs, (p + 1) * total // programs)``. A tile whose
+        steps all fall in one program's stretch is computed and stored as in a persistent
+        GEMM; a tile cut between programs gets from each of them a partial product (its
+        stretch of K) stored to scratch (two tile-sized slots per program: its first tile and
+        its last), and the program that counts itself last on the tile's counter (an
+        ``acq_rel`` atomic, as in a split reduction) adds the partials in program order (the
+        same bits whichever program is last), runs the epilogue, stores the outputs and zeroes
+        the counter. No program waits for another. Against a persistent loop over whole tiles,
+        every program does the same work, so a partial last wave of tiles (1.6 waves: the
+        second round 60% busy) costs no idle SMs, for a partial tile's store and load per
+        program. (The interpreter's loops have constant bounds: Triton 3.6's cannot take a
+        program id in ``range()``; its steps outside the program's stretch are skipped by an
+        ``if``.)"""
+        c = self.cfg
+        bm, bn, bk = c.block_m, c.block_n, c.block_k
+        steps = -(-self.k // bk)
+        total = tiles * steps
+        per = total // programs  # (the stretches hold per or per + 1 steps)
+        interpret = self.target == "interpret"
+        self.scratch = [(self.acc_dtype, 2 * programs * bm * bn)]
+        self.counters = tiles
+        fn.used.update({"sk_prog", "sk_first", "sk_end", "k_lo", "k_hi", "seg", "done", "finish",
+                        "first_q", "last_q", "q", "tile_at", "counters", "part0"})
+        at = next(i for i, line in enumerate(fn.out) if line.startswith("pid = "))
+        before, hoisted, tile_lines = fn.out[:at], [], []
+        for line in fn.out[at + 1:epilogue_at]:
+            (hoisted if line.split(" = ", 1)[0] in self.hoisted else tile_lines).append(line)
+        epilogue = fn.out[epilogue_at:]
+        k_at = next(i for i, line in enumerate(tile_lines) if line.startswith("for k in range("))
+        k_end = k_at + 1
+        while k_end < len(tile_lines) and tile_lines[k_end].startswith("    "):
+            k_end += 1
+        pre_k, k_body, post_k = tile_lines[:k_at], tile_lines[k_at + 1:k_end], tile_lines[k_end:]
+
+        def slot(q: str) -> str:  # a program's slot for this tile: 0 its first tile, 1 its last
+            return (f"(2 * {q} + (pid != ({q} * {total} // {programs}) // {steps})) "
+                    f"* {bm * bn} + tile_at")
+
+        out = [*before, *hoisted,
+               f"sk_prog = {self._pid()}",
+               f"sk_first = sk_prog * {total} // {programs}  # this program's stretch of the "
+               f"{tiles} tiles x {steps} K steps (stream-K, of {programs} programs)",
+               f"sk_end = (sk_prog + 1) * {total} // {programs}",
+               f"tile_at = tl.arange(0, {bm})[:, None] * {bn} + tl.arange(0, {bn})[None, :]"
+               f"  # a partial product's place in its slot"]
+        body: list[str] = []
+        if interpret:
+            most = -(-(per + 1) // steps) + 1  # tiles one stretch can touch
+            out.append(f"for seg in range(0, {most}):  # the tiles of this program's stretch")
+            out.append(f"    pid = sk_first // {steps} + seg")
+            out.append(f"    if pid * {steps} < sk_end:")
+            indent = "        "
+        else:
+            out.append(f"for pid in range(sk_first // {steps}, (sk_end + {steps - 1}) // {steps}):"
+                       f"  # the tiles of this program's stretch")
+            indent = "    "
+        body.append(f"k_lo = tl.maximum(sk_first - pid * {steps}, 0) * {bk}  # this program's "
+                    f"part of the tile's K")
+        body.append(f"k_hi = tl.minimum(sk_end - pid * {steps}, {steps}) * {bk}")
+        body.extend(pre_k)
+        if interpret:
+            body.append(f"for k in range(0, {steps * bk}, {bk}):")
+            body.append("    if (k >= k_lo) & (k < k_hi):")
+            body.extend("    " + line for line in k_body)
+        else:
+            body.append(f"for k in range(k_lo, k_hi, {bk}):  # this program's steps of the tile")
+            body.extend(k_body)
+        body.extend(post_k)
+        body.append(f"finish = (k_lo == 0) & (k_hi == {steps * bk})  # the whole tile's K here")
+        body.append(f"if (k_lo > 0) | (k_hi < {steps * bk}):  # the tile is cut between programs")
+        body.append(f"    tl.store(part0 + {slot('sk_prog')}, acc)  # this program's partial "
+                    f"product")
+        body.append("    tl.debug_barrier()  # every thread's part is stored before the count")
+        body.append('    done = tl.atomic_add(counters + pid, 1, sem="acq_rel")  # programs of '
+                    'this tile done before this one')
+        body.append(f"    first_q = ((pid * {steps} + 1) * {programs} - 1) // {total}  # the "
+                    f"programs whose stretches cut the tile")
+        body.append(f"    last_q = ((pid * {steps} + {steps}) * {programs} - 1) // {total}")
+        body.append("    finish = done == last_q - first_q  # the last of them: every partial "
+                    "is stored")
+        body.append("    if finish:")
+        body.append(f'        acc = tl.load(part0 + {slot("first_q")}, cache_modifier=".cg")'
+                    f"  # partials added in program order")
+        most_q = -(-steps // max(per, 1)) + 1  # programs one tile's steps can span
+        if interpret:
+            body.append(f"        for q in range(1, {most_q}):")
+            body.append("            if first_q + q <= last_q:")
+            body.append(f'                acc += tl.load(part0 + {slot("(first_q + q)")}, '
+                        f'cache_modifier=".cg")')
+        else:
+            body.append("        for q in range(first_q + 1, last_q + 1):")
+            body.append(f'            acc += tl.load(part0 + {slot("q")}, cache_modifier=".cg")')
+        body.append("        tl.store(counters + pid, 0)  # zero again for the next launch")
+        body.append("if finish:  # the tile's whole product: epilogue and outputs")
+        body.extend("    " + line for line in epilogue)
+        fn.out = out + [indent + line for line in body]
+        why = "stream_k=1" if self.kernel.attrs.get("stream_k") else \
+            f"GEMM_STREAM_K: {tiles} tiles are {tiles / programs:.2f} waves of {programs}"
+        self.summary = (*self.summary, f"      stream-K: {programs} programs, each computing "
+                        f"{per}-{per + 1} of the {total} K steps ({tiles} tiles x {steps}); a "
+                        f"tile cut between programs is finished by the last of them from their "
+                        f"partial products ({why})")
+
     def _reads(self, fn: _GemmFn) -> list[int]:
         """The params a function reads: the buffers it loads and the scalars it takes."""
         return sorted(fn.loaded | {self.param_index[n] for n in fn.scalar_vars})
 
     def _launch(self, fn: _GemmFn, fn_name: str, params: list[int], scratch: list[int],
                 grid: tuple[int, int, int], num_warps: int, num_stages: int,
-                outputs: bool = True) -> Launch:
-        """Close ``fn`` as ``fn_name(params..., scratch..., outputs...)`` and its launch."""
+                outputs: bool = True, counters: bool = False) -> Launch:
+        """Close ``fn`` as ``fn_name(params..., scratch..., [counters,] outputs...)`` and its
+        launch."""
         names = [self.ptr_name[i] for i in params] + [f"part{j}" for j in scratch]
+        names += ["counters"] if counters else []
         outs = self.out_name if outputs else []
         fn.source = self._header(fn_name, names + outs) + ["    " + line for line in fn.out]
         sig = {self.ptr_name[i]: self.arg_type(i) for i in params}
         sig.update({f"part{j}": PTR[self.scratch[j][0]] for j in scratch})
+        if counters:
+            sig["counters"] = PTR[np.dtype(np.int32)]
         if outputs:
             sig.update({o: PTR[t.dtype] for o, t in zip(self.out_name, self.kernel.result_types)})
         args = ([("in", i) for i in params] + [("scratch", j) for j in scratch]
+                + ([("counters", 0)] if counters else [])
                 + ([("out", j) for j in range(len(self.out_name))] if outputs else []))
         return Launch(fn_name, grid, num_warps, tuple(args), sig, num_stages)
 

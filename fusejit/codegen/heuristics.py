@@ -670,10 +670,13 @@ GEMM_ATTRS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group
 #: epilogue read the product back from its output (or not) whatever ``GEMM_RELAY_PRODUCT``
 #: says; ``programs=P`` (P > 0) launches P programs that each loop over every P-th tile (a
 #: persistent GEMM: Triton's ``tl.range(..., flatten=True)`` lets the next tile's loads
-#: start during this tile's epilogue); unless written, ``GEMM_PERSISTENT`` decides both.
-GEMM_OPTIONAL_ATTRS = ("tma", "relay", "programs")
+#: start during this tile's epilogue); unless written, ``GEMM_PERSISTENT`` decides both;
+#: ``stream_k=1`` (with ``programs``) splits the tiles' K steps evenly between the programs
+#: (``gemm.GemmEmitter._stream_k_loop``), ``stream_k=0`` keeps whole tiles per program; unless
+#: written, ``GEMM_STREAM_K`` decides for a launch the heuristic made persistent.
+GEMM_OPTIONAL_ATTRS = ("tma", "relay", "programs", "stream_k")
 #: Flag attributes among ``GEMM_OPTIONAL_ATTRS`` (0 or 1).
-GEMM_FLAG_ATTRS = ("tma", "relay")
+GEMM_FLAG_ATTRS = ("tma", "relay", "stream_k")
 #: Most programs a persistent GEMM may launch.
 GEMM_MAX_PROGRAMS = 65535
 #: Whether a float16 GEMM on ``cuda`` whose attributes do not say (no ``tma``, no
@@ -755,6 +758,39 @@ def gemm_default_programs(tiles: int, split_k: int, dtype: str, tf32_k_major: bo
     if dtype != "float16":
         return 0
     return SMS if tiles > GEMM_PERSISTENT_AFTER_WAVES * SMS else 0
+
+
+#: Whether a GEMM the heuristic made persistent (``gemm_default_programs``) computes its tiles
+#: stream-K (``gemm_default_stream_k``): "1" (the rule below), "0" (never) or "always" (every
+#: such launch, on every target: for tests and the fuzzer).
+GEMM_STREAM_K = os.environ.get("FUSEJIT_GEMM_STREAM_K", "1")
+GEMM_STREAM_K_MODES = ("0", "1", "always")
+#: Stream-K where the whole-tile rounds of a persistent launch would be at most this busy
+#: (tiles / (programs x rounds)) ...
+GEMM_STREAM_K_BELOW = 0.9
+#: ... for at most this many waves of tiles (past it the last round's idle SMs are a small part
+#: of the time) ...
+GEMM_STREAM_K_MAX_WAVES = 4
+#: ... and tiles of at least this many K steps (a program's stretch should hold whole tiles'
+#: worth of steps, so that the partial products stay a small part of its work).
+GEMM_STREAM_K_MIN_STEPS = 8
+
+
+def gemm_default_stream_k(tiles: int, programs: int, steps: int) -> bool:
+    """Whether a persistent GEMM of ``tiles`` tiles of ``steps`` K steps on ``programs``
+    programs, made so by the heuristic, is stream-K (see ``GEMM_STREAM_K``)."""
+    mode = GEMM_STREAM_K
+    if mode not in GEMM_STREAM_K_MODES:
+        from ..errors import FusejitError
+        raise FusejitError(f"FUSEJIT_GEMM_STREAM_K={mode!r} is not one of "
+                           f"{', '.join(GEMM_STREAM_K_MODES)}")
+    if mode == "0" or programs >= tiles:
+        return False
+    if mode == "always":
+        return True
+    rounds = -(-tiles // programs)
+    return (tiles <= GEMM_STREAM_K_MAX_WAVES * programs and steps >= GEMM_STREAM_K_MIN_STEPS
+            and tiles / (programs * rounds) <= GEMM_STREAM_K_BELOW)
 
 
 #: Shared memory one program may use on an H100/H200 (227 KB), in bytes.
@@ -875,6 +911,8 @@ def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,
         return f"programs={programs} is not an integer from 0 to {GEMM_MAX_PROGRAMS}"
     if programs and attrs["split_k"] > 1:
         return f"programs={programs} with split_k={attrs['split_k']}: a split-K GEMM is not persistent"
+    if attrs.get("stream_k", 0) and not programs:
+        return "stream_k=1 without programs=P: stream-K splits the K steps between P programs"
     if attrs["num_warps"] not in (1, 2, 4, 8, 16):
         return f"num_warps={attrs['num_warps']} is not 1, 2, 4, 8 or 16"
     for name, low, high in (("num_stages", 1, 8), ("group_m", 1, 1024),
