@@ -587,3 +587,17 @@ def test_stream_k_gemms_compile():
     (kernel,) = fj.parse(text.replace("kind=gemm", "kind=gemm programs=3 stream_k=1")).kernels
     for c in compile_all(emit_kernel(kernel, None, "cuda"), 90, True):
         assert c.cubin[:4] == b"\x7fELF"
+
+
+def test_batched_gemms_load_through_tma_by_default():
+    """A batched float16 product (16 x 3911x13805x384 with ``b.T``: 203 waves of tiles) loads
+    both operands as 3-D TMA boxes and is persistent by default; it compiles for sm_90 to bulk
+    tensor copies and wgmma."""
+    fn = lambda xp, a, bt: a @ bt.swapaxes(-1, -2)  # noqa: E731
+    arrays = [np.zeros((16, 3911, 384), np.float16), np.zeros((16, 13805, 384), np.float16)]
+    (kernel,) = _kernels(fn, arrays)
+    emitted = emit_kernel(kernel, None, "cuda")
+    assert emitted.auto_persistent and emitted.source.count("(TMA)") == 2
+    assert "block_shape=[1, 128, 64]" in emitted.source
+    ptx = _emitted_ptx(emitted)
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor.3d" in ptx

@@ -515,6 +515,39 @@ def test_tma_loads(interpret_backend, case):
     assert_matches_numpy(out, expected, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("case", ["batched", "batched_ragged_k", "weight_broadcast",
+                                  "two_batch_axes_transposed", "f32_transposed_ragged_k"])
+@pytest.mark.parametrize("edit", [" tma=1", " tma=1 programs=3", " tma=1 programs=5 stream_k=1"])
+def test_batched_operands_load_as_tma_boxes(interpret_backend, case, edit):
+    """An operand with batch axes loads through TMA: a descriptor of its whole rank (the box
+    one deep along each batch axis, reshaped to the tile), so a box past a matrix's last row
+    or column reads zeros, not the next matrix of the batch (K of 40 in tiles of 16: the last
+    step's box is half past K); with one program per tile, persistent or stream-K: NumPy's
+    bits (integer values)."""
+    cases = {
+        "batched": ([(3, 40, 48), (3, 48, 40)], F16, False),
+        "batched_ragged_k": ([(3, 33, 40), (3, 40, 24)], F16, False),
+        "weight_broadcast": ([(3, 40, 48), (48, 40)], F16, False),
+        "two_batch_axes_transposed": ([(2, 3, 40, 48), (3, 36, 48)], F16, True),
+        "f32_transposed_ragged_k": ([(2, 3, 40, 40), (3, 24, 40)], F32, True),
+    }
+    (a_shape, b_shape), dtype, transposed = cases[case][0], cases[case][1], cases[case][2]
+    arrays = [_small_ints(a_shape, dtype), _small_ints(b_shape, dtype)]
+
+    def fn(xp, a, b):
+        return a @ (b.swapaxes(-1, -2) if transposed else b)
+    text = _retile(_fused_text(fn, arrays), block_m=16, block_n=16, block_k=16, split_k=1)
+    prog = fj.parse(text.replace("kind=gemm", "kind=gemm" + edit))
+    from fusejit.codegen import emit_kernel
+    source = emit_kernel(prog.kernels[0], None, "interpret").source
+    k_step = source.split("for k in range(")[1].split("tl.dot(")[0]
+    assert source.count("(TMA)") == 2 and "tl.load(" not in k_step
+    assert ".reshape(16, 16)" in source
+    (out,) = prog.run(*recorded_inputs(fn(fj, *[fj.asarray(a, name=f"in{i}")
+                                                for i, a in enumerate(arrays)])))
+    np.testing.assert_array_equal(out, fn(np, *arrays))
+
+
 def test_tma_is_validated():
     text = _fused_text(lambda xp, a, b: a @ b, [_array((64, 40), F32), _array((40, 48), F32)])
     with pytest.raises(fj.IRVerifyError, match="tma=2 is not 0 or 1"):

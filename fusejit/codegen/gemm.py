@@ -690,19 +690,37 @@ class GemmEmitter(_Emitter):
 
     def tma_load(self, fn: _GemmFn, name: str, coords: Coords) -> str | None:
         """Parameter ``name`` at the operand tile's coordinates as one TMA box, or None when
-        its layout does not allow it (see the module docstring)."""
+        its layout does not allow it (see the module docstring).
+
+        The tile's two axes may be any two axes of the parameter, one of them contiguous
+        (a transposed view reads the box and transposes it in registers); every other axis
+        must be indexed by a value of the program (a batch index: the box is one deep along
+        it, and reshaped to the tile), with a stride of a multiple of 16 bytes, as the outer
+        tile axis's. Past the edges of the parameter (and so of a batch's matrix) the box
+        reads zeros."""
         shape = self.types[name].shape
         dims = coords.dims
         dtype = self.types[name].dtype
-        if len(shape) != 2 or dims is None or set(dims) != set(self._context) or dtype.kind == "b":
+        nd = len(shape)
+        if not 2 <= nd <= 5 or dims is None or dtype.kind == "b":
             return None
+        context = set(self._context)
+        tile_axes = [ax for ax, d in enumerate(dims) if d in context]
+        if len(tile_axes) != 2 or {dims[ax] for ax in tile_axes} != context:
+            return None
+        batch_axes = [ax for ax in range(nd) if ax not in tile_axes]
+        if any(fn.lvl(dims[ax]) > 0 for ax in batch_axes):
+            return None  # (a batch index that varies along the tile)
         i = self.param_index[name]
         strides = self.strides[i]
-        if 1 not in strides or 0 in strides:
+        if 0 in strides:
             return None
-        inner = strides.index(1) if strides[1] != 1 else 1
-        outer = 1 - inner
-        if (strides[outer] * dtype.itemsize) % 16:
+        inner = next((ax for ax in reversed(tile_axes) if strides[ax] == 1), None)
+        if inner is None:
+            return None
+        outer = tile_axes[0] if inner == tile_axes[1] else tile_axes[1]
+        order = [*batch_axes, outer]
+        if any((strides[ax] * dtype.itemsize) % 16 for ax in order):
             return None
         c = self.cfg
         size = {"rows_m": c.block_m, "cols_n": c.block_n, "k_a": c.block_k, "k_b": c.block_k}
@@ -711,19 +729,23 @@ class GemmEmitter(_Emitter):
         v_outer, v_inner = dims[outer], dims[inner]
         if size[v_inner] * dtype.itemsize < 16:
             return None
-        key = ("tma", name, outer)
+        order.append(inner)
+        key = ("tma", name, tuple(order))
         desc = fn.memo_row.get(key)
         if desc is None:
-            desc = fn.emit(0, f"tl.make_tensor_descriptor({self.ptr_name[i]}, shape=[{shape[outer]}, "
-                              f"{shape[inner]}], strides=[{strides[outer]}, 1], block_shape="
-                              f"[{size[v_outer]}, {size[v_inner]}])",
+            box = [1] * len(batch_axes) + [size[v_outer], size[v_inner]]
+            desc = fn.emit(0, f"tl.make_tensor_descriptor({self.ptr_name[i]}, shape="
+                              f"{[shape[ax] for ax in order]}, strides="
+                              f"{[strides[ax] for ax in order]}, block_shape={box})",
                            f"desc_{self.var_name(name)}", f"%{name} in TMA boxes")
             fn.memo_row[key] = desc
             self.hoisted.add(desc)
         self.aligned.add(i)
+        at = ", ".join([dims[ax] for ax in batch_axes] + [start[v_outer], start[v_inner]])
+        to_tile = f".reshape({size[v_outer]}, {size[v_inner]})" if batch_axes else ""
         flip = ".T" if v_outer == self._context[1] else ""
-        return fn.emit(2, f"{desc}.load([{start[v_outer]}, {start[v_inner]}]){flip}",
-                       self.var_name(name), f"load %{name} (TMA)")
+        return fn.emit(2, f"{desc}.load([{at}]){to_tile}{flip}", self.var_name(name),
+                       f"load %{name} (TMA)")
 
     def _has_prologue(self, name: str) -> bool:
         """Whether an operand is computed (not only a view of a parameter)."""
