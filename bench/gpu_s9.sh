@@ -15,7 +15,7 @@ tests_beside_fuzz "$work" "$fuzz_s" 4 12900 "$tests_s"
 wait
 fuzz_summary "$work" | tee "$out/gpu-tests-fuzz.txt"
 cp "$work/gpu-tests.log" "$out/"; cp -r "$work/fuzz/failures"* "$out/" 2>/dev/null
-timeout 200 python3 bench/exp_s8.py --only '^(d|a)' \
+timeout 170 python3 bench/exp_s8.py --only '^(d|a)' \
   --configs '^default$|^128x256 p$|^128x256 s$|^128x128 s$' --json "$out/exp_s8_streamk.json" \
   > "$out/exp_s8_streamk.txt" 2>&1; echo "exp_s8 stream-K exit $?"
 cat "$out/exp_s8_streamk.txt"
