@@ -285,6 +285,8 @@ GEMM_CASES = {
                     [((1000, 256), "f4"), ((256, 100), "f4")]),
     "split_k": (lambda xp, a, b: a @ b * 2 + 1, [((64, 8192), "f2"), ((8192, 256), "f2")]),
     "batched_broadcast": (lambda xp, a, b: a @ b, [((4, 1, 257, 96), "f2"), ((3, 96, 130), "f2")]),
+    "weight_broadcast_folded": (lambda xp, x, w: xp.maximum(x @ w, 0),
+                                [((8, 257, 512), "f2"), ((512, 520), "f2")]),
     "transposed_views": (lambda xp, a, b: a.T @ b[:, ::2], [((512, 1000), "f2"),
                                                            ((512, 1000), "f2")]),
     "odd_sizes": (lambda xp, a, b: a @ b + 1, [((1, 37), "f4"), ((37, 5), "f4")]),

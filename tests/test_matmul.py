@@ -522,8 +522,9 @@ def test_batched_operands_load_as_tma_boxes(interpret_backend, case, edit):
     """An operand with batch axes loads through TMA: a descriptor of its whole rank (the box
     one deep along each batch axis, reshaped to the tile), so a box past a matrix's last row
     or column reads zeros, not the next matrix of the batch (K of 40 in tiles of 16: the last
-    step's box is half past K); with one program per tile, persistent or stream-K: NumPy's
-    bits (integer values)."""
+    step's box is half past K); a weight broadcast over the batch folds the batch into M (A
+    one 2-D descriptor over its 120 rows); with one program per tile, persistent or stream-K:
+    NumPy's bits (integer values)."""
     cases = {
         "batched": ([(3, 40, 48), (3, 48, 40)], F16, False),
         "batched_ragged_k": ([(3, 33, 40), (3, 40, 24)], F16, False),
@@ -542,10 +543,52 @@ def test_batched_operands_load_as_tma_boxes(interpret_backend, case, edit):
     source = emit_kernel(prog.kernels[0], None, "interpret").source
     k_step = source.split("for k in range(")[1].split("tl.dot(")[0]
     assert source.count("(TMA)") == 2 and "tl.load(" not in k_step
-    assert ".reshape(16, 16)" in source
+    if case == "weight_broadcast":  # the batch folded into M: A is one 2-D descriptor
+        assert "its batch and M axes as one" in source and "rows_bm // 40" in source
+    else:
+        assert ".reshape(16, 16)" in source
     (out,) = prog.run(*recorded_inputs(fn(fj, *[fj.asarray(a, name=f"in{i}")
                                                 for i, a in enumerate(arrays)])))
     np.testing.assert_array_equal(out, fn(np, *arrays))
+
+
+def test_a_weight_broadcast_over_a_batch_folds_the_batch_into_m(interpret_backend, fresh_plans):
+    """``x @ w`` with ``x`` of [batch, rows, K] and a 2-D ``w``: the batch's products are one
+    product of batch x rows (``GemmEmitter._fold_batch``): 3 x 33 rows fill 7 tile rows of 16
+    where they took 9, ``plan.explain()`` says so, a row reduction and a residual of the
+    batch's shape fuse as before, and the values are NumPy's. Not folded: a batched ``w``, and
+    an ``x`` whose batch and row axes do not merge (a transposed view)."""
+    from fusejit.codegen import emit_kernel
+
+    x, w, r = _small_ints((3, 33, 40), F32), _small_ints((40, 16), F32), _small_ints((3, 33, 16), F32)
+
+    def fn(xp, x, w, r):
+        y = x @ w + r
+        return y, (y * y).sum(-1)
+    text = _retile(_fused_text(lambda xp, x, w, r: fn(xp, x, w, r)[1], [x, w, r]), block_m=16,
+                   block_n=16, block_k=16, split_k=1)
+    prog = fj.parse(text)
+    (kernel,) = prog.kernels
+    emitted = emit_kernel(kernel, None, "interpret")
+    assert emitted.launches[0].grid == (7, 1, 1)
+    assert "the batch's 3 products as one of 99 rows" in "\n".join(emitted.tiling)
+    inputs = recorded_inputs(fn(fj, *[fj.asarray(a, name=f"in{i}")
+                                      for i, a in enumerate((x, w, r))])[1])
+    (out,) = prog.run(*inputs)
+    np.testing.assert_array_equal(out, fn(np, x, w, r)[1])
+    y, total = fn(fj, fj.asarray(x), fj.asarray(w), fj.asarray(r))
+    np.testing.assert_array_equal(y.numpy(), fn(np, x, w, r)[0])
+    np.testing.assert_array_equal(total.numpy(), fn(np, x, w, r)[1])
+    for a, b in (((3, 33, 40), (3, 40, 16)),                     # w batched
+                 ((33, 3, 40), (40, 16))):                       # x transposed: rows 3 * 40 apart
+        xa, wb = _small_ints(a, F32), _small_ints(b, F32)
+
+        def g(xp, xa, wb):
+            return (xa.swapaxes(0, 1) if xa.shape[0] == 33 else xa) @ wb
+        t = _retile(_fused_text(g, [xa, wb]), block_m=16, block_n=16, block_k=16, split_k=1)
+        e = emit_kernel(fj.parse(t).kernels[0], None, "interpret")
+        assert e.launches[0].grid == (9, 1, 1) and "products as one" not in e.source
+        np.testing.assert_array_equal(g(fj, fj.asarray(xa), fj.asarray(wb)).numpy(), g(np, xa, wb))
 
 
 def test_tma_is_validated():
@@ -893,8 +936,9 @@ def _small_ints(shape, dtype):
 
 def test_random_stream_k_gemms_match_numpy_exactly(interpret_backend, fresh_plans):
     """Random stream-K GEMMs on the interpreter: sizes from 1 to 70 (K to 200) in 16 x 16 x 16
-    tiles, a batch or none, float32 or float16, one of several epilogues (a row sum: its tile
-    spans the row; a product relayed through its output), TMA or pointer loads, any number of
+    tiles, a batch or none (B batched too, or broadcast: the batch folded into M), float32 or
+    float16, one of several epilogues (a row sum: its tile spans the row; a product relayed
+    through its output), TMA or pointer loads, any number of
     programs from 2 to one less than the tiles (tiles cut between two, three or more
     programs, or none): NumPy's bits exactly (integer values, so every partial sum is exact),
     and the tiles' counters left zero for the next launch."""
@@ -914,17 +958,22 @@ def test_random_stream_k_gemms_match_numpy_exactly(interpret_backend, fresh_plan
     @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
     @given(m=st.integers(1, 70), n=st.integers(1, 70), k=st.integers(1, 200),
            batch=st.sampled_from([None, 3]), dtype=st.sampled_from([F32, F16]),
-           epilogue=st.sampled_from(sorted(epilogues)), tma=st.booleans(), data=st.data())
-    def check(m, n, k, batch, dtype, epilogue, tma, data):
+           epilogue=st.sampled_from(sorted(epilogues)), tma=st.booleans(),
+           b_batched=st.booleans(), data=st.data())
+    def check(m, n, k, batch, dtype, epilogue, tma, b_batched, data):
         if epilogue == "row_sum":
             n = min(n, 16)  # the row in one tile
         lead = (batch,) if batch else ()
-        arrays = [_small_ints((*lead, m, k), dtype), _small_ints((k, n), dtype),
+        b_lead = lead if b_batched else ()
+        arrays = [_small_ints((*lead, m, k), dtype), _small_ints((*b_lead, k, n), dtype),
                   _small_ints((n,), dtype)]
 
         def fn(xp, a, b, c):
             return epilogues[epilogue](xp, a @ b, c)
-        tiles = (batch or 1) * -(-m // 16) * -(-n // 16)
+        # (a B broadcast over the batch folds the batch into M: tiles run across matrices)
+        folded = batch and not b_batched
+        tiles = -(-(batch or 1) * m // 16) * -(-n // 16) if folded else \
+            (batch or 1) * -(-m // 16) * -(-n // 16)
         assume(tiles >= 3)
         programs = data.draw(st.integers(2, tiles - 1), "programs")
         text = _retile(_fused_text(fn, arrays), block_m=16, block_n=16, block_k=16, split_k=1)

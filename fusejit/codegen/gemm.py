@@ -145,9 +145,13 @@ class GemmEmitter(_Emitter):
         self.hoisted: set[str] = set()
         #: the tile variables of the operand being loaded: (row variable, column variable)
         self._context: tuple[str, str] = ("", "")
-        self.tiles_m = -(-self.m // self.cfg.block_m)
+        #: the batch's products computed as one of batch x M rows (``_fold_batch``)
+        self.fold = self._fold_batch()
+        self.tiles_m = -(-(self.batch * self.m if self.fold else self.m) // self.cfg.block_m)
         self.tiles_n = -(-self.n // self.cfg.block_n)
+        #: tiles of one matrix of the batch (of all of them, folded) and of the whole launch
         self.tiles = self.tiles_m * self.tiles_n
+        self.grid_tiles = self.tiles if self.fold else self.batch * self.tiles
         #: programs of a launch made persistent with TMA loads by the heuristic's choice, not
         #: the kernel's attributes (0: not so), and of its emission without TMA
         heuristic_loads = self._heuristic_loads()
@@ -169,6 +173,11 @@ class GemmEmitter(_Emitter):
             f"{c.block_m} x {c.block_n} tiles, K by {c.block_k}{split}",
             f"      {c.num_warps} warps, {c.num_stages} stages, tiles grouped by {c.group_m} "
             f"along M; {self._how()}")
+        if self.fold:
+            self.summary = (*self.summary, f"      the batch's {self.batch} products as one of "
+                            f"{self.batch * self.m} rows: B is the same for every batch index, "
+                            f"so tiles run across the matrices of A (no ragged tile row per "
+                            f"matrix)")
         if self.auto_tma and not self.auto_persistent:
             self.summary = (*self.summary, "      TMA loads, one program per tile "
                             "(GEMM_TMA_MIN_WAVES: float16, half a wave of tiles to one, every "
@@ -192,6 +201,37 @@ class GemmEmitter(_Emitter):
         self.candidates = tuple(candidates)
         return cfg
 
+    def _fold_batch(self) -> bool:
+        """Whether the batch's products are computed as one product of ``batch x M`` rows: B
+        (with its prologue) is the same for every batch index (a weight broadcast over a
+        batch, as in ``x @ w`` for activations ``x`` of ``[batch, tokens, features]``), every
+        load of A steps over the batch as it steps over M (A's batch and M axes merge into
+        one axis of rows: a contiguous ``[..., M, K]`` buffer or a view of one that keeps
+        them so), and K is not split. Tiles then run across the matrices of A: 32 matrices
+        of 257 rows fill 65 tile rows of 128 where they took 96 (a ragged last one each), and
+        A's tiles load as boxes of one 2-D TMA descriptor. The rows' batch indices are per
+        row (``b = rows_bm // M``), so the epilogue's index math holds as it is."""
+        if self.batch <= 1 or self.cfg.split_k > 1:
+            return False
+        nb = len(self.batch_shape)
+        axes = [ax for ax in range(nb) if self.batch_shape[ax] > 1]
+
+        def step(nd: int, ax: int, by: int = 1) -> tuple[int, ...]:
+            return tuple(by if i == ax else 0 for i in range(nd))
+        b_nd = len(self.b_shape)
+        b_sites = self._load_sites(((0,) * b_nd, *(step(b_nd, ax) for ax in axes)),
+                                   roots=(self.b_name,))
+        if any(len(set(offsets)) > 1 for _, offsets in b_sites):
+            return False  # B varies along the batch
+        a_nd = len(self.a_shape)
+        # a step of each batch axis moves A's loads as that many rows of M would
+        rows_per = [math.prod(self.batch_shape[ax + 1:]) * self.m for ax in axes]
+        a_sites = self._load_sites(((0,) * a_nd, step(a_nd, a_nd - 2),
+                                    *(step(a_nd, ax) for ax in axes)), roots=(self.a_name,))
+        return bool(a_sites) and all(
+            offsets[2 + j] - offsets[0] == rows * (offsets[1] - offsets[0])
+            for _, offsets in a_sites for j, rows in enumerate(rows_per))
+
     def _default_programs(self) -> int:
         """The programs of a launch this emission makes persistent with TMA loads by itself,
         or 0, where the heuristic chooses the loads (``_heuristic_loads``):
@@ -202,7 +242,7 @@ class GemmEmitter(_Emitter):
         does too for a buffer that does not start on a 16-byte boundary."""
         tf32_k_major = self.dtype == F32 and self.precision == "tf32" and all(
             self._k_contiguous(i) for i in (0, 1))
-        return heuristics.gemm_default_programs(self.batch * self.tiles, self.cfg.split_k,
+        return heuristics.gemm_default_programs(self.grid_tiles, self.cfg.split_k,
                                                 self.dtype.name, tf32_k_major)
 
     def _heuristic_loads(self) -> bool:
@@ -220,7 +260,7 @@ class GemmEmitter(_Emitter):
         where the heuristic chooses the loads (``heuristics.gemm_default_tma``: float16, from
         half a wave of tiles to one). As for a persistent one, ``emit_kernel`` and the
         ``cuda`` backend emit it again with pointer loads where TMA cannot read an operand."""
-        return heuristics.gemm_default_tma(self.batch * self.tiles, self.cfg.split_k,
+        return heuristics.gemm_default_tma(self.grid_tiles, self.cfg.split_k,
                                            self.dtype.name)
 
     def _k_contiguous(self, index: int) -> bool:
@@ -269,7 +309,7 @@ class GemmEmitter(_Emitter):
         self._k_loop(fn, None)
         epilogue_at = len(fn.out)
         self._epilogue(fn, "acc")
-        tiles = self.batch * self.tiles
+        tiles = self.grid_tiles
         programs = self._programs(tiles)
         scratch: list[int] = []
         if programs and self._stream_k(tiles, programs):
@@ -484,7 +524,7 @@ class GemmEmitter(_Emitter):
         fn.out.append(f"tl.store(part0 + split * {size} + {flat}, acc{mask})  "
                       f"# this chunk's partial product")
         partials = self._launch(fn, f"{self.name}_partials", self._reads(fn), [0],
-                                (self.batch * self.tiles, c.split_k, 1), c.num_warps,
+                                (self.grid_tiles, c.split_k, 1), c.num_warps,
                                 c.num_stages, outputs=False)
         g = _GemmFn(self)
         self._open_program(g, grouped=False)
@@ -497,7 +537,7 @@ class GemmEmitter(_Emitter):
         g.out.append(f"    acc += tl.load(part0 + split * {size} + {flat}{mask})")
         self._epilogue(g, "acc", coords)
         combine = self._launch(g, f"{self.name}_combine", self._reads(g), [0],
-                               (self.batch * self.tiles, 1, 1), c.num_warps, 0)
+                               (self.grid_tiles, 1, 1), c.num_warps, 0)
         return [fn, g], [partials, combine]
 
     # -- the program's tile ---------------------------------------------------------------
@@ -512,7 +552,9 @@ class GemmEmitter(_Emitter):
         out.append(f"pid = {self._pid()}")
         tile = "pid"
         bdims: tuple[str, ...] = ()
-        if self.batch_shape:
+        if self.batch_shape and self.fold:
+            bdims = ()  # (per row: below)
+        elif self.batch_shape:
             nb = len(self.batch_shape)
             if self.batch > 1:
                 out.append(f"b = pid // {self.tiles}  # batch index (axes 0..{nb - 1} flattened)")
@@ -540,14 +582,24 @@ class GemmEmitter(_Emitter):
             out.append(f"pid_m = {tile} // {tn}  # tile row, of {tm}")
             out.append(f"pid_n = {tile} % {tn}  # tile column, of {tn}")
         nd = len(self.domain.shape)
-        out.append(f"rows_m = pid_m * {bm} + tl.arange(0, {bm})[:, None]  # index along M "
-                   f"(axis {nd - 2})")
+        rows = self.batch * self.m if self.fold else self.m
+        if self.fold:
+            fn.used.add("rows_bm")
+            out.append(f"rows_bm = pid_m * {bm} + tl.arange(0, {bm})[:, None]  # row of the "
+                       f"batch's products stacked ({self.batch} x {self.m})")
+            out.append(f"b = rows_bm // {self.m}  # batch index of each row")
+            out.append(f"rows_m = rows_bm % {self.m}  # index along M (axis {nd - 2})")
+            fn.level.update({"rows_bm": 1, "b": 1})
+            bdims = fn.unravel("b", self.batch_shape)
+        else:
+            out.append(f"rows_m = pid_m * {bm} + tl.arange(0, {bm})[:, None]  # index along M "
+                       f"(axis {nd - 2})")
         out.append(f"cols_n = pid_n * {bn} + tl.arange(0, {bn})[None, :]  # index along N "
                    f"(axis {nd - 1})")
         fn.level.update({"pid": 0, "pid_m": 0, "pid_n": 0, "rows_m": 1, "cols_n": 1})
         self.mask_m = self.mask_n = None
-        if self.m % bm:
-            out.append(f"mask_m = rows_m < {self.m}")
+        if rows % bm:
+            out.append(f"mask_m = {'rows_bm' if self.fold else 'rows_m'} < {rows}")
             self.mask_m = "mask_m"
         if self.n % bn:
             out.append(f"mask_n = cols_n < {self.n}")
@@ -607,7 +659,7 @@ class GemmEmitter(_Emitter):
         """Whether the K loop's partial last step runs after it (``_k_loop``): one program per
         tile, pointer loads (TMA boxes read zeros past K without a mask; a persistent loop is
         flattened with the K loop into one pipeline)."""
-        return not self.tma and self._programs(self.batch * self.tiles) == 0
+        return not self.tma and self._programs(self.grid_tiles) == 0
 
     def _k_step(self, fn: _GemmFn, masked: bool, swapped: bool, split: str | None) -> list[str]:
         """The lines of one K step: both operand tiles (masked past K or not), then the
@@ -704,6 +756,8 @@ class GemmEmitter(_Emitter):
         nd = len(shape)
         if not 2 <= nd <= 5 or dims is None or dtype.kind == "b":
             return None
+        if self.fold and name == self.a_name and tuple(dims) == (*self.bdims, "rows_m", "k_a"):
+            return self._folded_tma_load(fn, name)
         context = set(self._context)
         tile_axes = [ax for ax, d in enumerate(dims) if d in context]
         if len(tile_axes) != 2 or {dims[ax] for ax in tile_axes} != context:
@@ -745,6 +799,33 @@ class GemmEmitter(_Emitter):
         to_tile = f".reshape({size[v_outer]}, {size[v_inner]})" if batch_axes else ""
         flip = ".T" if v_outer == self._context[1] else ""
         return fn.emit(2, f"{desc}.load([{at}]){to_tile}{flip}", self.var_name(name),
+                       f"load %{name} (TMA)")
+
+    def _folded_tma_load(self, fn: _GemmFn, name: str) -> str | None:
+        """A's tile of a folded batch (``_fold_batch``) as a box of one 2-D descriptor over the
+        ``batch x M`` rows (its batch and M axes merge), or None where TMA cannot read it."""
+        i = self.param_index[name]
+        strides, shape = self.strides[i], self.types[name].shape
+        dtype = self.types[name].dtype
+        c = self.cfg
+        row = strides[-2]
+        merged = all(shape[ax] == 1 or strides[ax] == row * math.prod(shape[ax + 1:-1])
+                     for ax in range(len(shape) - 2))
+        if strides[-1] != 1 or not merged or (row * dtype.itemsize) % 16 or \
+                c.block_k * dtype.itemsize < 16:
+            return None
+        key = ("tma", name, "folded")
+        desc = fn.memo_row.get(key)
+        if desc is None:
+            desc = fn.emit(0, f"tl.make_tensor_descriptor({self.ptr_name[i]}, shape="
+                              f"[{self.batch * self.m}, {shape[-1]}], strides=[{row}, 1], "
+                              f"block_shape=[{c.block_m}, {c.block_k}])",
+                           f"desc_{self.var_name(name)}", f"%{name} in TMA boxes, its batch "
+                           f"and M axes as one")
+            fn.memo_row[key] = desc
+            self.hoisted.add(desc)
+        self.aligned.add(i)
+        return fn.emit(2, f"{desc}.load([pid_m * {c.block_m}, k])", self.var_name(name),
                        f"load %{name} (TMA)")
 
     def _has_prologue(self, name: str) -> bool:
@@ -800,7 +881,9 @@ class GemmEmitter(_Emitter):
             out.append("mask = mask_m & mask_n")
             tile_mask = "mask"
         fn.masks = {0: None, 1: self.mask_m, 2: tile_mask}
-        if self.batch > 1:
+        if self.fold:
+            fn.rows = "rows_bm"
+        elif self.batch > 1:
             out.append(f"rows = b * {self.m} + rows_m  # flat index of the row (batch and M)")
             fn.level["rows"] = 1
             fn.rows = "rows"
