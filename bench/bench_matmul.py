@@ -63,7 +63,8 @@ CASES: dict[str, tuple[int, int, int, str, str, str]] = {
 }
 
 #: per case beyond ``CASES``' tuple (drawn cases): ``batch`` (a leading batch dimension of
-#: both operands) and ``b_t`` (B stored [N, K] and passed as the view ``bt.T``, as ``x @ w.T``)
+#: both operands), ``b_t`` (B stored [N, K] and passed as the view ``bt.T``, as ``x @ w.T``)
+#: and ``b_shared`` (B without the batch dimension: one weight broadcast over the batch)
 EXTRA: dict[str, dict[str, Any]] = {}
 
 #: epilogues a drawn case may have: on the product ``y`` of [batch, M, N]
@@ -144,10 +145,11 @@ def _inputs(cp: Any, case: str) -> dict[str, Any]:
     scale = 1.0 / k ** 0.5  # products of unit size
     a = (rng.standard_normal((*lead, m, k), dtype=cp.float32) * scale).astype(dtype)
     out = {"a": a}
+    b_lead = () if extra.get("b_shared") else lead
     if extra.get("b_t"):  # stored [N, K]; every implementation multiplies by its view bt.T
-        out["bt"] = rng.standard_normal((*lead, n, k), dtype=cp.float32).astype(dtype)
+        out["bt"] = rng.standard_normal((*b_lead, n, k), dtype=cp.float32).astype(dtype)
     else:
-        out["b"] = rng.standard_normal((*lead, k, n), dtype=cp.float32).astype(dtype)
+        out["b"] = rng.standard_normal((*b_lead, k, n), dtype=cp.float32).astype(dtype)
     if epilogue in ("bias_relu", "bias_gelu", "mlp"):
         out["bias"] = rng.standard_normal(n, dtype=cp.float32).astype(dtype)
     if epilogue == "residual":

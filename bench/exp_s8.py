@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_matmul as bm  # noqa: E402
 
-#: name -> (M, N, K, B stored transposed, epilogue)
-SHAPES = {
+#: name -> (M, N, K, B stored transposed, epilogue[, batch, B shared by the batch])
+SHAPES: dict[str, tuple] = {
     # the draws' weak cases (20261208 u15, u10, u8, u2; 20261207 u2)
     "d8u15": (430, 13368, 5000, True, "residual"),
     "d8u10": (2609, 3787, 10946, False, "bias_relu"),
@@ -59,6 +59,20 @@ SHAPES = {
     "w6": (1200, 3000, 6000, False, "none"),          # 120
     "w7": (1000, 2000, 10000, True, "bias_gelu"),     # 64 -> halved to 128 x 128
     "w8": (300, 7000, 7000, False, "none"),           # 84
+    # (ninth session) M from 129 to 255: 128x128 tiles by default (M < 256), against 128x256
+    "m1": (200, 12000, 8000, False, "none"),
+    "m2": (160, 16384, 8192, False, "none"),
+    "m3": (250, 9000, 6000, True, "bias_relu"),
+    "m4": (192, 8192, 4096, False, "none"),
+    "m5": (136, 14000, 5000, False, "residual"),
+    # batched: a weight shared by the batch (the batch folded into M) and both batched (3-D
+    # TMA boxes)
+    "b1": (257, 520, 1000, False, "none", 32, True),
+    "b2": (257, 520, 1000, False, "none", 32, False),
+    "b3": (1000, 1024, 512, True, "bias_relu", 8, True),
+    "b4": (1000, 1024, 512, True, "bias_relu", 8, False),
+    "b5": (3000, 4096, 1024, False, "none", 4, True),
+    "b6": (3000, 4096, 1024, False, "none", 4, False),
 }
 
 #: label -> (block_m, block_n, block_k, num_warps, num_stages, programs or 0: one per tile[,
@@ -116,20 +130,21 @@ def main(argv: list[str] | None = None) -> int:
             return bm._time_events(cp, fn, 0.4) / 1e3
     backend = current()
     rows: list[dict[str, Any]] = []
-    for name, (m, n, k, bt, epilogue) in SHAPES.items():
+    for name, (m, n, k, bt, epilogue, *batched) in SHAPES.items():
         if args.only and not re.search(args.only, name):
             continue
         if args.dry:
             m, n, k = min(m, 48), min(n, 48), min(k, 48)
+        batch, shared = batched or (1, False)
         bm.CASES[name] = (m, n, k, "float16", "ieee", epilogue)
-        bm.EXTRA[name] = {"batch": 1, "b_t": bt}
+        bm.EXTRA[name] = {"batch": batch, "b_t": bt, "b_shared": shared}
         x = bm._inputs(cp, name)
         ref = bm._reference(cp, name, x)
         y = bm._fusejit_program(fj, name, x)
         text = fj.dump(y, fused=True)
         buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
         flops = bm._flops(name)
-        line = [f"{name:6s} {m}x{n}x{k}"]
+        line = [f"{name:6s} {f'{batch} x ' if batch > 1 else ''}{m}x{n}x{k}"]
         for label, cfg in [("default", None), *CONFIGS.items()]:
             if args.configs and not re.search(args.configs, label):
                 continue

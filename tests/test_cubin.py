@@ -567,11 +567,14 @@ def test_logsumexp_of_few_wide_rows_compiles_as_one_split_launch():
     _compile(fn, [np.zeros((6, 70000), np.float32)])
 
 
-def test_stream_k_gemms_compile():
+def test_stream_k_gemms_compile(monkeypatch):
     """A float16 GEMM of 1.6 waves of tiles (430x13368x5000 with ``b.T`` and a residual: the
-    unseen draw's 0.67x case) is stream-K by default and compiles for sm_90 with TMA loads,
-    wgmma and the tiles' atomic counts; the interpreter tests' small tiles with pointer loads
-    and a row reduction compile too."""
+    unseen draw's 0.67x case) is stream-K in mode "1" of ``GEMM_STREAM_K`` and compiles for
+    sm_90 with TMA loads, wgmma (not serialized by ptxas) and the tiles' atomic counts; the
+    interpreter tests' small tiles with pointer loads and a row reduction compile too."""
+    from fusejit.codegen import heuristics
+    from fusejit.runtime.compile import ptxas_serializes_mma
+    monkeypatch.setattr(heuristics, "GEMM_STREAM_K", "1")
     fn = lambda xp, a, b, c: a @ b.T + c  # noqa: E731
     arrays = [np.zeros((430, 5000), np.float16), np.zeros((13368, 5000), np.float16),
               np.zeros((430, 13368), np.float16)]
@@ -580,6 +583,7 @@ def test_stream_k_gemms_compile():
     assert "stream-K" in emitted.source and emitted.counters == 212
     ptx = _emitted_ptx(emitted)
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx and "atom.global" in ptx
+    assert not ptxas_serializes_mma(ptx, 90)
     import re
     small = lambda xp, a, b, c: (a @ b + c).sum(-1)  # noqa: E731
     text = fj.dump(small(fj, *[fj.asarray(np.zeros(s, np.float32))

@@ -244,11 +244,10 @@ def test_persistent_gemm_cuda(case):
 
 @pytest.mark.parametrize("case", ["bt_residual", "ragged_relu", "batched", "edited_tf32"])
 def test_stream_k_gemm_cuda(case):
-    """float16 GEMMs of 1.2-3 waves of tiles are stream-K by default
-    (``heuristics.GEMM_STREAM_K``): ``b.T`` with a residual (430x13368x5000: 1.6 waves of
-    128x256 tiles), ragged M, N and K with bias and ReLU (1.3 waves); edited to
-    ``programs=100 stream_k=1``, a batch (3 x 1000x2000x3000, pointer loads: TMA reads 2-D
-    operands only) and a float32 TF32 product: within the product's error bound, and the
+    """Stream-K GEMMs (edited to ``programs=132 stream_k=1``, off by default): float16 ``b.T``
+    with a residual (430x13368x5000: 1.6 waves of 128x256 tiles) and ragged M, N and K with
+    bias and ReLU (1.3 waves), both with ``tma=1``; a batch (3 x 1000x2000x3000, B batched
+    too: pointer loads) and a float32 TF32 product: within the product's error bound, and the
     same bits on a second launch (partials added in program order; a counter left non-zero
     by the first launch would make the second finish its tiles early or never)."""
     from fusejit.codegen import emit_kernel
@@ -260,7 +259,7 @@ def test_stream_k_gemm_cuda(case):
         y = fj.asarray(a) @ fj.asarray(bt).T + fj.asarray(r)
         ref = a.astype(cp.float64) @ bt.T.astype(cp.float64) + r
     elif case == "batched":
-        a, b = _device((3, 1000, 3000), F16, 43, scale=0.02), _device((3000, 2000), F16, 44)
+        a, b = _device((3, 1000, 3000), F16, 43, scale=0.02), _device((3, 3000, 2000), F16, 44)
         y = fj.asarray(a) @ fj.asarray(b)
         ref = a.astype(cp.float64) @ b.astype(cp.float64)
     else:
@@ -272,9 +271,8 @@ def test_stream_k_gemm_cuda(case):
         prod = fj.matmul(fa, fb, precision="tf32") if dtype == F32 else fa @ fb
         y = fj.maximum(prod + fj.asarray(bias), 0)
         ref = cp.maximum(a.astype(cp.float64) @ b.astype(cp.float64) + bias, 0)
-    text = fj.dump(y, fused=True)
-    if case in ("batched", "edited_tf32"):
-        text = text.replace("kind=gemm", "kind=gemm programs=100 stream_k=1")
+    tma = " tma=1" if case in ("bt_residual", "ragged_relu") else ""
+    text = fj.dump(y, fused=True).replace("kind=gemm", "kind=gemm programs=132 stream_k=1" + tma)
     prog = fj.parse(text)
     (kernel,) = [k for k in prog.kernels if k.kind == "gemm"]
     assert "stream-K" in emit_kernel(kernel, None, "cuda").source

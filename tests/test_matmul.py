@@ -1015,10 +1015,11 @@ def test_stream_k_cuts_tiles_between_programs_as_documented(interpret_backend, f
 
 def test_stream_k_attributes_are_checked_and_explained(fresh_plans, monkeypatch):
     """``stream_k`` is a flag that needs ``programs``; ``plan.explain()`` says how the steps are
-    split; by default (``GEMM_STREAM_K``) a float16 GEMM the heuristic makes persistent is
-    stream-K when its whole-tile rounds would leave SMs idle (2.4 waves: 80% busy) and its
-    tiles have ``GEMM_STREAM_K_MIN_STEPS`` K steps or more, not at whole waves, not with too
-    few steps, not in mode "0"; a bad ``FUSEJIT_GEMM_STREAM_K`` is a clear error."""
+    split; never by default (``GEMM_STREAM_K`` "0": measured slower); in mode "1" a float16
+    GEMM the heuristic makes persistent is stream-K when its whole-tile rounds would leave SMs
+    idle (2.4 waves: 80% busy) and its tiles have ``GEMM_STREAM_K_MIN_STEPS`` K steps or
+    more, not at whole waves, not with too few steps; a bad ``FUSEJIT_GEMM_STREAM_K`` is a
+    clear error."""
     from fusejit.codegen import emit_kernel, heuristics
     from fusejit.fuse import plan_for
     arrays = [_array((64, 160), F16), _array((160, 48), F16)]
@@ -1037,6 +1038,8 @@ def test_stream_k_attributes_are_checked_and_explained(fresh_plans, monkeypatch)
         t = _retile(_fused_text(lambda xp, a, b: a @ b, arrays), block_m=16, block_n=16,
                     block_k=16)
         return emit_kernel(fj.parse(t).kernels[0], None, "cuda")
+    assert heuristics.GEMM_STREAM_K == "0" and "stream-K" not in default().source
+    monkeypatch.setattr(heuristics, "GEMM_STREAM_K", "1")
     e = default()  # 12 tiles on 5 SMs: 3 rounds, 80% busy
     assert e.auto_persistent and "stream-K" in e.source and e.counters == 12
     assert "GEMM_STREAM_K: 12 tiles are 2.40 waves of 5" in "\n".join(e.tiling)

@@ -367,8 +367,9 @@ class GemmEmitter(_Emitter):
         """Whether a persistent launch of ``programs`` programs over ``tiles`` tiles splits the
         tiles' K steps evenly between its programs (stream-K, ``_stream_k_loop``): the kernel's
         ``stream_k`` attribute, else ``heuristics.gemm_default_stream_k`` for a launch the
-        heuristic made persistent. Never where a program's stretch of K steps times the
-        programs overflows 32 bits (the kernel's index math)."""
+        heuristic made persistent (off by default: measured slower, see ``GEMM_STREAM_K``).
+        Never where a program's stretch of K steps times the programs overflows 32 bits (the
+        kernel's index math)."""
         steps = -(-self.k // self.cfg.block_k)
         if steps < 1 or (tiles * steps + 1) * programs >= 2 ** 31:
             return False
@@ -389,8 +390,11 @@ class GemmEmitter(_Emitter):
         same bits whichever program is last), runs the epilogue, stores the outputs and zeroes
         the counter. No program waits for another. Against a persistent loop over whole tiles,
         every program does the same work, so a partial last wave of tiles (1.6 waves: the
-        second round 60% busy) costs no idle SMs, for a partial tile's store and load per
-        program. (The interpreter's loops have constant bounds: Triton 3.6's cannot take a
+        second round 60% busy) leaves no SM idle, for a partial tile's store and load per
+        program; but the programs walk different tiles' K steps at different times, so tiles
+        that share operand tiles no longer load them together from L2: on the H200 it ran
+        20-30% slower than the persistent loop, hence off by default (``GEMM_STREAM_K``).
+        (The interpreter's loops have constant bounds: Triton 3.6's cannot take a
         program id in ``range()``; its steps outside the program's stretch are skipped by an
         ``if``.)"""
         c = self.cfg

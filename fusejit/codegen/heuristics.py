@@ -761,9 +761,16 @@ def gemm_default_programs(tiles: int, split_k: int, dtype: str, tf32_k_major: bo
 
 
 #: Whether a GEMM the heuristic made persistent (``gemm_default_programs``) computes its tiles
-#: stream-K (``gemm_default_stream_k``): "1" (the rule below), "0" (never) or "always" (every
-#: such launch, on every target: for tests and the fuzzer).
-GEMM_STREAM_K = os.environ.get("FUSEJIT_GEMM_STREAM_K", "1")
+#: stream-K (``gemm_default_stream_k``): "0" (never: the default), "1" (the rule below) or
+#: "always" (every such launch, on every target: for tests and the fuzzer). Off by default
+#: since the ninth session's H200 run (``bench/exp_s8.py``, float16, 128x256x64 tiles, TFLOP/s
+#: persistent over whole tiles / stream-K): 430x13368x5000 ``b.T`` (1.6 waves) 371 / 276,
+#: 2609x3787x10946 (2.4) 426 / 293, 600x9000x6000 (1.4) 412 / 335, 1024x8192x8192 (1.9, a
+#: balanced split) 653 / 516: stream-K's programs walk the K steps of different tiles at
+#: different times, so the tiles that share a row of A or a column of B no longer load it
+#: together from L2 (the grouped order's reuse), and every K step costs more than the idle
+#: SMs of the last round did. ``stream_k=1`` on a kernel still asks for it.
+GEMM_STREAM_K = os.environ.get("FUSEJIT_GEMM_STREAM_K", "0")
 GEMM_STREAM_K_MODES = ("0", "1", "always")
 #: Stream-K where the whole-tile rounds of a persistent launch would be at most this busy
 #: (tiles / (programs x rounds)) ...
