@@ -40,6 +40,11 @@ for a large product, ``fuse/rules.py``, ``rule_tf32_k_major_b``); otherwise it i
 again with one program per tile and pointer loads, since a persistent loop of pointer loads
 ran at half speed.
 
+With ``stream_k=1`` (and ``programs=P``) the tiles' K steps are split evenly between the P
+programs, a tile cut between programs finished by the last of them (``_stream_k_loop``; off
+by default: measured slower on the H200). Operands with batch axes load as TMA boxes of their
+whole rank; a B shared by the batch folds the batch into M (``_fold_batch``).
+
 With ``split_k > 1`` the region is two functions: ``<name>_partials`` computes
 the product over one chunk of K per program into a float32 (accumulator-typed)
 scratch buffer, and ``<name>_combine`` adds the chunks in a fixed order (so the
@@ -216,8 +221,8 @@ class GemmEmitter(_Emitter):
         nb = len(self.batch_shape)
         axes = [ax for ax in range(nb) if self.batch_shape[ax] > 1]
 
-        def step(nd: int, ax: int, by: int = 1) -> tuple[int, ...]:
-            return tuple(by if i == ax else 0 for i in range(nd))
+        def step(nd: int, ax: int) -> tuple[int, ...]:
+            return tuple(1 if i == ax else 0 for i in range(nd))
         b_nd = len(self.b_shape)
         b_sites = self._load_sites(((0,) * b_nd, *(step(b_nd, ax) for ax in axes)),
                                    roots=(self.b_name,))
