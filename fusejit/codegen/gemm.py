@@ -336,6 +336,17 @@ class GemmEmitter(_Emitter):
         programs = int(given) if given is not None else self.auto_programs
         return programs if 0 < programs < tiles else 0
 
+    def _tile_lines(self, fn: _GemmFn, end: int) -> tuple[list[str], list[str], list[str], str]:
+        """``fn``'s lines split for a loop over tiles: those before the program id, the TMA
+        descriptors (made once, before the loop), the tile's lines up to ``end`` (the rest
+        in order), and the program id's expression."""
+        at = next(i for i, line in enumerate(fn.out) if line.startswith("pid = "))
+        hoisted: list[str] = []
+        looped: list[str] = []
+        for line in fn.out[at + 1:end]:
+            (hoisted if line.split(" = ", 1)[0] in self.hoisted else looped).append(line)
+        return fn.out[:at], hoisted, looped, fn.out[at][len("pid = "):]
+
     def _loop_over_tiles(self, fn: _GemmFn, tiles: int, programs: int) -> None:
         """Make ``fn`` persistent: program ``p`` computes tiles ``p``, ``p + programs``, ...
         (the tile order is unchanged, so grouped tiles still run together). Triton flattens
@@ -343,11 +354,7 @@ class GemmEmitter(_Emitter):
         first loads are in flight while this tile's epilogue runs. TMA descriptors do not
         depend on the tile and are made once, before the loop. (The interpreter's loop has
         constant bounds: see below.)"""
-        at = next(i for i, line in enumerate(fn.out) if line.startswith("pid = "))
-        start = fn.out[at][len("pid = "):]
-        before, hoisted, looped = fn.out[:at], [], []
-        for line in fn.out[at + 1:]:
-            (hoisted if line.split(" = ", 1)[0] in self.hoisted else looped).append(line)
+        before, hoisted, looped, start = self._tile_lines(fn, len(fn.out))
         if self.target == "interpret":
             # Triton 3.6's interpreter cannot take a program id in range(): constant bounds,
             # and a program past the last tile computes the last one again (the same values)
@@ -412,10 +419,7 @@ class GemmEmitter(_Emitter):
         self.counters = tiles
         fn.used.update({"sk_prog", "sk_first", "sk_end", "k_lo", "k_hi", "seg", "done", "finish",
                         "first_q", "last_q", "q", "tile_at", "counters", "part0"})
-        at = next(i for i, line in enumerate(fn.out) if line.startswith("pid = "))
-        before, hoisted, tile_lines = fn.out[:at], [], []
-        for line in fn.out[at + 1:epilogue_at]:
-            (hoisted if line.split(" = ", 1)[0] in self.hoisted else tile_lines).append(line)
+        before, hoisted, tile_lines, start = self._tile_lines(fn, epilogue_at)
         epilogue = fn.out[epilogue_at:]
         k_at = next(i for i, line in enumerate(tile_lines) if line.startswith("for k in range("))
         k_end = k_at + 1
@@ -428,7 +432,7 @@ class GemmEmitter(_Emitter):
                     f"* {bm * bn} + tile_at")
 
         out = [*before, *hoisted,
-               f"sk_prog = {self._pid()}",
+               f"sk_prog = {start}",
                f"sk_first = sk_prog * {total} // {programs}  # this program's stretch of the "
                f"{tiles} tiles x {steps} K steps (stream-K, of {programs} programs)",
                f"sk_end = (sk_prog + 1) * {total} // {programs}",
@@ -561,9 +565,7 @@ class GemmEmitter(_Emitter):
         out.append(f"pid = {self._pid()}")
         tile = "pid"
         bdims: tuple[str, ...] = ()
-        if self.batch_shape and self.fold:
-            bdims = ()  # (per row: below)
-        elif self.batch_shape:
+        if self.batch_shape and not self.fold:  # (a folded batch's indices are per row: below)
             nb = len(self.batch_shape)
             if self.batch > 1:
                 out.append(f"b = pid // {self.tiles}  # batch index (axes 0..{nb - 1} flattened)")
@@ -793,22 +795,30 @@ class GemmEmitter(_Emitter):
         if size[v_inner] * dtype.itemsize < 16:
             return None
         order.append(inner)
-        key = ("tma", name, tuple(order))
-        desc = fn.memo_row.get(key)
-        if desc is None:
-            box = [1] * len(batch_axes) + [size[v_outer], size[v_inner]]
-            desc = fn.emit(0, f"tl.make_tensor_descriptor({self.ptr_name[i]}, shape="
-                              f"{[shape[ax] for ax in order]}, strides="
-                              f"{[strides[ax] for ax in order]}, block_shape={box})",
-                           f"desc_{self.var_name(name)}", f"%{name} in TMA boxes")
-            fn.memo_row[key] = desc
-            self.hoisted.add(desc)
-        self.aligned.add(i)
+        desc = self._descriptor(fn, name, [shape[ax] for ax in order],
+                                [strides[ax] for ax in order],
+                                [1] * len(batch_axes) + [size[v_outer], size[v_inner]])
         at = ", ".join([dims[ax] for ax in batch_axes] + [start[v_outer], start[v_inner]])
         to_tile = f".reshape({size[v_outer]}, {size[v_inner]})" if batch_axes else ""
         flip = ".T" if v_outer == self._context[1] else ""
         return fn.emit(2, f"{desc}.load([{at}]){to_tile}{flip}", self.var_name(name),
                        f"load %{name} (TMA)")
+
+    def _descriptor(self, fn: _GemmFn, name: str, shape: list[int], strides: list[int],
+                    box: list[int], why: str = "") -> str:
+        """The TMA descriptor of parameter ``name`` laid out as ``shape`` / ``strides`` in
+        boxes of ``box``: made once per layout (before a persistent loop over tiles); its
+        buffer must start 16-byte aligned (the ``cuda`` backend checks)."""
+        key = ("tma", name, tuple(shape), tuple(strides), tuple(box))
+        desc = fn.memo_row.get(key)
+        if desc is None:
+            desc = fn.emit(0, f"tl.make_tensor_descriptor({self.ptr_name[self.param_index[name]]}"
+                              f", shape={shape}, strides={strides}, block_shape={box})",
+                           f"desc_{self.var_name(name)}", f"%{name} in TMA boxes{why}")
+            fn.memo_row[key] = desc
+            self.hoisted.add(desc)
+        self.aligned.add(self.param_index[name])
+        return desc
 
     def _folded_tma_load(self, fn: _GemmFn, name: str) -> str | None:
         """A's tile of a folded batch (``_fold_batch``) as a box of one 2-D descriptor over the
@@ -823,17 +833,8 @@ class GemmEmitter(_Emitter):
         if strides[-1] != 1 or not merged or (row * dtype.itemsize) % 16 or \
                 c.block_k * dtype.itemsize < 16:
             return None
-        key = ("tma", name, "folded")
-        desc = fn.memo_row.get(key)
-        if desc is None:
-            desc = fn.emit(0, f"tl.make_tensor_descriptor({self.ptr_name[i]}, shape="
-                              f"[{self.batch * self.m}, {shape[-1]}], strides=[{row}, 1], "
-                              f"block_shape=[{c.block_m}, {c.block_k}])",
-                           f"desc_{self.var_name(name)}", f"%{name} in TMA boxes, its batch "
-                           f"and M axes as one")
-            fn.memo_row[key] = desc
-            self.hoisted.add(desc)
-        self.aligned.add(i)
+        desc = self._descriptor(fn, name, [self.batch * self.m, shape[-1]], [row, 1],
+                                [c.block_m, c.block_k], ", its batch and M axes as one")
         return fn.emit(2, f"{desc}.load([pid_m * {c.block_m}, k])", self.var_name(name),
                        f"load %{name} (TMA)")
 
