@@ -265,3 +265,69 @@ def test_forget_plans_makes_a_switched_heuristic_take_effect(cooperative, monkey
     (got,) = _run(_softmax, [x])
     assert any("_finish(" in s for s in emitted_sources())
     assert_matches_numpy(got.numpy(), _softmax(np, x))
+
+
+def _layer_norm_rows(rows, width, dtype=np.float32):
+    return [(_rng().standard_normal((rows, width)) + 5).astype(dtype),
+            _rng(1).standard_normal(width).astype(dtype),
+            _rng(2).standard_normal(width).astype(dtype)]
+
+
+@pytest.mark.parametrize("group, rows, held", [(2, 4, 2), (4, 8, 4), (4, 6, 2), (4, 5, 1)])
+@pytest.mark.parametrize("width", [37, 64])
+def test_rows_reading_a_shared_vector_share_programs(cooperative, monkeypatch, group, rows,
+                                                      held, width):
+    """A region whose rows read one vector (layer norm's weight and bias) holds the same
+    chunk of ``COOP_SHARED_ROWS`` rows per program (the largest power of two at most that
+    dividing the rows: 6 rows in pairs, 5 one by one), so the vector's chunk is loaded once
+    for them; the partials, counters and the re-read of chunks given up cover every row of
+    the group (on the interpreter every group's chunks but the last are given up). Same
+    answers as NumPy, twice (the counters are zero again), float32, float16 and float64."""
+    monkeypatch.setattr(heuristics, "COOP_SHARED_ROWS", group)
+    for dtype in (np.float32, np.float16, np.float64):
+        arrays = _layer_norm_rows(rows, width, dtype)
+        (emitted,) = _cooperative_kernels(_layer_norm, arrays)
+        shared = f"of {held} rows (the rows' shared vector read once for them)"
+        assert (shared in emitted.source) == (held > 1), emitted.source[:600]
+        block = 16 // (2 if dtype == np.float64 else 1)  # (the fixture's limit; 8-byte half)
+        chunks = -(-width // (block // held))
+        assert emitted.counters == 1 + 2 * (rows // held) + (rows // held) * chunks
+        backend = runtime.backend_instance("interpret")
+        for _ in range(2):
+            (got,) = _run(_layer_norm, arrays)
+            assert_matches_numpy(got.numpy(), _layer_norm(np, *arrays))
+            assert not backend.counters(emitted).any()
+
+
+def test_rows_without_a_shared_vector_keep_a_row_per_program(cooperative, monkeypatch):
+    """Softmax reads nothing shared by its rows: a program per chunk of one row."""
+    monkeypatch.setattr(heuristics, "COOP_SHARED_ROWS", 4)
+    x = _rng().standard_normal((8, 37)).astype(np.float32)
+    (emitted,) = _cooperative_kernels(_softmax, [x])
+    assert "rows' shared vector" not in emitted.source
+    assert emitted.counters == 1 + 2 * 8 + 8 * 3
+
+
+def test_shared_vector_tiles_on_a_gpu():
+    """On a GPU: 256 rows of 2**18 float32 reading a shared vector, 2 rows per program of 4096
+    elements each (64 chunks a row, the same 8192 elements a program as one row's); rows that
+    do not divide stay one per program, and so do chunks that would hold under
+    ``COOP_REDO_BLOCK`` elements of a row."""
+    tiles = heuristics.cooperative_tiles
+    t = tiles("cuda", 256, 1 << 18, 4, shared=True)
+    assert (t.rows, t.chunks, t.block, t.num_warps) == (2, 64, 4096, 4)
+    assert tiles("cuda", 255, 1 << 18, 4, shared=True).rows == 1
+    assert tiles("cuda", 256, 1 << 18, 4, shared=False).rows == 1
+    assert tiles("cuda", 256, 1 << 15, 8, shared=True).rows == 1  # 2 x 1024 of 2048: no
+
+
+@pytest.mark.parametrize("dtype, width", [(np.float32, 1 << 18), (np.float16, 150_001),
+                                          (np.float64, 1 << 16)])
+def test_shared_vector_kernels_compile_for_sm90(cooperative, dtype, width):
+    """The grouped layer norm kernel at GPU sizes compiles for sm_90 (2 rows per program)."""
+    arrays = _layer_norm_rows(4, 8, dtype)
+    arrays = [np.resize(a, (a.shape[0], width) if a.ndim == 2 else (width,)) for a in arrays]
+    (emitted,) = _cooperative_kernels(_layer_norm, arrays, target="cuda")
+    assert "of 2 rows (the rows' shared vector" in emitted.source
+    for c in compile_all(emitted, 90, True):
+        assert c.cubin[:4] == b"\x7fELF"
