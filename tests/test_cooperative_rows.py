@@ -308,7 +308,7 @@ def test_rows_without_a_shared_vector_keep_a_row_per_program(cooperative, monkey
     assert emitted.counters == 1 + 2 * 8 + 8 * 3
 
 
-def test_shared_vector_tiles_on_a_gpu():
+def test_shared_vector_tiles_on_a_gpu(monkeypatch):
     """On a GPU: 256 rows of 2**18 float32 reading a shared vector, 2 rows per program of 4096
     elements each (64 chunks a row, the same 8192 elements a program as one row's); rows that
     do not divide stay one per program, and so do chunks that would hold under
@@ -318,7 +318,9 @@ def test_shared_vector_tiles_on_a_gpu():
     assert (t.rows, t.chunks, t.block, t.num_warps) == (2, 64, 4096, 4)
     assert tiles("cuda", 255, 1 << 18, 4, shared=True).rows == 1
     assert tiles("cuda", 256, 1 << 18, 4, shared=False).rows == 1
-    assert tiles("cuda", 256, 1 << 15, 8, shared=True).rows == 1  # 2 x 1024 of 2048: no
+    monkeypatch.setattr(heuristics, "COOP_SHARED_ROWS", 8)
+    t = tiles("cuda", 256, 1 << 16, 8, shared=True)  # (float64: 4096 a program)
+    assert (t.rows, t.block) == (4, 1024)  # (not 8 rows of 512)
 
 
 @pytest.mark.parametrize("dtype, width", [(np.float32, 1 << 18), (np.float16, 150_001),
