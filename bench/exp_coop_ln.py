@@ -15,9 +15,7 @@ float64 layer norm), and emitted at other tiles:
 * ``L1 prefetch``: the weight's and bias's lines prefetched into L1 right after the arrival,
   (``x .cg``: and the chunk's own load kept out of L1);
 * ``no weight or bias``: the layer norm without its affine step (is it the weight's and the
-  bias's reads from L2, 8 bytes per element, that hold it back?);
-* ``--emitted-only --shared-rows 1,2,4``: as emitted with a program holding the same chunk
-  of 1, 2 or 4 rows (``COOP_SHARED_ROWS``: the weight and bias read once for them).
+  bias's reads from L2, 8 bytes per element, that hold it back?).
 
 First run (``bench/results/h200-s3-2026-12-02.md``, on a77418e's source, where the
 variance's partials were (count, mean, m2) beside a partial of the sum: two more edits, no
@@ -25,7 +23,11 @@ partial of the sum and the count as a constant, which the emitter has since made
 and which no longer apply): hoisting cost 13-14 points (the arrival's release waits for
 the loads), the sum and count partials gained 2-3. Second run: the L1 prefetch gained
 nothing (67-73% against 70-74% as emitted), 8 warps and chunks of 4096 neither (each better
-at one shape, worse at the other).
+at one shape, worse at the other). Tenth session (an H100, ``bench/gpu_s10.sh``, results
+``bench/results/h100-s10-call1-exp_coop_ln.txt``): a program holding the same chunk of 2 or
+4 rows, the weight and bias read once for them (emitted; since removed), ran slower at every
+shape (256x2**18: 81.1% of copy with one row, 80.0 with 2, 76.9 with 4; no weight or bias
+91.5%): the affine step's cost is not its L2 traffic.
 
 Run (GPU machine, torch installed: Triton's launcher takes torch views):
 ``python3 bench/exp_coop_ln.py [--shapes 256x262144,1024x65536]``.
@@ -106,8 +108,6 @@ def main() -> int:
     p.add_argument("--shapes", default="256x262144,1024x65536")
     p.add_argument("--emitted-only", action="store_true",
                    help="time the kernel as emitted (and without the affine step) only")
-    p.add_argument("--shared-rows", default="",
-                   help="with --emitted-only: emit at each of these COOP_SHARED_ROWS (1,2,4)")
     args = p.parse_args()
 
     def events(fn: Any) -> float:
@@ -142,14 +142,10 @@ def main() -> int:
         every = list(VARIANTS)
         other = [name for name in every if name != "hoisted"]  # (hoisting: 4 warps only)
         tiles = [(8192, 4, every), (8192, 8, other), (4096, 4, other)]
-        groups = [int(g) for g in args.shared_rows.split(",") if g] or [heuristics.COOP_SHARED_ROWS]
         if args.emitted_only:
-            tiles = [(8192, 4, ["as emitted"], g) for g in groups]
-        else:
-            tiles = [(*t, groups[0]) for t in tiles]
-        for chunk, warps, names, group in tiles:
+            tiles = [(8192, 4, ["as emitted"])]
+        for chunk, warps, names in tiles:
             heuristics.COOP_CHUNK["cuda"], heuristics.COOP_MAX_WARPS = chunk, warps
-            heuristics.COOP_SHARED_ROWS = group
             with fj.using_backend("interpret"):  # (planned only)
                 zeros = [np.zeros(a.shape, np.float32) for a in (x, w, b)]
                 (kernel,) = fj.plan(fj.layer_norm(*[fj.asarray(z) for z in zeros])).program.kernels
@@ -164,8 +160,7 @@ def main() -> int:
                     outs: list[Any] = []
                     us = direct_launch_us(variant, [x, 1e-5, w, b], events, outputs=outs)
                     err = float(cp.abs(outs[0] - want).max())
-                    label = f"{name}, {group} row(s)" if args.emitted_only else name
-                    print(f"  {chunk:5d} elements, {warps} warps, {label:24s} {us:8.1f} us  "
+                    print(f"  {chunk:5d} elements, {warps} warps, {name:24s} {us:8.1f} us  "
                           f"{100 * copy_us / us:5.1f}% of copy  max abs err {err:.1e}",
                           flush=True)
                 except Exception as exc:  # noqa: BLE001  (report, go on)

@@ -5,6 +5,9 @@
 # of the suite beside torch.compile and jax.jit (default: 2 rows), the GEMM shapes of 129-255
 # rows and batched GEMMs (3-D TMA boxes, the folded shared weight; bench/exp_s8.py, unrun in
 # the ninth session), then the gpu-marked tests beside the cuda fuzz and the wide-row fuzz.
+# Ran once (on an H100: bench/results/h100-s10-call1-*): the grouped rows ran slower (81.1 /
+# 80.0 / 76.9% of the copy rate at 1 / 2 / 4 rows, 256x2**18) and were taken out again, with
+# exp_coop_ln's --shared-rows: this script no longer runs as it is.
 #   bash bench/gpu_s10.sh [FUZZ_S] [TESTS_S] [SUITE_BUDGET]
 set -uo pipefail
 fuzz_s=${1:-120}; tests_s=${2:-160}; suite_budget=${3:-100}

@@ -287,14 +287,6 @@ COOP_MAX_PROGRAMS = 1 << 16
 COOP_SPIN_LIMIT = 1 << 20
 #: The tile in which a row's last program re-reads a chunk given up (few registers).
 COOP_REDO_BLOCK = 1024
-#: Rows one cooperative program holds a chunk of when the row reads a vector shared by every
-#: row (a layer norm's weight and bias): the vector's chunk is read once for them all
-#: (``FUSEJIT_COOP_SHARED_ROWS`` at import, a power of two; 1: a row per program; fewer
-#: where the rows do not divide). Every row reads the vector
-#: from L2, 8 bytes per element for float32 weight and bias against the row's own 8 of memory
-#: traffic: 256x2**18 float32 layer norm ran at 70.5% of the copy rate, 82.0% without them
-#: (``bench/exp_coop_ln.py``).
-COOP_SHARED_ROWS = max(1, int(os.environ.get("FUSEJIT_COOP_SHARED_ROWS", "2")))
 #: Narrowest row (bytes) that runs cooperatively on a GPU: rows of 128 KB (2048x2**15
 #: float32) measured 78% against the looped kernel's 69% (layer norm 74 against 73); narrower
 #: rows than that were not measured, and the looped kernel's re-read is likelier an L2 hit.
@@ -310,38 +302,22 @@ class CoopTiles:
     block: int
     num_warps: int
     why: str = field(default="", compare=False)
-    #: rows per program (each holds ``block`` elements of each of them)
-    rows: int = 1
 
 
-def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
-                      shared: bool = False) -> CoopTiles | None:
+def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int) -> CoopTiles | None:
     """The chunks of a cooperative row kernel for ``rows`` rows of ``cols`` elements, or None
     when one does not pay (rows under ``COOP_MIN_ROW_BYTES`` on a GPU) or does not fit (more
-    than ``COOP_MAX_CHUNKS`` per row, or too many programs). ``shared``: the rows read a
-    vector shared by all of them; a program then holds the same chunk of
-    ``COOP_SHARED_ROWS`` rows (a divisor of ``rows``), the same elements in all, so the
-    vector's chunk is read once per that many rows."""
+    than ``COOP_MAX_CHUNKS`` per row, or too many programs)."""
     if target == "cuda" and cols * itemsize < COOP_MIN_ROW_BYTES:
         return None
     limit = min(COOP_CHUNK[target], PERSISTENT_LIMIT[target]) // (2 if itemsize >= 8 else 1)
     block = max(1, min(next_pow2(-(-cols // 2)), limit))
-    group = 1
-    if shared:
-        least = COOP_REDO_BLOCK if target == "cuda" else 2  # elements per row a program holds
-        group = next((g for g in (1 << e for e in range(COOP_SHARED_ROWS.bit_length() - 1, 0, -1))
-                      if rows % g == 0 and block // g >= least), 1)
-    block //= group
     chunks = -(-cols // block)
-    if chunks < 2 or chunks > COOP_MAX_CHUNKS * group or rows * chunks > COOP_MAX_PROGRAMS * group:
+    if chunks < 2 or chunks > COOP_MAX_CHUNKS or rows * chunks > COOP_MAX_PROGRAMS:
         return None
-    warps = 4 if target == "interpret" else min(COOP_MAX_WARPS, warps_for(block * group))
-    if group == 1:
-        return CoopTiles(chunks, block, warps, f"each row over {chunks} programs of {block} "
-                                               f"elements held in registers")
-    return CoopTiles(chunks, block, warps, f"each row over {chunks} programs, each holding "
-                                           f"the same {block} elements of {group} rows (the "
-                                           f"rows' shared vector read once for them)", group)
+    warps = 4 if target == "interpret" else min(COOP_MAX_WARPS, warps_for(block))
+    return CoopTiles(chunks, block, warps, f"each row over {chunks} programs of {block} "
+                                           f"elements held in registers")
 
 
 def split_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int,

@@ -1309,15 +1309,7 @@ class _Emitter:
                                       self._itemsize(), self._state())[0]
         if looped.persistent:
             return None
-        return cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize(),
-                                 self._reads_shared_row())
-
-    def _reads_shared_row(self) -> bool:
-        """Whether every row of the domain reads the same vector (an array param of one row's
-        size, broadcast over the rows: a layer norm's weight or bias)."""
-        d = self.domain
-        return d.rows > 1 and any(not p.scalar and p.type.size == d.reduce_size
-                                  for p in self.kernel.params)
+        return cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize())
 
     def cooperative_reduction(self, t: CoopTiles) -> tuple[list[_Fn], list[Launch]]:
         """Each row over ``t.chunks`` programs that read their chunk once (``heuristics``,
@@ -1352,30 +1344,26 @@ class _Emitter:
         """
         d = self.domain
         rows, cols = d.rows, d.reduce_size
-        n_split, bn, num_warps, group = t.chunks, t.block, t.num_warps, t.rows
-        groups = rows // group  # (programs hold the same chunk of ``group`` rows: a divisor)
-        first = "pid" if group == 1 else f"pid * {group}"
+        n_split, bn, num_warps = t.chunks, t.block, t.num_warps
         (stage,) = self._stages()
         riders = _sumexp_riders(stage)  # (no partials of their own)
         sum_riders = _m2_riders(stage, self._acc_dtype)
         computed = [r for r in stage if r.name not in riders and r.name not in sum_riders]
         slots, part_names = self._partial_slots(computed, n_split, cooperative=True)
-        arrivals, settled, given_up = 1, 1 + groups, 1 + 2 * groups
-        self.counters = 1 + 2 * groups + groups * n_split
+        arrivals, settled, given_up = 1, 1 + rows, 1 + 2 * rows
+        self.counters = 1 + 2 * rows + rows * n_split
         fn = _Fn(self)
         fn.used.update({"ticket", "pid", "chunk", "rows", "row_mask", "cols", "col_mask", "mask",
                         "arrived", "spins", "counters", *part_names})
         out = fn.out
-        self._bm, self._bn = group, bn
+        self._bm, self._bn = 1, bn
         out.append('ticket = tl.atomic_add(counters, 1, sem="relaxed")  # in the order programs '
                    'start')
-        out.append(f"if ticket == {groups * n_split - 1}:  # the last ticket: zero for the next "
-                   f"launch")
+        out.append(f"if ticket == {rows * n_split - 1}:  # the last ticket: zero for the next launch")
         out.append('    tl.atomic_xchg(counters, 0, sem="relaxed")')
-        out.append(f"pid = ticket // {n_split}{'.to(tl.int64)' if self.idx64 else ''}  # the row"
-                   + ("" if group == 1 else f"s' group, of {group} rows"))
+        out.append(f"pid = ticket // {n_split}{'.to(tl.int64)' if self.idx64 else ''}  # the row")
         out.append(f"chunk = ticket % {n_split}  # its chunk of {bn} elements, of {n_split}")
-        row_mask = self._open_rows(fn, group, rows)
+        row_mask = self._open_rows(fn, 1, rows)
         coords = self._open_tile(fn, f"chunk * {bn} + ", False, cols % bn != 0, row_mask)
         at = f"rows * {n_split} + chunk"  # (a row's partials side by side: one or two lines)
         for r in computed:  # (of the one tile the program holds)
@@ -1384,7 +1372,7 @@ class _Emitter:
                 out.append(f"tl.store({part} + {at}, {v})  # partial of %{r.name}")
         out.append("tl.debug_barrier()  # every thread's partials are stored before the arrival")
         out.append(f'arrived = tl.atomic_add(counters + {arrivals} + pid, 1, sem="acq_rel") + 1'
-                   f"  # programs of the row{'' if group == 1 else 's'} arrived")
+                   f"  # programs of the row arrived")
         if self.target == "cuda":  # (the interpreter runs one program at a time: no waiting)
             out.append("spins = 0")
             out.append(f"while (arrived < {n_split}) & (spins < {COOP_SPIN_LIMIT}):  "
@@ -1395,12 +1383,12 @@ class _Emitter:
             out.append("tl.debug_barrier()")
         stats_name, finish_name = f"{self.name}_stats", f"{self.name}_finish"
         stats = self._coop_stats(stats_name, stage, computed, riders, sum_riders, slots,
-                                 part_names, n_split, bn, group)
-        self._bm, self._bn = group, bn  # (the stats function's tile was its partials')
+                                 part_names, n_split, bn)
+        self._bm, self._bn = 1, bn  # (the stats function's tile was its partials')
         out.append(f"if arrived >= {n_split}:  # every partial of the row is stored: "
                    f"the chunk held is written")
         mark = len(out)
-        self._call_stats(fn, stage, stats_name, first, part_names)
+        self._call_stats(fn, stage, stats_name, "pid", part_names)
         self._reuse_chunk_exps(fn, stage, coords)
         self._store_domain_outputs(fn, coords)
         out.append(f'settled = tl.atomic_add(counters + {settled} + pid, 1, sem="relaxed")'
@@ -1411,7 +1399,7 @@ class _Emitter:
         out.append("    tl.debug_barrier()  # the flag is stored before this program settles")
         out.append(f'    settled = tl.atomic_add(counters + {settled} + pid, 1, sem="release")')
         finish, finish_params = self._coop_finish(finish_name, stats_name, stage, part_names,
-                                                  n_split, bn, given_up, group)
+                                                  n_split, bn, given_up)
         call = ", ".join(part_names + [self.ptr_name[i] for i in finish_params]
                          + ["counters"] + self.out_name)
         out.append(f"if settled == {n_split - 1}:  # the row's last to settle")
@@ -1422,11 +1410,11 @@ class _Emitter:
         out.append(f'    tl.atomic_xchg(counters + {arrivals} + pid, 0, sem="relaxed")  '
                    f"# the row's counters are zero again")
         out.append(f'    tl.atomic_xchg(counters + {settled} + pid, 0, sem="relaxed")')
-        self.tiling = [f"cooperative rows: {t.why} ({groups * n_split} programs, {num_warps} "
+        self.tiling = [f"cooperative rows: {t.why} ({rows * n_split} programs, {num_warps} "
                        f"warps): each reads its chunk once, waits for its row's partials, "
                        f"then writes the chunk (a chunk given up is re-read by the row's last "
                        f"program)"]
-        launch = self._partials_launch(fn, part_names, (groups * n_split, 1, 1), num_warps)
+        launch = self._partials_launch(fn, part_names, (rows * n_split, 1, 1), num_warps)
         return [fn, stats, finish], [launch]
 
     def _reuse_chunk_exps(self, fn: _Fn, stage: list[Instr], coords: Coords) -> None:
@@ -1468,14 +1456,14 @@ class _Emitter:
     def _coop_stats(self, name: str, stage: list[Instr], computed: list[Instr],
                     riders: dict[str, Instr], sum_riders: dict[str, Instr],
                     slots: dict[str, list[str]], part_names: list[str], n_split: int,
-                    bn: int, group: int = 1) -> _Fn:
-        """``name(row, partials...)``: the row values of ``stage``'s reductions (of ``group``
-        rows from ``row``), combined from each row's ``n_split`` partials of ``bn`` columns:
-        those of ``computed``, then the riders (``riders``: maxes that are a sumexp's max;
-        ``sum_riders``: sums whose partials are an m2's)."""
+                    bn: int) -> _Fn:
+        """``name(row, partials...)``: the row values of ``stage``'s reductions, combined from
+        the row's ``n_split`` partials of ``bn`` columns: those of ``computed``, then the
+        riders (``riders``: maxes that are a sumexp's max; ``sum_riders``: sums whose
+        partials are an m2's)."""
         g = _Fn(self)
         g.used.update({"row", *part_names})
-        self._open_partials(g, "row", group, False, n_split)
+        self._open_partials(g, "row", 1, False, n_split)
         sums = self._combine_partials(g, computed, slots, n_split, row_major=True, chunk=bn)
         for r in stage:
             if r.name in sum_riders:
@@ -1505,27 +1493,26 @@ class _Emitter:
             fn.level[name] = 1
 
     def _coop_finish(self, name: str, stats_name: str, stage: list[Instr],
-                     part_names: list[str], n_split: int, bn: int, given_up: int,
-                     group: int = 1) -> tuple[_Fn, list[int]]:
+                     part_names: list[str], n_split: int, bn: int, given_up: int
+                     ) -> tuple[_Fn, list[int]]:
         """``name(row, partials..., params..., counters, outputs...)``: what the last program
-        of a cooperative row (of ``group`` rows: ``row`` is the group) does
-        (``cooperative_reduction``); returns it and the params it reads."""
+        of a cooperative row does (``cooperative_reduction``); returns it and the params it
+        reads."""
         d = self.domain
         cols = d.reduce_size
         h = _Fn(self)
         h.used.update({"row", "c", "sub", "counters", "rows", "cols", "col_mask", "mask",
                        "chunks", "flags",
                        *part_names})
-        first = "row" if group == 1 else f"row * {group}"
-        self._call_stats(h, stage, stats_name, first, part_names)
-        h.out.append(f"rows = {first} + tl.arange(0, {group})[:, None]  # flat kept index")
+        self._call_stats(h, stage, stats_name, "row", part_names)
+        h.out.append("rows = row + tl.arange(0, 1)[:, None]  # flat kept index")
         h.level["rows"] = 1
         h.rows = "rows"
         h.masks = {0: None, 1: None, 2: None}
         h.row_dims = h.unravel("rows", d.kept_shape) if d.kept_shape else ()
         self._store_row_outputs(h, None)
         redo = min(bn, COOP_REDO_BLOCK)
-        self._bm, self._bn = group, redo
+        self._bm, self._bn = 1, redo
         h.body = []
         h.memo_tile = {}
         coords = self._open_tile(h, f"c * {bn} + sub + ", True, cols % bn != 0, None)
