@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 import fusejit as fj
+from fusejit.codegen import heuristics
 from fusejit.codegen.heuristics import reduction_tiles, split_tiles
 from fusejit.codegen.triton_emitter import emit_kernel
 from fusejit.fuse import plan_for
@@ -251,3 +252,20 @@ def test_pointwise_blocks_halve_when_the_flat_size_breaks_vector_loads() -> None
 
 def _launch_warps(kernel: object) -> int:
     return kernel.launches[0].num_warps
+
+
+def test_gemm_tiles_of_129_to_255_rows_follow_the_waves() -> None:
+    """Float16 GEMMs of 129-255 rows (two tile rows either way) take 128x256 tiles where those
+    need fewer waves of the GPU's programs than 128x128 tiles, else 128x128 (H100 figures in
+    ``gemm_config``); 256 rows or more keep 128x256, 128 or fewer 128-row tiles."""
+    def tile(m, n, batch=1):
+        c = heuristics.gemm_config(m, n, 4096, batch, "float16")
+        return c.block_m, c.block_n
+    sms = heuristics.SMS
+    assert tile(200, 12000) == (128, 256)  # 94 tiles (one wave) against 188 (two)
+    assert tile(136, 14000) == (128, 256)
+    assert tile(192, 8192) == (128, 128)  # 64 against 128 tiles: one wave both
+    assert tile(192, 128 * sms // 2) == (128, 128)  # 132 tiles of 128x128: one wave
+    assert tile(192, 128 * sms // 2 + 128) == (128, 256)  # 134 of 128x128: two waves
+    assert tile(192, 8192, batch=3) == (128, 256)  # 192 tiles against 384: 2 waves against 3
+    assert tile(512, 8192) == (128, 256)

@@ -845,6 +845,11 @@ def gemm_shared_bytes(block_m: int, block_n: int, block_k: int, num_stages: int,
     return num_stages * (block_m * block_k * loads[0] + block_k * block_n * loads[1])
 
 
+def _waves(batch: int, m: int, n: int, bm: int, bn: int) -> int:
+    """Rounds of ``SMS`` programs that the ``bm`` x ``bn`` tiles of a GEMM take."""
+    return -(-batch * -(-m // bm) * -(-n // bn) // SMS)
+
+
 def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str = "ieee",
                 span_row: bool = False, loads: tuple[int, int] | None = None) -> GemmConfig:
     """The default tiles of a GEMM of ``[batch, m, k] @ [batch, k, n]`` in ``dtype``.
@@ -867,7 +872,12 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         # row-major B (the swapped product, whose wgmma is then 128 x 256) 210 / 270, a
         # K-major B 275 / 297 (4 stages)
         bm, bn, bk, warps, stages = 256, 128, 32, 8, 3
-    elif m >= 256 and n >= 256:
+    elif n >= 256 and (m >= 256 or (m > 128 and _waves(batch, m, n, 128, 256)
+                                     < _waves(batch, m, n, 128, 128))):
+        # 129-255 rows: two tile rows either way; 128x256 tiles where they take fewer waves
+        # (H100, bench/results/h100-s10-call1-exp_s8_mb.txt, TFLOP/s 128x128 / 128x256:
+        # 200x12000x8000 307 / 409, 160x16384x8192 239 / 396, 136x14000x5000 132 / 207; one
+        # wave both, 192x8192x4096: 342 / 283)
         bm, bn, bk, warps, stages = 128, 256, 64, 8, 3
     else:
         bm, bn, bk, warps, stages = 128, 128, 64, 8, 4
