@@ -109,3 +109,27 @@ def test_exp_s8_dry_run_times_every_tile_shape(tmp_path):
     assert all(r["attrs"]["block_m"] == 16 for r in tiled)
     assert any(r["attrs"].get("programs") == 2 for r in tiled)
     assert any(r["attrs"].get("stream_k") == 1 for r in tiled)  # (the stream-K configurations)
+
+
+def test_exp_thin_dry_run_times_every_split(tmp_path):
+    """``bench/exp_thin.py --dry``: a float16 and a TF32 product of few rows at their default
+    tiles and at each (block_n, split_k) of the sweep run, match the float64 reference and
+    land in the JSON with the attributes the sweep set."""
+    import json
+    import os
+    import subprocess
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    root = _PATH.parent.parent
+    out = tmp_path / "thin.json"
+    done = subprocess.run([sys.executable, str(root / "bench" / "exp_thin.py"), "--dry", "--only",
+                           "^(t1|t2)$", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert {r["shape"] for r in rows} == {"t1", "t2"}
+    assert len(rows) == 2 * 11 and not [r for r in rows if "failed" in r]
+    assert all(r["error"] < 2e-3 for r in rows)
+    for r in rows:
+        if r["config"] != "default":
+            bn, split = (int(v[1:]) for v in r["config"].split())
+            assert (r["attrs"]["block_n"], r["attrs"]["split_k"]) == (bn, split)
