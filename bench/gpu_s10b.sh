@@ -2,7 +2,7 @@
 # Tenth session's second GPU call (2026-12-05): GEMMs of few rows against split-K and
 # block_n (bench/exp_thin.py, beside cuBLAS); the new default for 129-255 rows (exp_s8 m
 # shapes, default only); the eighth session's fresh GEMM draw beside torch.compile and jax.jit;
-# the gpu-marked tests beside the cuda fuzz (two processes, one through fj.jit) and the
+# the gpu-marked tests beside the cuda fuzz (two processes, both through fj.jit) and the
 # wide-row fuzz.
 #   bash bench/gpu_s10b.sh [DRAW] [BUDGET] [FUZZ_S] [TESTS_S]
 set -uo pipefail
