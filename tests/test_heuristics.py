@@ -269,3 +269,22 @@ def test_gemm_tiles_of_129_to_255_rows_follow_the_waves() -> None:
     assert tile(192, 128 * sms // 2 + 128) == (128, 256)  # 134 of 128x128: two waves
     assert tile(192, 8192, batch=3) == (128, 256)  # 192 tiles against 384: 2 waves against 3
     assert tile(512, 8192) == (128, 256)
+
+
+def test_gemms_of_few_rows_split_k_to_fill_the_gpu_three_times() -> None:
+    """A product of at most 16 rows (bound by reading B) under a wave of tiles splits K so
+    that about three programs run per SM (at most 16 chunks, each of 8 K steps or more); a
+    wave of tiles or more is not split, and wider products keep the rule of one program per
+    SM under half a wave (H100 figures in ``gemm_config``)."""
+    def split(m, n, k, dtype="float16", precision="ieee"):
+        return heuristics.gemm_config(m, n, k, 1, dtype, precision).split_k
+    sms = heuristics.SMS
+    assert split(2, 5000, 10305) == -(-3 * sms // 79)  # 79 tiles of 16x64
+    assert split(5, 4251, 7665, "float32", "tf32") == -(-3 * sms // 67)
+    assert split(8, 4096, 4096, "float32") == -(-3 * sms // 64)
+    assert split(8, 256, 65536) == heuristics.GEMM_MAX_SPLIT_K
+    assert split(16, 64 * sms, 8192) == 1  # a whole wave of tiles
+    assert split(4, 30000, 2048) == 1  # 235 tiles of 16x128
+    assert split(2, 5000, 640) == 1  # 10 K steps: not split
+    assert split(17, 4352, 8192) == 1  # 68 tiles of 32x64: half a wave, not under it
+    assert split(32, 2048, 8192) == -(-sms // 32)  # 32 tiles: one program per SM
