@@ -73,6 +73,13 @@ SHAPES: dict[str, tuple] = {
     "b4": (1000, 1024, 512, True, "bias_relu", 8, False),
     "b5": (3000, 4096, 1024, False, "none", 4, True),
     "b6": (3000, 4096, 1024, False, "none", 4, False),
+    # (tenth session) short K: a few K steps per tile, the epilogue's loads and stores a large
+    # part of each tile's time (20261209 u0 0.69x of torch.compile)
+    "k1": (3911, 13805, 384, True, "residual", 16, False),
+    "k2": (8192, 8192, 256, False, "none"),
+    "k3": (4096, 16384, 128, False, "residual"),
+    "k4": (16384, 4096, 512, True, "bias_relu"),
+    "k5": (2048, 2048, 320, False, "residual", 8, False),
 }
 
 #: label -> (block_m, block_n, block_k, num_warps, num_stages, programs or 0: one per tile[,
@@ -88,6 +95,11 @@ CONFIGS = {
     "64x256 p": (64, 256, 64, 4, 4, 132),
     "64x256 w8 p": (64, 256, 64, 8, 4, 132),
     "64x128 p": (64, 128, 64, 4, 4, 132),
+    # two programs per SM (their shared memory fits twice): one's epilogue beside the other's
+    # main loop
+    "128x128 p2": (128, 128, 64, 8, 3, 264),
+    "128x256 s2 p2": (128, 256, 64, 8, 2, 264),
+    "128x128 w4 p2": (128, 128, 64, 4, 3, 264),
 }
 
 

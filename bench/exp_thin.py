@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry", action="store_true")
     parser.add_argument("--json", default="")
     parser.add_argument("--only", default="", help="regex over shape names")
+    parser.add_argument("--configs", default="", help="regex over config labels (default: all)")
     args = parser.parse_args(argv)
     import numpy as np
 
@@ -108,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             cases.append(("cuBLAS", "cublas"))
         timer(lambda: None)  # (the first timing of a shape ran slow elsewhere: warm up)
         for label, cfg in cases:
+            if args.configs and not re.search(args.configs, label):
+                continue
             try:
                 if cfg == "cublas":
                     run = partial(bm._cupy_product, cp, x, epilogue)

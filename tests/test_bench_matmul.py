@@ -103,7 +103,9 @@ def test_exp_s8_dry_run_times_every_tile_shape(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(out.read_text())
     assert {r["shape"] for r in rows} == {"d8u15", "a11"}
-    assert len(rows) == 2 * 11 and not [r for r in rows if "failed" in r]
+    configs = sum(1 for r in rows if r["shape"] == "a11")
+    assert configs >= 14 and len(rows) == 2 * configs  # (default and every configuration)
+    assert not [r for r in rows if "failed" in r]
     assert all(r["error"] < 2e-3 for r in rows)
     tiled = [r for r in rows if r["config"] != "default"]
     assert all(r["attrs"]["block_m"] == 16 for r in tiled)
