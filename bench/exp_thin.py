@@ -41,6 +41,11 @@ SHAPES: dict[str, tuple] = {
     "t9": (48, 2000, 3000, "float16", "ieee", False, "residual"),
     "t10": (16, 6000, 2500, "float32", "tf32", False, "none"),
     "t11": (4, 30000, 2048, "float16", "ieee", True, "none"),
+    # (not thin) float32 products of the 20261211 draw far behind cuBLAS: u13 TF32 0.13x
+    # (191 us, split 9), u4 full precision 0.27x; x3 is x1 with its rows 16-byte aligned
+    "x1": (224, 241, 9669, "float32", "tf32", False, "none"),
+    "x2": (257, 3467, 585, "float32", "ieee", False, "residual"),
+    "x3": (224, 256, 9664, "float32", "tf32", False, "none"),
 }
 
 #: label -> (block_n, split_k)
