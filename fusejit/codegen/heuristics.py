@@ -896,6 +896,13 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         bm //= 2
     if bm * bn <= 64 * 64:
         warps = 4
+    if dtype == "float32" and precision == "ieee" and (k % 4 or n % 4) and bm * bn >= 128 * 64:
+        # rows not 16-byte aligned: the operand tiles load 4 bytes at a time, each element with
+        # its own address (about 100 more registers a thread), and 4 warps' 128 accumulators a
+        # thread spill (ptxas, 257x3467x585: 1572 bytes a thread; 0.27x of cuBLAS on an H100,
+        # bench/results/h100-s10-call3-matmul-20261211.md u4), 64 of a 128x64 tile a few bytes.
+        # 8 warps hold 64 or 32 each: none spilled (tests/test_cubin.py). Not yet timed.
+        warps = 8
     size = np.dtype(dtype).itemsize
     loads = loads or (size, size)
     while stages > 2 and gemm_shared_bytes(bm, bn, bk, stages, loads) > GEMM_SHARED_LIMIT:
