@@ -912,11 +912,11 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     split = 1
     # K split over more programs where the tiles under-fill the GPU. A product of at most 16
     # rows reads B at the memory's rate or not at all: about three programs per SM (H100,
-    # bench/results/h100-s10-call2-exp_thin.txt, GB/s moved at the old / this split:
-    # 2x5000x10305 834 (79 tiles) -> ~2300 (s8: 2329), TF32 5x4251x7665 b.T 1087 -> ~1950,
-    # float32 8x4096x4096 2016 (s3) -> ~2300, 16x6000x2500 TF32 1448 -> ~2050; 1x8192x8192,
-    # 128 tiles, 2509 -> 2671 at s4; copy 2902; 4x30000x2048, 235 tiles, 2550 unsplit, 2403
-    # at s2: a full wave is not split). Wider products keep one program per SM.
+    # bench/results/h100-s10-call2-exp_thin.txt, then -call3-exp_thin_default.txt, GB/s
+    # moved at the old / this split: 2x5000x10305 834 (79 tiles) -> 2356, TF32 5x4251x7665
+    # b.T 1087 -> 1902, float32 8x4096x4096 2016 (s3) -> 2294, 16x6000x2500 TF32 1448 -> 2064;
+    # 1x8192x8192, 128 tiles, 2509 -> 2689; copy 2902-2918; 4x30000x2048, 235 tiles, 2550
+    # unsplit, 2403 at s2: a full wave is not split). Wider products keep one program per SM.
     thin = m <= 16
     want = 3 * SMS if thin else SMS
     if (tiles < SMS // 2 or (thin and tiles < SMS)) and steps >= 16:
