@@ -9,7 +9,8 @@ shape at its default tiles and at block_n 64 / 128 with K split 1-16 ways, besid
 (cupy.matmul) in the same process, and reports the rate at which B (and A and the output)
 move against a copy of B's size, so that a rule for the split (programs per SM) can be fitted.
 
-Run on the GPU machine: ``python3 bench/exp_thin.py [--json FILE] [--only REGEX]``; ``--dry``
+Run on the GPU machine: ``python3 bench/exp_thin.py [--json FILE] [--only REGEX] [--configs REGEX]``
+(GB/s for M <= 64, else TFLOP/s and us; ``CUPY_TF32=1`` times cuBLAS on the TF32 shapes); ``--dry``
 checks it on the CPU (NumPy, the interpreter, sides cut to at most 64, one run each).
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -46,16 +48,64 @@ SHAPES: dict[str, tuple] = {
     "x1": (224, 241, 9669, "float32", "tf32", False, "none"),
     "x2": (257, 3467, 585, "float32", "ieee", False, "residual"),
     "x3": (224, 256, 9664, "float32", "tf32", False, "none"),
+    # x1, x2 and two more misaligned float32 products (eleventh session), each also read
+    # through buffers whose rows are padded to 16 bytes ("p": what an alignment copy would
+    # give the GEMM; the copy's own time is not in it)
+    "x1p": (224, 241, 9669, "float32", "tf32", False, "none"),
+    "x2p": (257, 3467, 585, "float32", "ieee", False, "residual"),
+    "x4": (1000, 1001, 999, "float32", "ieee", False, "none"),
+    "x4p": (1000, 1001, 999, "float32", "ieee", False, "none"),
+    "x5": (3001, 2047, 1537, "float32", "tf32", True, "bias_relu"),
+    "x5p": (3001, 2047, 1537, "float32", "tf32", True, "bias_relu"),
 }
 
-#: label -> (block_n, split_k)
-CONFIGS = {f"n{bn} s{split}": (bn, split) for bn in (64, 128) for split in (1, 2, 4, 8, 16)}
+#: label -> the gemm attributes it sets (``programs=0`` always: none of these is persistent)
+CONFIGS: dict[str, dict[str, int]] = {
+    f"n{bn} s{split}": {"block_n": bn, "split_k": split}
+    for bn in (64, 128) for split in (1, 2, 4, 8, 16)}
+CONFIGS.update({f"m{m} n{n} s{split} w{w}": {"block_m": m, "block_n": n, "split_k": split,
+                                             "num_warps": w}
+                for m, n, split, w in ((32, 64, 8, 4), (32, 64, 16, 4), (32, 32, 16, 4),
+                                       (64, 64, 4, 4), (64, 64, 9, 8), (128, 64, 4, 4),
+                                       (128, 128, 1, 4), (128, 128, 1, 8), (128, 64, 1, 4),
+                                       (128, 64, 1, 8), (64, 128, 1, 4), (256, 128, 1, 8))})
 
 
-def _set(text: str, bn: int, split: int) -> str:
-    text = re.sub(r"\bblock_n=\d+", f"block_n={bn}", text)
-    text = re.sub(r"\bsplit_k=\d+", f"split_k={split}", text)
-    return re.sub(r"\bprograms=\d+", "programs=0", text)
+def _set(text: str, change: dict[str, int]) -> str:
+    for name, value in {**change, "programs": 0}.items():
+        text = re.sub(rf"\b{name}=\d+", f"{name}={value}", text)
+    return text
+
+
+def _padded(cp: Any, x: dict[str, Any]) -> dict[str, Any]:
+    """``x`` with each 2-D operand and the residual copied into a buffer whose rows are
+    padded to a multiple of 4 elements, under the key ``NAME_pad`` (the program slices it)."""
+    out = dict(x)
+    for name in ("a", "b", "bt", "r"):
+        if name in x and x[name].ndim == 2 and x[name].shape[1] % 4:
+            rows, cols = x[name].shape
+            buf = cp.zeros((rows, -(-cols // 4) * 4), x[name].dtype)
+            buf[:, :cols] = x[name]
+            out[name + "_pad"] = buf
+    return out
+
+
+def _program(fj: Any, name: str, x: dict[str, Any]) -> Any:
+    """bench_matmul's program of the case, reading padded buffers through slices."""
+    if not any(key.endswith("_pad") for key in x):
+        return bm._fusejit_program(fj, name, x)
+    m, n, k, dtype, precision, epilogue = bm.CASES[name]
+
+    def operand(key: str) -> Any:
+        if key + "_pad" in x:
+            return fj.asarray(x[key + "_pad"], name=key)[:, :x[key].shape[1]]
+        return fj.asarray(x[key], name=key)
+    a = operand("a")
+    b = operand("bt").T if "bt" in x else operand("b")
+    y = fj.matmul(a, b, precision=precision)
+    named = {key: operand(key) if key == "r" else fj.asarray(x[key], name=key)
+             for key in ("bias", "r") if key in x}
+    return bm.epilogue_of(fj, epilogue, y, named)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,19 +148,24 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and not re.search(args.only, name):
             continue
         if args.dry:
-            n, k = min(n, 64), min(k, 1024)
+            n, k = min(n, 64 + n % 4), min(k, 1024 + k % 4)  # (rows as misaligned as here)
         bm.CASES[name] = (m, n, k, dtype, precision, epilogue)
         bm.EXTRA[name] = {"batch": 1, "b_t": bt, "b_shared": False}
         x = bm._inputs(cp, name)
         ref = bm._reference(cp, name, x)
-        y = bm._fusejit_program(fj, name, x)
+        if name.endswith("p"):
+            x = _padded(cp, x)
+        y = _program(fj, name, x)
         text = fj.dump(y, fused=True)
         buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
         size = np.dtype(dtype).itemsize
         moved = size * (m * k + k * n + 2 * m * n)  # (A, B, the output and an epilogue's read)
         line = [f"{name:4s} {m}x{n}x{k} {dtype}{' tf32' if precision == 'tf32' else ''}"]
         cases: list[tuple[str, Any]] = [("default", None), *CONFIGS.items()]
-        if not args.dry and precision == "ieee":  # (CuPy's TF32 is a process-wide switch)
+        if args.dry and not args.configs:  # (the CPU check: the (block_n, split_k) sweep)
+            cases = [c for c in cases if c[0] == "default" or len(c[1]) == 2]
+        # (CuPy's TF32 is a process-wide switch: CUPY_TF32=1 times the TF32 shapes' cuBLAS)
+        if not args.dry and (precision == "tf32") == (os.environ.get("CUPY_TF32") == "1"):
             cases.append(("cuBLAS", "cublas"))
         timer(lambda: None)  # (the first timing of a shape ran slow elsewhere: warm up)
         for label, cfg in cases:
@@ -121,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                     run = partial(bm._cupy_product, cp, x, epilogue)
                     attrs: dict[str, Any] = {}
                 else:
-                    prog = fj.parse(text if cfg is None else _set(text, *cfg))
+                    prog = fj.parse(text if cfg is None else _set(text, cfg))
                     plan = plan_for(prog)
                     run = partial(backend.execute, plan.program, buffers, plan)
                     gemm = next(kk for kk in plan.program.kernels if "block_m" in kk.attrs)
@@ -133,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"shape": name, "m": m, "n": n, "k": k, "dtype": dtype,
                        "precision": precision, "config": label, "attrs": attrs,
                        "us": seconds * 1e6, "gbs": moved / seconds / 1e9,
-                       "of_copy": moved / seconds / copy_rate, "error": err}
-                line.append(f"{label} {row['gbs']:.0f}" + (" ERR" if err > 1e-2 else ""))
+                       "of_copy": moved / seconds / copy_rate, "error": err,
+                       "tflops": 2.0 * m * n * k / seconds / 1e12}
+                rate = f"{row['gbs']:.0f}" if m <= 64 else \
+                    f"{row['tflops']:.0f}T {row['us']:.0f}us"
+                line.append(f"{label} {rate}" + (" ERR" if err > 1e-2 else ""))
             except Exception as exc:  # noqa: BLE001  (recorded; the sweep goes on)
                 row = {"shape": name, "config": label, "failed": f"{type(exc).__name__}: {exc}"[:300]}
                 line.append(f"{label} failed")
