@@ -275,7 +275,7 @@ def test_gemms_of_few_rows_split_k_to_fill_the_gpu_three_times() -> None:
     """A product of at most 16 rows (bound by reading B) under a wave of tiles splits K so
     that about three programs run per SM (at most 16 chunks, each of 8 K steps or more); a
     wave of tiles or more is not split, and wider products keep the rule of one program per
-    SM under half a wave (H100 figures in ``gemm_config``)."""
+    SM, and no more programs than SMs, under half a wave (H100 figures in ``gemm_config``)."""
     def split(m, n, k, dtype="float16", precision="ieee"):
         return heuristics.gemm_config(m, n, k, 1, dtype, precision).split_k
     sms = heuristics.SMS
@@ -287,4 +287,8 @@ def test_gemms_of_few_rows_split_k_to_fill_the_gpu_three_times() -> None:
     assert split(4, 30000, 2048) == 1  # 235 tiles of 16x128
     assert split(2, 5000, 640) == 1  # 10 K steps: not split
     assert split(17, 4352, 8192) == 1  # 68 tiles of 32x64: half a wave, not under it
-    assert split(32, 2048, 8192) == -(-sms // 32)  # 32 tiles: one program per SM
+    assert split(32, 2048, 8192) == sms // 32  # 32 tiles: one program per SM, no more
+    # 16 tiles of 64x64: 8 chunks, 128 programs (9 chunks, 144 programs: 53 us against 35 on
+    # an H100, TF32 224x241x9669 read through 16-byte rows)
+    assert split(224, 241, 9669, "float32", "tf32") == sms // 16
+    assert 16 * split(224, 241, 9669, "float32", "tf32") <= sms

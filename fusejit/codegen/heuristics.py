@@ -916,11 +916,15 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     # moved at the old / this split: 2x5000x10305 834 (79 tiles) -> 2356, TF32 5x4251x7665
     # b.T 1087 -> 1902, float32 8x4096x4096 2016 (s3) -> 2294, 16x6000x2500 TF32 1448 -> 2064;
     # 1x8192x8192, 128 tiles, 2509 -> 2689; copy 2902-2918; 4x30000x2048, 235 tiles, 2550
-    # unsplit, 2403 at s2: a full wave is not split). Wider products keep one program per SM.
+    # unsplit, 2403 at s2: a full wave is not split). Wider products keep one program per SM
+    # and no more programs than SMs: a few programs past a wave run as a second round that
+    # the others wait for (H100, TF32 224x241x9669 on 16 tiles read through 16-byte rows,
+    # bench/results/h100-s11-call1-exp_thin_x1.txt: 8 chunks, 128 programs, 35 us; 9 chunks,
+    # 144 programs, 53 us; 16, 256 programs, 38 us; as read, 4-byte rows: 113 / 193 / 116).
     thin = m <= 16
-    want = 3 * SMS if thin else SMS
     if (tiles < SMS // 2 or (thin and tiles < SMS)) and steps >= 16:
-        split = max(1, min(GEMM_MAX_SPLIT_K, -(-want // tiles), steps // 8))
+        per_tile = -(-3 * SMS // tiles) if thin else SMS // tiles
+        split = max(1, min(GEMM_MAX_SPLIT_K, per_tile, steps // 8))
     return GemmConfig(bm, bn, bk, warps, stages, 8, split, "heuristic")
 
 
