@@ -1,5 +1,5 @@
-"""A float16 GEMM whose operand rows are not 16-byte aligned gets those operands copied to
-rows padded to 16 bytes first, when that pays (``fuse/rules.py``,
+"""A float16 or TF32 GEMM whose operand rows are not 16-byte aligned gets those operands
+copied to rows padded to 16 bytes first, when that pays (``fuse/rules.py``,
 ``rule_align_gemm_operands``; the rewrite: ``fuse/layout.py``, ``align_operand``), and the
 ``row_pitch`` attribute of pointwise kernels that the copies use.
 
@@ -38,8 +38,9 @@ def bench_gelu(xp, h):
 rng = np.random.default_rng(2026)
 
 
-def _plan(a_shape, b_shape, b_expr="%b", dtype="f16"):
-    """The plan of ``matmul(a, <b_expr>)`` from IR text (no arrays are made)."""
+def _plan(a_shape, b_shape, b_expr="%b", dtype="f16", precision=""):
+    """The plan of ``matmul(a, <b_expr>)`` from IR text (no arrays are made); ``precision``:
+    the matmul's attribute, if any (``tf32``)."""
     fmt = lambda s: ",".join(map(str, s))  # noqa: E731
     k_n = b_shape[::-1] if b_expr != "%b" else b_shape
     out = (*a_shape[:-1], k_n[-1])
@@ -47,7 +48,8 @@ def _plan(a_shape, b_shape, b_expr="%b", dtype="f16"):
         f"  %bk = permute %b perm=[1,0] : {dtype}[{fmt(b_shape[::-1])}]\n"
     text = (f"func @main(%a: {dtype}[{fmt(a_shape)}], %b: {dtype}[{fmt(b_shape)}]) -> "
             f"{dtype}[{fmt(out)}] {{\n{view}"
-            f"  %y = matmul %a, {'%b' if b_expr == '%b' else '%bk'} : {dtype}[{fmt(out)}]\n"
+            f"  %y = matmul %a, {'%b' if b_expr == '%b' else '%bk'}"
+            f"{' precision=' + precision if precision else ''} : {dtype}[{fmt(out)}]\n"
             f"  return %y\n}}\n")
     return plan_for(fj.parse(text))
 
@@ -155,6 +157,76 @@ def test_the_environment_turns_the_copies_off_or_on(mode, kernels, why, monkeypa
         _plan((size + 1, k), (k, 3899))
 
 
+# -- TF32 products ---------------------------------------------------------------------------
+
+def test_tf32_operands_of_misaligned_rows_are_copied_first():
+    """224x241x9669 in TF32 (an unseen draw's u13: 193 us on an H100, 0.13x of cuBLAS): both
+    buffers' rows of float32 are 4-byte aligned; read through rows padded to 16 bytes the
+    product took 53 us. Both are copied (rows of 9672 and 244 elements); B stays N-major
+    (K = 9669 cannot be transposed to aligned K-major rows)."""
+    plan = _plan((224, 9669), (9669, 241), dtype="f32", precision="tf32")
+    copy_a, copy_b, gemm = plan.program.kernels
+    assert (copy_a.name, copy_a.attrs["row_pitch"]) == ("align_f32_224x9669", 9672)
+    assert (copy_b.name, copy_b.attrs["row_pitch"]) == ("align_f32_9669x241", 244)
+    assert gemm.args == ("a_aligned", "b_aligned")
+    assert re.search(r"@matmul_f32_224x241 \(align_gemm_operands\): %a's rows \(38676 bytes, "
+                     r"4-byte aligned\) and %b's rows \(964 bytes, 4-byte aligned\) copied to "
+                     r"rows padded to 16 bytes before the TF32 GEMM: 58 flops per byte copied "
+                     r".*the copies cost ~[\d.]+ us", plan.explain()), plan.explain()
+    # a transposed weight with bias and relu (3001x2047x1537, 181 -> 132 us padded)
+    plan = _plan((3001, 1537), (2047, 1537), b_expr="%b.T", dtype="f32", precision="tf32")
+    assert [k.name for k in plan.program.kernels] == [
+        "align_f32_3001x1537", "align_f32_2047x1537", "matmul_f32_3001x2047"]
+
+
+@pytest.mark.parametrize("a_shape, b_shape, b_expr, why", [
+    ((5, 7665), (4251, 7665), "%b.T", "a TF32 product of 3.3e+08 flops, under the 5e+08"),
+    ((16, 24577), (24577, 24577), "%b", "7.99 flops per byte copied, under 32: the product is "
+                                        "bound by reading them"),
+    ((2048, 4095), (4095, 2048), "%b", "%a's rows (16380 bytes, 4-byte aligned) read as they "
+                                       "are: FUSEJIT_GEMM_ALIGN=0"),
+])
+def test_tf32_products_small_or_bound_by_memory_are_left(a_shape, b_shape, b_expr, why,
+                                                         monkeypatch):
+    if "ALIGN=0" in why:
+        monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", "0")
+    plan = _plan(a_shape, b_shape, b_expr=b_expr, dtype="f32", precision="tf32")
+    assert [k.kind for k in plan.program.kernels] == ["gemm"]
+    assert why in plan.explain(), plan.explain()
+
+
+@pytest.mark.parametrize("precision", ["", "tf32x3"])
+def test_float32_products_in_full_precision_are_not_copied(precision):
+    """Padded rows gave full-precision float32 products nothing measurable (257x3467x585:
+    72 -> 72 us); ``tf32x3`` is unmeasured."""
+    plan = _plan((3001, 1537), (1537, 2047), dtype="f32", precision=precision)
+    assert [k.kind for k in plan.program.kernels] == ["gemm"]
+    assert "align_gemm_operands" not in plan.explain()
+
+
+def test_the_tf32_gemm_reads_the_copies_through_tma(monkeypatch):
+    """3001x2047x1537 with ``b.T`` compiled for sm_90: on the copies' padded rows the GEMM's
+    operand tiles are TMA boxes (181 -> 132 us on an H100); reading the buffers as they are
+    (``FUSEJIT_GEMM_ALIGN=0``) every asynchronous copy to shared memory moves 4 bytes."""
+    pytest.importorskip("triton")
+    from fusejit.runtime import forget_plans
+
+    from .test_cubin import _emitted_ptx
+
+    def loads(mode):
+        monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", mode)
+        forget_plans()
+        plan = _plan((3001, 1537), (2047, 1537), b_expr="%b.T", dtype="f32", precision="tf32")
+        gemm, strides = list(_cuda_strides(plan.program))[-1]
+        emitted = emit_kernel(gemm, strides, "cuda")
+        ptx = _emitted_ptx(emitted)
+        sizes = re.findall(r"cp\.async\.c[ag]\.shared\.global[^;]*?, (0x\w+|\d+)", ptx)
+        return "TMA loads" in emitted.source.splitlines()[2], set(sizes)
+    assert loads("1") == (True, set())
+    assert loads("0") == (False, {"0x4"})
+    forget_plans()
+
+
 # -- values ------------------------------------------------------------------------------------
 
 CASES = [  # (batch, M, N, K, B stored transposed, epilogue)
@@ -193,6 +265,35 @@ def test_values_with_the_copies_forced(backend, case, monkeypatch):
     # the fused text, as a user would dump and edit it, parses and runs the same
     (again,) = fj.parse(fj.dump(y, fused=True)).run(*recorded_inputs(y))
     np.testing.assert_array_equal(np.asarray(again), y.numpy())
+    got = np.asarray(y.numpy(), np.float64)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
+
+
+@pytest.mark.parametrize("backend", ["numpy", "interpret"])
+@pytest.mark.parametrize("case", CASES[:4], ids=lambda c: "x".join(map(str, c[:4])) + f"-{c[4]}")
+def test_tf32_values_with_the_copies_forced(backend, case, monkeypatch):
+    """float32 operands of misaligned rows in a TF32 product, copied: relative Frobenius error
+    under 2e-3 against a float64 product (TF32 keeps 10 bits of the inputs' mantissas: 4.9e-4
+    each, summed over K products; the ``numpy`` backend computes in full precision)."""
+    monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", "always")
+    fj.set_backend(backend)
+    batch, m, n, k, transposed, epilogue = case
+    lead = (batch,) if batch > 1 else ()
+    a_np = rng.standard_normal((*lead, m, k)).astype(np.float32)
+    b_np = rng.standard_normal((*lead, n, k) if transposed else (*lead, k, n)).astype(np.float32)
+    b_view = np.swapaxes(b_np, -1, -2) if transposed else b_np
+    y = fj.matmul(fj.asarray(a_np), fj.swapaxes(fj.asarray(b_np), -1, -2) if transposed
+                  else fj.asarray(b_np), precision="tf32")
+    ref = a_np.astype(np.float64) @ b_view.astype(np.float64)
+    if epilogue == "bias_relu":
+        bias = rng.standard_normal(n).astype(np.float32)
+        y, ref = fj.maximum(y + bias, 0), np.maximum(ref + bias, 0)
+    elif epilogue == "residual":
+        r = rng.standard_normal((*lead, m, n)).astype(np.float32)
+        y, ref = y * 0.5 + r, ref * 0.5 + r
+    kernels = fj.plan(y).program.kernels
+    misaligned = (k % 4 != 0) + ((k if transposed else n) % 4 != 0)
+    assert [kk.row_pitch > 0 for kk in kernels] == [True] * misaligned + [False]
     got = np.asarray(y.numpy(), np.float64)
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
 

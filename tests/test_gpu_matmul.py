@@ -70,6 +70,31 @@ def _rel_error(got, ref):
     return float(cp.linalg.norm(d) / cp.linalg.norm(ref))
 
 
+@pytest.mark.parametrize("shape", [(224, 241, 9669, False), (301, 205, 1537, True),
+                                   (500, 501, 503, False), (64, 1001, 250, True),
+                                   (3, 70, 129, 1001, False)],
+                         ids=lambda s: "x".join(map(str, s[:-1])) + ("-bt" if s[-1] else ""))
+@pytest.mark.parametrize("mode", ["1", "always"])
+def test_tf32_products_of_misaligned_rows_cuda(shape, mode, monkeypatch):
+    """TF32 products whose float32 rows start on 4 bytes, with the alignment copies as the
+    default makes them (224x241x9669: copied, split K) and forced on every operand: each
+    element within ``matmul_error_bound``'s TF32 bound of the exact product."""
+    from fusejit.runtime import forget_plans
+    monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", mode)
+    forget_plans()
+    *lead, m, n, k, bt = shape
+    a = _device((*lead, m, k), F32, 5)
+    b = _device((*lead, n, k) if bt else (*lead, k, n), F32, 6)
+    b_view = b.swapaxes(-1, -2) if bt else b
+    fb = fj.swapaxes(fj.asarray(b), -1, -2) if bt else fj.asarray(b)
+    y = fj.matmul(fj.asarray(a), fb, precision="tf32")
+    copies = sum(1 for kernel in fj.plan(y).program.kernels if kernel.row_pitch)
+    if mode == "always" or shape == (224, 241, 9669, False):
+        assert copies == 2
+    _check_product(y.realize()._node.buffer, a, b_view, "tf32")
+    forget_plans()
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int16", "int32",
                                    "int64", "uint8", "bool"])
 @pytest.mark.parametrize("shape", [(300, 190, 257), (1024, 1024, 1024), (1, 77, 300)])

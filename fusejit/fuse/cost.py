@@ -213,7 +213,7 @@ ALIGN_BYTES_PER_S = 3.0e12
 #: between 1.6e10 and 2.8e10 (it was 4e10 while the copies ran at 0.8e12 B/s).
 GEMM_ALIGN_MIN_FLOPS = 2e10
 #: ``FUSEJIT_GEMM_ALIGN=1`` (default): copy misaligned operands where ``align_gain`` says it
-#: pays; ``0``: never; ``always`` (for tests and the fuzzer): every float16 GEMM operand with
+#: pays; ``0``: never; ``always`` (for tests and the fuzzer): every float16 or TF32 GEMM operand with
 #: misaligned rows that the rule can copy, whatever its size (read when a plan is built).
 GEMM_ALIGN_MODES = ("0", "1", "always")
 
@@ -248,7 +248,38 @@ def align_gain(flops: float, nbytes: int, before: int, after: int, stores: int,
     each (one launch per copy)."""
     gemm = gemm_seconds(flops, nbytes, before, stores)
     saved = gemm - gemm_seconds(flops, nbytes, after, stores)
-    return saved, gemm, sum(2 * b / ALIGN_BYTES_PER_S + EXTRA_LAUNCH_S for b in copied)
+    return saved, gemm, align_copies_seconds(copied)
+
+
+# -- TF32 operands whose rows are not 16-byte aligned (``rules.rule_align_gemm_operands``) --
+#
+# A float32 row of ``C`` elements with ``C % 4`` starts every row of its buffer on a 4-byte
+# boundary: the TF32 GEMM's tiles load one element at a time. Measured on an H100 (default
+# tiles, ``bench/exp_thin.py``, ``bench/results/h100-s11-call1-exp_thin_*.txt``; us as read,
+# then through the same buffers with rows padded to 16 bytes, the copies' time not counted):
+# 224x241x9669 (B row-major) 193 -> 53 (cuBLAS 30), 3001x2047x1537 ``b.T`` + bias + relu
+# 181 -> 132 (cuBLAS with its epilogue unfused: 250); the misaligned product ran at 0.27-0.73
+# of the padded one. A roofline of the product does not model the small one (it is bound by
+# the latency of its scalar loads, not by flops or bytes), so the rule uses two measured
+# bounds instead of ``align_gain``: the product's size, and its flops per byte the copies
+# move (a decode-like product reads B once where its copy reads and writes it: 5x4251x7665
+# ``b.T``, 2.5 flops per byte, would lose).
+# Full precision ("ieee") float32 products gained nothing measurable from padded rows
+# (257x3467x585 + residual 72 -> 72 us, 1000x1001x999 69 -> 64 before the copies' ~15), and
+# ``tf32x3`` was not measured: both are left as they are.
+
+#: Fewest flops of a TF32 product whose misaligned operands are copied (the copies cost two
+#: launches and a read and write of the operands).
+TF32_ALIGN_MIN_FLOPS = 5e8
+#: Fewest flops per byte of the copied operands: under it the product is bound by reading
+#: them, and copying them (twice the bytes) cannot pay.
+TF32_ALIGN_MIN_INTENSITY = 32.0
+
+
+def align_copies_seconds(copied: list[int]) -> float:
+    """Seconds of the alignment copies of buffers of ``copied`` bytes: each read and written
+    at ``ALIGN_BYTES_PER_S``, plus a launch."""
+    return sum(2 * b / ALIGN_BYTES_PER_S + EXTRA_LAUNCH_S for b in copied)
 
 
 # -- an outer reduction broadcast back over its reduced axes (``rules.rule_broadcast_back_inner_only``)

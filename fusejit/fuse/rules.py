@@ -27,7 +27,8 @@ A rule takes a ``Candidate`` and returns None (legal) or a human sentence.
 Three rules decide on finished regions instead: ``rule_split_reduction`` (a reduction
 region runs split), ``rule_tf32_k_major_b`` (a TF32 GEMM region gets its B transposed
 to K-major by a pointwise kernel of its own first) and ``rule_align_gemm_operands`` (a
-float16 GEMM's operands whose rows are not 16-byte aligned are copied to padded rows first);
+float16 or TF32 GEMM's operands whose rows are not 16-byte aligned are copied to padded rows
+first);
 the rewrites are ``layout.py``.
 """
 
@@ -694,9 +695,9 @@ def _row_alignment(row_bytes: int) -> int:
 
 
 def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | None:
-    """A float16 product whose operand rows are not 16-byte aligned gets those operands copied
-    to buffers with rows padded to a multiple of 16 bytes first, by pointwise kernels of their
-    own (``row_pitch``), when that saves more time than the copies cost.
+    """A float16 or TF32 product whose operand rows are not 16-byte aligned gets those operands
+    copied to buffers with rows padded to a multiple of 16 bytes first, by pointwise kernels of
+    their own (``row_pitch``), when that saves more time than the copies cost.
 
     Copies: each buffer that an operand reads through views only (``a``, ``b``, ``bt.T``, a
     weight broadcast over a batch), whose last axis of ``C`` elements is not a multiple of 16
@@ -705,9 +706,10 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
     ``ceil(C / 8) * 8`` elements apart (``layout.align_operand``); the GEMM reads it through
     the same views, so its tiles load 16 bytes at a time (and through TMA where they qualify).
     Leaves: an operand computed in the GEMM's prologue (its loads are the prologue's), aligned
-    rows, other dtypes (float32 and float64 products run on other units; TF32 has its own
-    pass), and kernel blocks written by the user (used as written). The product's own rows are
-    written where they fall (an output is returned as it is computed).
+    rows, other dtypes and precisions (float32 in full precision and float64 run on other
+    units and gained nothing measurable from padded rows; ``tf32x3`` is unmeasured), and
+    kernel blocks written by the user (used as written). The product's own rows are written
+    where they fall (an output is returned as it is computed).
 
     Why: at 7453x3898x5000 (B's rows 4-byte aligned) the H200 ran 377 TFLOP/s against 550 for
     torch.compile, which pads; at 1548x11932x3183 with ``b.T`` (both operands' rows 2-byte
@@ -724,14 +726,25 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
     them whatever the sizes. The values are unchanged: the copy moves the same elements; only
     where rows start moves.
 
-    Returns None when the rule does not concern the kernel (not a float16 GEMM, or every
-    operand row aligned), else the decision, applied or not, with its sentence for
+    TF32 (``precision="tf32"``; a float32 row of ``C % 4`` elements starts on 4 bytes): the
+    misaligned product ran at 0.27-0.73 of the same product on padded rows (H100:
+    224x241x9669 193 -> 53 us, 3001x2047x1537 181 -> 132), a gap no roofline of the product
+    models (the small one is bound by its scalar loads' latency), so the copies are made from
+    two measured bounds instead (``cost.TF32_ALIGN_MIN_FLOPS``, and
+    ``cost.TF32_ALIGN_MIN_INTENSITY`` flops per byte copied: under it the product is bound by
+    reading the operands, which the copies move twice). A TF32 B that would load N-major and
+    could be transposed to K-major is that rule's (``rule_tf32_k_major_b`` runs first; its
+    K-major copy has aligned rows when it is made).
+
+    Returns None when the rule does not concern the kernel (not a float16 or TF32 GEMM, or
+    every operand row aligned), else the decision, applied or not, with its sentence for
     ``explain()``.
     """
     if getattr(domain, "kind", None) != "gemm":
         return None
     mm = next(i for i in kernel.body if i.name == domain.matmul)
-    if mm.dtype.name != "float16":
+    tf32 = mm.dtype.name == "float32" and str(mm.attrs.get("precision", "ieee")) == "tf32"
+    if mm.dtype.name != "float16" and not tf32:
         return None
     types = {p.name: p.type for p in kernel.params}
     types.update({i.name: i.type for i in kernel.body})
@@ -776,6 +789,8 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
         return AlignDecision(mm.name, params, pitches, True, saved, gemm, cost_s,
                              f"{what} copied to rows padded to 16 bytes before the GEMM: "
                              f"FUSEJIT_GEMM_ALIGN=always")
+    if tf32:
+        return _tf32_align_decision(mm.name, what, params, pitches, flops, sizes)
     if flops < cost.GEMM_ALIGN_MIN_FLOPS:
         return AlignDecision(mm.name, params, pitches, False, saved, gemm, cost_s,
                              f"{what} read as they are: a product of {flops:.2g} flops, "
@@ -788,3 +803,28 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
     return AlignDecision(mm.name, params, pitches, True, saved, gemm, cost_s,
                          f"{what} copied to rows padded to 16 bytes before the GEMM: saves "
                          f"~{_us(saved)} of ~{_us(gemm)}, the copies cost ~{_us(cost_s)}")
+
+
+def _tf32_align_decision(matmul: str, what: str, params: tuple[str, ...],
+                         pitches: tuple[int, ...], flops: float, sizes: list[int]
+                         ) -> AlignDecision:
+    """``rule_align_gemm_operands`` for a TF32 product (its default mode): copy when the
+    product has at least ``cost.TF32_ALIGN_MIN_FLOPS`` flops and
+    ``cost.TF32_ALIGN_MIN_INTENSITY`` flops per byte copied (no time model: ``saved`` and
+    ``gemm`` are 0)."""
+    cost_s = cost.align_copies_seconds(sizes)
+    intensity = flops / sum(sizes)
+
+    def decide(apply: bool, sentence: str) -> AlignDecision:
+        return AlignDecision(matmul, params, pitches, apply, 0.0, 0.0, cost_s, sentence)
+    if flops < cost.TF32_ALIGN_MIN_FLOPS:
+        return decide(False, f"{what} read as they are: a TF32 product of {flops:.2g} flops, "
+                             f"under the {cost.TF32_ALIGN_MIN_FLOPS:.0e} from which copies to "
+                             f"16-byte rows are made")
+    if intensity < cost.TF32_ALIGN_MIN_INTENSITY:
+        return decide(False, f"{what} read as they are: {intensity:.3g} flops per byte copied, "
+                             f"under {cost.TF32_ALIGN_MIN_INTENSITY:g}: the product is bound by "
+                             f"reading them, which copies would move twice")
+    return decide(True, f"{what} copied to rows padded to 16 bytes before the TF32 GEMM: "
+                        f"{intensity:.3g} flops per byte copied (misaligned TF32 products ran "
+                        f"at 0.27-0.73 of padded ones), the copies cost ~{_us(cost_s)}")
