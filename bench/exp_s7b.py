@@ -7,8 +7,14 @@ copies and the GEMM) and the whole plan, with the copies off (``FUSEJIT_GEMM_ALI
 on (``always``), by CUDA events, so the cost model (``fuse/cost.py``, ``align_gain``) can be
 checked against the copy's real rate and the product's real gain.
 
-Run on the GPU machine: ``python3 bench/exp_s7b.py``; ``--dry`` checks it on the CPU (NumPy
-for CuPy, the interpreter, sides cut to at most 40, one wall-clock run each;
+``--set tf32`` (twelfth session): the same for float32 products in TF32 whose rows start on
+4 (or 8) bytes, which the rule copies when they have at least ``cost.TF32_ALIGN_MIN_FLOPS``
+flops and ``cost.TF32_ALIGN_MIN_INTENSITY`` flops per byte copied; each line also says what
+the default (``FUSEJIT_GEMM_ALIGN=1``) chooses, and cuBLAS's bare TF32 product
+(``CUPY_TF32=1``, set before CuPy is imported) is timed beside it.
+
+Run on the GPU machine: ``python3 bench/exp_s7b.py [--set tf32]``; ``--dry`` checks it on the
+CPU (NumPy for CuPy, the interpreter, sides cut to at most 40, one wall-clock run each;
 ``tests/test_bench_matmul.py`` runs it).
 """
 
@@ -40,13 +46,36 @@ SHAPES = {
     "new u12": (2321, 2782, 515, 1, False, "bias_relu"),
     "new u13": (223, 1649, 4703, 3, False, "bias_gelu"),
 }
+#: the same for TF32 products (H100 before: x1 193 us as read, 53 through padded rows; x5 181
+#: and 132), sizes from 3e7 to 1.4e11 flops, a decode-like product (bound by reading B), a
+#: short K, a batch, and A's rows 8-byte aligned (K % 4 == 2)
+TF32_SHAPES = {
+    "x1": (224, 241, 9669, 1, False, "none"),
+    "x5": (3001, 2047, 1537, 1, True, "bias_relu"),
+    "t2 decode": (5, 4251, 7665, 1, True, "none"),
+    "d1 decode": (16, 12289, 8191, 1, False, "none"),
+    "s1": (500, 501, 503, 1, False, "none"),
+    "s2": (1000, 1001, 999, 1, False, "none"),
+    "s3": (2000, 2001, 2003, 1, False, "bias_relu"),
+    "s4": (4095, 4097, 4093, 1, True, "none"),
+    "s5": (128, 4097, 4093, 1, False, "none"),
+    "s6": (257, 521, 1001, 8, False, "none"),
+    "s7": (8192, 1023, 257, 1, False, "residual"),
+    "s8 8-byte": (4096, 4096, 4094, 1, False, "none"),
+    "s9": (64, 1001, 250, 1, False, "none"),
+    "s10": (1023, 1023, 8191, 1, True, "none"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dry", action="store_true",
                         help="no GPU: NumPy for CuPy, the interpreter, small sides (a check)")
+    parser.add_argument("--set", choices=("f16", "tf32"), default="f16")
     args = parser.parse_args(argv)
+    tf32 = args.set == "tf32"
+    if tf32:
+        os.environ["CUPY_TF32"] = "1"  # (read by CuPy: before it is imported)
     import fusejit as fj
     from fusejit.ir.graph import structural_key
     from fusejit.runtime import current, forget_plans
@@ -63,13 +92,23 @@ def main(argv: list[str] | None = None) -> int:
         from exp_reductions import event_time
         fj.set_backend("cuda")
     backend = current()
-    for name, (m, n, k, batch, bt, epilogue) in SHAPES.items():
+    dtype, precision = ("float32", "tf32") if tf32 else ("float16", "ieee")
+    for name, (m, n, k, batch, bt, epilogue) in (TF32_SHAPES if tf32 else SHAPES).items():
         if args.dry:
             m, n, k, batch = min(m, 40), min(n, 40), min(k, 40) | 1, min(batch, 2)
-        bm.CASES[name] = (m, n, k, "float16", "ieee", epilogue)
+        bm.CASES[name] = (m, n, k, dtype, precision, epilogue)
         bm.EXTRA[name] = {"batch": batch, "b_t": bt}
         x = bm._inputs(cp, name)
         flops = bm._flops(name)
+        if tf32:
+            os.environ["FUSEJIT_GEMM_ALIGN"] = "1"
+            forget_plans()
+            chosen = fj.plan(bm._fusejit_program(fj, name, x)).program.kernels
+            copies = sum(1 for kernel in chosen if kernel.row_pitch)
+            b = x["bt"].swapaxes(-1, -2) if bt else x["b"]
+            cublas = event_time(lambda a=x["a"], b=b: cp.matmul(a, b)) * 1e6
+            print(f"{name:10s} {m}x{n}x{k} batch {batch}: the default makes {copies} copies; "
+                  f"cuBLAS bare {cublas:8.1f} us {flops / cublas / 1e6:5.0f} TFLOP/s", flush=True)
         for mode in ("0", "always"):
             os.environ["FUSEJIT_GEMM_ALIGN"] = mode
             forget_plans()
@@ -89,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{flops / us / 1e6:6.0f} TFLOP/s"
                 parts.append(f"{kernel.name} {us:8.1f} us ({rate})")
             total = event_time(lambda p=prog, b=buffers, pl=plan: backend.execute(p, b, pl)) * 1e6
-            print(f"{name:8s} align={mode:6s} plan {total:8.1f} us {flops / total / 1e6:5.0f} "
+            print(f"{name:10s} align={mode:6s} plan {total:8.1f} us {flops / total / 1e6:5.0f} "
                   f"TFLOP/s | " + " | ".join(parts), flush=True)
         del x
         if not args.dry:

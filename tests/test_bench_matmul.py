@@ -67,24 +67,31 @@ def test_scaled_down_cases_match_the_reference(seed, monkeypatch):
         assert bm._error(np, got, ref) < tol, case
 
 
-def test_exp_s7b_dry_run_times_each_kernel_with_the_copies_off_and_on(tmp_path):
-    """``bench/exp_s7b.py --dry`` (NumPy for CuPy, the interpreter, sides cut to 40): every
-    shape's plan without copies (the GEMM alone) and with them forced (copy kernels first), so
-    a GPU call is not spent on a broken script."""
+@pytest.mark.parametrize("which, shapes, dtype", [("f16", 10, "f16"), ("tf32", 14, "f32")])
+def test_exp_s7b_dry_run_times_each_kernel_with_the_copies_off_and_on(tmp_path, which, shapes,
+                                                                       dtype):
+    """``bench/exp_s7b.py --dry [--set tf32]`` (NumPy for CuPy, the interpreter, sides cut to
+    40): every shape's plan without copies (the GEMM alone) and with them forced (copy kernels
+    first), so a GPU call is not spent on a broken script; the TF32 set also says what the
+    default chooses (no copy at these sizes) beside cuBLAS."""
     import os
     import subprocess
     env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
     env.pop("FUSEJIT_GEMM_ALIGN", None)
     root = _PATH.parent.parent
-    done = subprocess.run([sys.executable, str(root / "bench" / "exp_s7b.py"), "--dry"],
+    done = subprocess.run([sys.executable, str(root / "bench" / "exp_s7b.py"), "--dry",
+                           "--set", which],
                           capture_output=True, text=True, timeout=600, env=env, cwd=root)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     off = [line for line in lines if "align=0 " in line]
     on = [line for line in lines if "align=always" in line]
-    assert len(off) == len(on) == 10
-    assert all("align_f16" not in line for line in off)
-    assert all("align_f16" in line and "matmul" in line for line in on)
+    assert len(off) == len(on) == shapes
+    assert all(f"align_{dtype}" not in line for line in off)
+    assert all(f"align_{dtype}" in line and "matmul" in line for line in on)
+    chosen = [line for line in lines if "the default makes" in line]
+    assert len(chosen) == (shapes if which == "tf32" else 0)
+    assert all("the default makes 0 copies; cuBLAS bare" in line for line in chosen)
 
 
 def test_exp_s8_dry_run_times_every_tile_shape(tmp_path):
