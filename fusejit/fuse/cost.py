@@ -253,27 +253,49 @@ def align_gain(flops: float, nbytes: int, before: int, after: int, stores: int,
 
 # -- TF32 operands whose rows are not 16-byte aligned (``rules.rule_align_gemm_operands``) --
 #
-# A float32 row of ``C`` elements with ``C % 4`` starts every row of its buffer on a 4-byte
-# boundary: the TF32 GEMM's tiles load one element at a time. Measured on an H100 (default
-# tiles, ``bench/exp_thin.py``, ``bench/results/h100-s11-call1-exp_thin_*.txt``; us as read,
-# then through the same buffers with rows padded to 16 bytes, the copies' time not counted):
-# 224x241x9669 (B row-major) 193 -> 53 (cuBLAS 30), 3001x2047x1537 ``b.T`` + bias + relu
-# 181 -> 132 (cuBLAS with its epilogue unfused: 250); the misaligned product ran at 0.27-0.73
-# of the padded one. A roofline of the product does not model the small one (it is bound by
-# the latency of its scalar loads, not by flops or bytes), so the rule uses two measured
-# bounds instead of ``align_gain``: the product's size, and its flops per byte the copies
-# move (a decode-like product reads B once where its copy reads and writes it: 5x4251x7665
-# ``b.T``, 2.5 flops per byte, would lose).
+# A float32 row of ``C`` elements with ``C % 4`` starts every row of its buffer on 4 or 8
+# bytes: the TF32 GEMM's tiles load an element or two at a time. Measured on an H100, whole
+# plans with the copies off / forced (``python3 bench/exp_s7b.py --set tf32``,
+# ``bench/results/h100-s12-call1-exp_s7b_tf32.txt``, us), two cases:
+# - B row-major with rows of ``N % 4`` (read N-major through registers: the swapped product,
+#   ``codegen/gemm.py``, ``_swap_for_tf32``): the GEMM ran at 0.20-0.33 of its time on padded
+#   rows, and the whole plan with the copies won at every size from 1e9 flops: 224x241x9669
+#   116 -> 55, 1000x1001x999 101 -> 35, 2000x2001x2003 + bias + relu 379 -> 126,
+#   128x4097x4093 358 -> 132, 8 x 257x521x1001 195 -> 75, 8192x1023x257 + residual 218 ->
+#   91, and the decode-like 16x12289x8191 703 -> 465 (bound by its scalar loads, not by
+#   reading B); at 2.5e8 and 3.2e7 flops even (32 -> 30, 25 -> 25). No roofline of the product
+#   gives these (the small ones are bound by their loads' latency), so such products are
+#   copied from ``TF32_ALIGN_MIN_FLOPS`` on.
+# - otherwise (B K-major, ``a @ bt.T``, or only A's rows misaligned): the GEMM ran at
+#   0.62-0.74 of its padded time (4095x4097x4093 b.T 729 / 451, 3001x2047x1537 b.T 178 / 131,
+#   1023x1023x8191 b.T 160 / 112; A's rows 8-byte aligned, 4096x4096x4094, 0.79), and the
+#   copies paid only where the product is long beside them (748 -> 587, 178 -> 163, but
+#   160 -> 172 and a decode-like 5x4251x7665 b.T 69 -> 189): ``tf32_align_gain``, a
+#   roofline at ``TF32_MISALIGNED_SHARE`` of the TF32 rate against the copies.
 # Full precision ("ieee") float32 products gained nothing measurable from padded rows
 # (257x3467x585 + residual 72 -> 72 us, 1000x1001x999 69 -> 64 before the copies' ~15), and
 # ``tf32x3`` was not measured: both are left as they are.
 
-#: Fewest flops of a TF32 product whose misaligned operands are copied (the copies cost two
-#: launches and a read and write of the operands).
+#: Fewest flops of a TF32 product whose misaligned N-major B is copied (with its A).
 TF32_ALIGN_MIN_FLOPS = 5e8
-#: Fewest flops per byte of the copied operands: under it the product is bound by reading
-#: them, and copying them (twice the bytes) cannot pay.
-TF32_ALIGN_MIN_INTENSITY = 32.0
+#: The share of the TF32 rate left when the worst operand's rows start on g-byte boundaries
+#: and B is K-major or aligned (see above: 0.62-0.74 at 4 bytes, 0.79 at 8).
+TF32_MISALIGNED_SHARE = {8: 0.8, 4: 0.7}
+
+
+def tf32_align_gain(flops: float, nbytes: int, before: int, b_n_major: bool,
+                    copied: list[int]) -> tuple[float, float, float]:
+    """(seconds saved, seconds of the product as it is, seconds of the copies) for a TF32
+    GEMM of ``flops`` moving ``nbytes`` whose worst operand alignment goes from ``before`` to
+    16 bytes by copying operands of ``copied`` bytes: a roofline at the TF32 rate of its B's
+    layout (``TF32_N_MAJOR_B_FLOPS`` or ``TF32_K_MAJOR_B_FLOPS``) times
+    ``TF32_MISALIGNED_SHARE``, or moving ``nbytes`` at the copy rate times
+    ``GEMM_MISALIGNED_MEMORY_SHARE``."""
+    rate = TF32_N_MAJOR_B_FLOPS if b_n_major else TF32_K_MAJOR_B_FLOPS
+    gemm = max(flops / (rate * TF32_MISALIGNED_SHARE[before]),
+               nbytes / (ALIGN_BYTES_PER_S * GEMM_MISALIGNED_MEMORY_SHARE[before]))
+    aligned = max(flops / rate, nbytes / ALIGN_BYTES_PER_S)
+    return gemm - aligned, gemm, align_copies_seconds(copied)
 
 
 def align_copies_seconds(copied: list[int]) -> float:

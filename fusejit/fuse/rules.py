@@ -726,15 +726,16 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
     them whatever the sizes. The values are unchanged: the copy moves the same elements; only
     where rows start moves.
 
-    TF32 (``precision="tf32"``; a float32 row of ``C % 4`` elements starts on 4 bytes): the
-    misaligned product ran at 0.27-0.73 of the same product on padded rows (H100:
-    224x241x9669 193 -> 53 us, 3001x2047x1537 181 -> 132), a gap no roofline of the product
-    models (the small one is bound by its scalar loads' latency), so the copies are made from
-    two measured bounds instead (``cost.TF32_ALIGN_MIN_FLOPS``, and
-    ``cost.TF32_ALIGN_MIN_INTENSITY`` flops per byte copied: under it the product is bound by
-    reading the operands, which the copies move twice). A TF32 B that would load N-major and
-    could be transposed to K-major is that rule's (``rule_tf32_k_major_b`` runs first; its
-    K-major copy has aligned rows when it is made).
+    TF32 (``precision="tf32"``; a float32 row of ``C % 4`` elements starts on 4 or 8
+    bytes): a row-major B of misaligned rows, read N-major through registers, slowed the
+    product 3-5x on an H100, at every size measured (224x241x9669 116 -> 55 us with the
+    copies, 2000x2001x2003 379 -> 126, a decode-like 16x12289x8191 703 -> 465): its operands
+    are copied from ``cost.TF32_ALIGN_MIN_FLOPS`` on, without a time model (``saved`` and
+    ``gemm`` 0). Otherwise (B K-major, or A's rows alone misaligned) the product ran at
+    0.62-0.79 of its padded time and the copies pay where ``cost.tf32_align_gain`` says so
+    (4095x4097x4093 ``b.T`` 748 -> 587; 1023x1023x8191 ``b.T`` would lose, 160 -> 172). A
+    TF32 B that could be transposed to K-major is ``rule_tf32_k_major_b``'s (it runs first;
+    its K-major copy has aligned rows when it is made).
 
     Returns None when the rule does not concern the kernel (not a float16 or TF32 GEMM, or
     every operand row aligned), else the decision, applied or not, with its sentence for
@@ -790,8 +791,12 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
                              f"{what} copied to rows padded to 16 bytes before the GEMM: "
                              f"FUSEJIT_GEMM_ALIGN=always")
     if tf32:
-        return _tf32_align_decision(mm.name, what, params, pitches, flops, sizes)
-    if flops < cost.GEMM_ALIGN_MIN_FLOPS:
+        b_base = operand_param(kernel, mm.args[1])
+        b_n_major = reads_n_major(kernel, mm.args[1])
+        if b_n_major and b_base in copies:
+            return _tf32_n_major_decision(mm.name, what, params, pitches, flops, sizes)
+        saved, gemm, cost_s = cost.tf32_align_gain(flops, moved, before, b_n_major, sizes)
+    elif flops < cost.GEMM_ALIGN_MIN_FLOPS:
         return AlignDecision(mm.name, params, pitches, False, saved, gemm, cost_s,
                              f"{what} read as they are: a product of {flops:.2g} flops, "
                              f"under the {cost.GEMM_ALIGN_MIN_FLOPS:.0e} from which copies to "
@@ -805,15 +810,13 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
                          f"~{_us(saved)} of ~{_us(gemm)}, the copies cost ~{_us(cost_s)}")
 
 
-def _tf32_align_decision(matmul: str, what: str, params: tuple[str, ...],
-                         pitches: tuple[int, ...], flops: float, sizes: list[int]
-                         ) -> AlignDecision:
-    """``rule_align_gemm_operands`` for a TF32 product (its default mode): copy when the
-    product has at least ``cost.TF32_ALIGN_MIN_FLOPS`` flops and
-    ``cost.TF32_ALIGN_MIN_INTENSITY`` flops per byte copied (no time model: ``saved`` and
-    ``gemm`` are 0)."""
+def _tf32_n_major_decision(matmul: str, what: str, params: tuple[str, ...],
+                           pitches: tuple[int, ...], flops: float, sizes: list[int]
+                           ) -> AlignDecision:
+    """``rule_align_gemm_operands`` for a TF32 product whose row-major B has misaligned rows
+    (its default mode): copy from ``cost.TF32_ALIGN_MIN_FLOPS`` on (no time model: ``saved``
+    and ``gemm`` are 0)."""
     cost_s = cost.align_copies_seconds(sizes)
-    intensity = flops / sum(sizes)
 
     def decide(apply: bool, sentence: str) -> AlignDecision:
         return AlignDecision(matmul, params, pitches, apply, 0.0, 0.0, cost_s, sentence)
@@ -821,10 +824,6 @@ def _tf32_align_decision(matmul: str, what: str, params: tuple[str, ...],
         return decide(False, f"{what} read as they are: a TF32 product of {flops:.2g} flops, "
                              f"under the {cost.TF32_ALIGN_MIN_FLOPS:.0e} from which copies to "
                              f"16-byte rows are made")
-    if intensity < cost.TF32_ALIGN_MIN_INTENSITY:
-        return decide(False, f"{what} read as they are: {intensity:.3g} flops per byte copied, "
-                             f"under {cost.TF32_ALIGN_MIN_INTENSITY:g}: the product is bound by "
-                             f"reading them, which copies would move twice")
-    return decide(True, f"{what} copied to rows padded to 16 bytes before the TF32 GEMM: "
-                        f"{intensity:.3g} flops per byte copied (misaligned TF32 products ran "
-                        f"at 0.27-0.73 of padded ones), the copies cost ~{_us(cost_s)}")
+    return decide(True, f"{what} copied to rows padded to 16 bytes before the TF32 GEMM: a B "
+                        f"read N-major through misaligned rows made such products 3-5x slower "
+                        f"(measured), the copies cost ~{_us(cost_s)}")
