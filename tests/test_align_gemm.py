@@ -566,3 +566,34 @@ def test_k_that_block_k_does_not_divide(k, dtype):
     ref = np.exp(a_np.astype(np.float64) @ b_np.astype(np.float64) * 0.1)
     got = np.asarray(y.numpy(), np.float64)
     assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < (2e-3 if dtype == np.float16 else 1e-5)
+
+
+def test_a_padded_k_major_b_loads_through_tma(monkeypatch):
+    """TF32 4096x4096x4094 of a row-major B (K % 4 = 2): B is transposed to rows padded to 4096
+    elements (``rule_tf32_k_major_b``) and A copied to padded rows, so compiled for sm_90 both
+    operands' tiles are TMA boxes, persistent (``GEMM_TF32_TMA_MIN_TILES``); 5183x1023x15402
+    (A's rows 8-byte aligned, its copy not worth it) reads B K-major 16 bytes at a time and A
+    8 bytes at a time, without the swapped (B^T A^T)^T form."""
+    pytest.importorskip("triton")
+    from fusejit.runtime import forget_plans
+
+    from .test_cubin import _emitted_ptx
+    monkeypatch.delenv("FUSEJIT_GEMM_ALIGN", raising=False)
+    forget_plans()
+    plan = _plan((4096, 4094), (4094, 4096), dtype="f32", precision="tf32")
+    kernels = list(_cuda_strides(plan.program))
+    assert [k.name.split("_")[0] for k, _ in kernels] == ["transpose", "align", "matmul"]
+    gemm, strides = kernels[-1]
+    assert sorted(strides) == [(4096, 1), (4096, 1)]
+    emitted = emit_kernel(gemm, strides, "cuda")
+    assert emitted.auto_persistent and emitted.source.count("(TMA)") == 2
+    plan = _plan((5183, 15402), (15402, 1023), dtype="f32", precision="tf32")
+    kernels = list(_cuda_strides(plan.program))
+    assert [k.name.split("_")[0] for k, _ in kernels] == ["transpose", "matmul"], plan.explain()
+    gemm, strides = kernels[-1]
+    emitted = emit_kernel(gemm, strides, "cuda")
+    assert "B^T A^T" not in emitted.source and "(TMA)" not in emitted.source
+    ptx = _emitted_ptx(emitted)
+    sizes = re.findall(r"cp\.async\.c[ag]\.shared\.global[^;]*?, (0x\w+|\d+)", ptx)
+    assert set(sizes) == {"0x8", "0x10"}, set(sizes)
+    forget_plans()

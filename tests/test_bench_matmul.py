@@ -94,6 +94,31 @@ def test_exp_s7b_dry_run_times_each_kernel_with_the_copies_off_and_on(tmp_path, 
     assert all("the default makes 0 copies; cuBLAS bare" in line for line in chosen)
 
 
+def test_exp_s13_dry_run_times_the_padded_k_major_pass(tmp_path):
+    """``bench/exp_s13.py --dry`` (NumPy for CuPy, the interpreter, sides cut to 40, K odd):
+    every shape's four variants run and match the float64 reference; "no transpose" plans
+    have no pass, the forced ones a padded-row transpose, "transpose+align" an A copy too."""
+    import json
+    import os
+    import subprocess
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    env.pop("FUSEJIT_GEMM_ALIGN", None)
+    root = _PATH.parent.parent
+    out = tmp_path / "s13.json"
+    done = subprocess.run([sys.executable, str(root / "bench" / "exp_s13.py"), "--dry",
+                           "--json", str(out), "--only", "u13,p5,k0"],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert len(rows) == 3 * 4 and not any("failed" in r for r in rows), rows
+    assert all(r["error"] < 1e-5 for r in rows)
+    for r in rows:
+        names = [name.split("_")[0] for name, _ in r["kernels"]]
+        want = {"no transpose": ["matmul"], "transpose": ["transpose", "matmul"],
+                "transpose+align": ["transpose", "align", "matmul"]}.get(r["variant"])
+        assert want is None or names == want, r
+
+
 def test_exp_s8_dry_run_times_every_tile_shape(tmp_path):
     """``bench/exp_s8.py --dry`` (NumPy for CuPy, the interpreter, sides cut to 48): each
     shape's plan with its default tiles and every configuration of the sweep runs, matches the

@@ -95,6 +95,30 @@ def test_tf32_products_of_misaligned_rows_cuda(shape, mode, monkeypatch):
     forget_plans()
 
 
+@pytest.mark.parametrize("shape", [(2050, 3000, 2051), (5183, 1023, 15402), (3, 70, 129, 1001),
+                                   (257, 300, 9), (2, 40, 33, 42)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_tf32_b_transposed_to_padded_rows_cuda(shape, monkeypatch):
+    """TF32 products of a row-major B whose K is not a multiple of 4: B written K-major to rows
+    padded to 16 bytes (``rule_tf32_k_major_b``; the two large ones by default, the others with
+    the pass's cost set to nothing), then read through TMA or 16-byte loads: each element
+    within ``matmul_error_bound``'s TF32 bound of the exact product."""
+    from fusejit.fuse import cost
+    from fusejit.runtime import forget_plans
+    monkeypatch.delenv("FUSEJIT_GEMM_ALIGN", raising=False)
+    if shape[-2] * shape[-3] < 1e6:
+        monkeypatch.setattr(cost, "TRANSPOSE_BYTES_PER_S", 1e30)
+        monkeypatch.setattr(cost, "EXTRA_LAUNCH_S", 0.0)
+    forget_plans()
+    *lead, m, n, k = shape
+    a, b = _device((*lead, m, k), F32, 7), _device((*lead, k, n), F32, 8)
+    y = fj.matmul(fj.asarray(a), fj.asarray(b), precision="tf32")
+    passes = [kk for kk in fj.plan(y).program.kernels if kk.name.startswith("transpose_")]
+    assert [kk.row_pitch for kk in passes] == [-(-k // 4) * 4]
+    _check_product(y.realize()._node.buffer, a, b, "tf32")
+    forget_plans()
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int16", "int32",
                                    "int64", "uint8", "bool"])
 @pytest.mark.parametrize("shape", [(300, 190, 257), (1024, 1024, 1024), (1, 77, 300)])

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import fusejit as fj
+import fusejit.fuse as fuse
 from fusejit.codegen import emit_kernel
 from fusejit.fuse import cost, plan_for
 from fusejit.testing import matmul_error_bound, recorded_inputs
@@ -92,13 +93,51 @@ def test_batches_multiply_the_gain_and_the_pass():
     assert "a transposing pass would cost ~292 us and save ~102 us" in plan.explain()
 
 
-def test_a_k_not_multiple_of_4_is_not_transposed():
-    """A K whose [N, K] rows would not be 16-byte aligned: B is not transposed; A's rows (8
-    bytes aligned) are copied to padded rows instead (``rule_align_gemm_operands``)."""
+def test_a_k_not_multiple_of_4_is_transposed_to_padded_rows(monkeypatch, fresh_plans):
+    """A K whose [N, K] rows would not be 16-byte aligned: the pass writes them ``ceil(K/4)*4``
+    elements apart (a ``row_pitch`` kernel), so the GEMM's K-major tiles of B load 16 bytes at
+    a time; the alignment rule does not copy that buffer again, and copies A's rows (8 bytes
+    aligned) as before. ``FUSEJIT_GEMM_ALIGN=0`` (no padded rows anywhere): no pass."""
     plan = _plan((4096, 4094), (4094, 4096))
-    assert [k.name.split("_")[0] for k in plan.program.kernels] == ["align", "matmul"]
-    assert plan.program.kernels[0].args == ("a",)
-    assert "K=4094 is not a multiple of 4" in plan.explain()
+    names = [k.name.split("_")[0] for k in plan.program.kernels]
+    assert names == ["transpose", "align", "matmul"], plan.explain()
+    transpose, align, gemm = plan.program.kernels
+    assert transpose.attrs["row_pitch"] == 4096 and transpose.args == ("b",)
+    assert transpose.result_types[0].shape == (4096, 4094)
+    assert align.args == ("a",) and align.attrs["row_pitch"] == 4096
+    assert set(gemm.args) == {"a_aligned", "b_t"}
+    text = plan.explain()
+    assert ("B (%b) transposed to K-major, its rows 4096 elements apart (K=4094 padded to 16 "
+            "bytes) before the TF32 GEMM") in text
+    assert "%b_t's rows" not in text
+    # the fused text round-trips with the pitch, and runs as written
+    again = plan_for(fj.parse(str(plan.program)))
+    assert again.program.kernels[0].attrs["row_pitch"] == 4096
+    monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", "0")
+    fuse.clear_cache()
+    plan = _plan((4096, 4094), (4094, 4096))
+    assert _kinds(plan) == ["gemm"], plan.explain()
+    assert "K=4094 is not a multiple of 4 and FUSEJIT_GEMM_ALIGN=0" in plan.explain()
+
+
+def test_padded_k_major_b_values(interpret_backend, forced):
+    """Odd K (2, 3, 5, 37, 41: rows of 8-164 bytes) and a batched B: the pass's padded rows
+    hold B^T, the GEMM reads them K-major; within TF32's bound of the exact product, and the
+    pad elements (never written) do not reach the result."""
+    for batch, m, k, n in [((), 33, 37, 48), ((), 5, 2, 7), ((2,), 17, 41, 20),
+                           ((), 40, 3, 40), ((3,), 9, 5, 33)]:
+        a = rng.standard_normal((*batch, m, k)).astype(F32)
+        b = rng.standard_normal((*batch, k, n)).astype(F32)
+        y = _tf32(fj, fj.asarray(a), fj.asarray(b))
+        plan = fj.plan(y)
+        transposes = [kk for kk in plan.program.kernels if kk.name.startswith("transpose_")]
+        assert len(transposes) == 1, plan.explain()
+        (transpose,) = transposes
+        assert transpose.attrs.get("row_pitch") == -(-k // 4) * 4, plan.explain()
+        exact = np.asarray(a, F64) @ np.asarray(b, F64)
+        bound = matmul_error_bound(a, b, F32, "tf32")
+        got = np.asarray(y, F64)
+        assert np.all(np.abs(got - exact) <= bound + 1e-6), (batch, m, k, n)
 
 
 @pytest.mark.parametrize("case", ["k_major", "tf32x3", "ieee"])
@@ -288,7 +327,7 @@ def test_random_products_with_b_transposed_first(interpret_backend, forced):
 
     @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
     @given(batch=st.sampled_from([(), (2,), (2, 1)]), m=st.integers(1, 20),
-           k=st.sampled_from([4, 8, 12, 20]), n=st.integers(2, 20), b_batched=st.booleans(),
+           k=st.sampled_from([3, 4, 5, 8, 12, 18, 20]), n=st.integers(2, 20), b_batched=st.booleans(),
            a_transposed=st.booleans(), pro=st.sampled_from(sorted(prologues)),
            epi=st.sampled_from(sorted(epilogues)))
     def check(batch, m, k, n, b_batched, a_transposed, pro, epi):

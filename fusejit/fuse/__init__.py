@@ -318,10 +318,13 @@ def build_plan(program: Program) -> Plan:
             transposed = None
             if decision is not None and decision.apply:
                 transposed, kernel = transpose_operand(kernel, decision.matmul, decision.base,
-                                                       list(decision.views), values)
+                                                       list(decision.views), values,
+                                                       decision.pitch)
                 domain = _add_layout_pass(transposed, "transpose_", kernel, body, launches,
                                           used, counters)
-            align = rule_align_gemm_operands(kernel, domain)
+            padded = frozenset(transposed.results if transposed is not None and
+                               decision.pitch else ())
+            align = rule_align_gemm_operands(kernel, domain, padded)
             aligned: list[Kernel] = []
             if align is not None and align.apply:
                 for param, pitch in zip(align.params, align.pitches):

@@ -101,11 +101,13 @@ def _copy(i: Instr, **change: Any) -> Instr:
 
 
 def transpose_operand(kernel: Kernel, matmul: str, base: str, views: list[Instr],
-                      used: set[str]) -> tuple[Kernel, Kernel]:
+                      used: set[str], pitch: int = 0) -> tuple[Kernel, Kernel]:
     """``kernel`` (a fused GEMM region whose params are named as the values they receive) split
     into a pointwise kernel writing ``base`` with its last two axes swapped, and the GEMM
     kernel reading that buffer transposed back, then ``views``, as operand B of ``matmul``
-    (see the module docstring). ``used``: every value name of the program (new ones join)."""
+    (see the module docstring). ``used``: every value name of the program (new ones join).
+    ``pitch``: the written buffer's rows that many elements apart (``row_pitch``; 0:
+    contiguous)."""
     types = {p.name: p.type for p in kernel.params}
     types.update({i.name: i.type for i in kernel.body})
     base_type = types[base]
@@ -121,7 +123,7 @@ def transpose_operand(kernel: Kernel, matmul: str, base: str, views: list[Instr]
     body.append(Instr(bt, "permute", (base,), {"perm": perm}, swapped))
     params = tuple(cone_params(kernel, base))
     copy = Kernel("", (bt,), tuple(p.name for p in params), params, body, (bt,), (swapped,),
-                  {"kind": ""})
+                  {"kind": "", "row_pitch": pitch} if pitch else {"kind": ""})
 
     # the GEMM: B read back through the transpose of the pass's buffer, batch views re-applied
     mm = next(i for i in kernel.body if i.name == matmul)

@@ -596,6 +596,9 @@ class LayoutDecision:
     gemm: float
     cost: float
     sentence: str
+    #: elements between the rows of the K-major buffer when K is not a multiple of 4 (its
+    #: rows padded to 16 bytes: the pass is a ``row_pitch`` kernel), else 0 (contiguous)
+    pitch: int = 0
 
 
 def _us(seconds: float) -> str:
@@ -611,12 +614,16 @@ def rule_tf32_k_major_b(kernel: Kernel, domain: Any) -> LayoutDecision | None:
     instead of the GEMM's prologue at every tile), into a contiguous ``[..., N, K]`` buffer
     (B's own batch dims; a weight broadcast over a batch is written once); the GEMM reads it
     transposed back, K-major (``layout.transpose_operand``). Refuses: products too small to
-    gain, B already K-major (``a @ bt.T``), a ``K`` whose rows of the buffer would not be
-    16-byte aligned (``K % 4``: its tiles could not load 16 bytes at a time), ``tf32x3``,
-    and kernel blocks written by the user (used as written). Why: Hopper's TF32 wgmma reads
-    both operands K-major from shared memory; an N-major B is multiplied as ``(B^T A^T)^T``
-    with B^T through registers, 265 TFLOP/s at 4096^3 on the H200, where a K-major B loads
-    through TMA at 328-330 (``cost.TF32_N_MAJOR_B_FLOPS``, ``cost.TF32_K_MAJOR_B_FLOPS``).
+    gain, B already K-major (``a @ bt.T``), ``tf32x3``, and kernel blocks written by the
+    user (used as written). A ``K`` that is not a multiple of 4 would start the buffer's rows
+    off 16-byte boundaries (its tiles could not load 16 bytes at a time, nor through TMA): the
+    pass then writes them ``ceil(K / 4) * 4`` elements apart (``row_pitch``), as
+    ``rule_align_gemm_operands`` would pad them (``FUSEJIT_GEMM_ALIGN=0``: no pass).
+
+    Why: Hopper's TF32 wgmma reads both operands K-major from shared memory; an N-major B is
+    multiplied as ``(B^T A^T)^T`` with B^T through registers, 265 TFLOP/s at 4096^3 on the
+    H200, where a K-major B loads through TMA at 328-330 (``cost.TF32_N_MAJOR_B_FLOPS``,
+    ``cost.TF32_K_MAJOR_B_FLOPS``).
     The pass pays when ``2 * batch * M * N * K * (1/265e12 - 1/330e12)`` seconds exceed its
     reading and writing B at 3.74e12 B/s (a 4096^2 float32 transpose: 35.9 us) plus one
     launch (5.14 us): from M of about 1600 at N = K = 4096 (4096^3: saves ~102 us of ~519,
@@ -659,15 +666,19 @@ def rule_tf32_k_major_b(kernel: Kernel, domain: Any) -> LayoutDecision | None:
     if precision != "tf32":
         return decline(f"precision={precision} runs at about 70 TFLOP/s whatever the pass "
                        f"would save (not measured); no transposing pass")
-    if k % 4:
-        return decline(f"K={k} is not a multiple of 4, so a K-major copy's rows would not "
-                       f"load 16 bytes at a time; no transposing pass")
+    pitch = -(-k // 4) * 4 if k % 4 else 0
+    if pitch and cost.gemm_align_mode() == "0":
+        return decline(f"K={k} is not a multiple of 4 and FUSEJIT_GEMM_ALIGN=0 keeps rows "
+                       f"unpadded, so a K-major copy's rows would not load 16 bytes at a time; "
+                       f"no transposing pass")
     if saved <= cost_s:
         return decline(f"a transposing pass would cost ~{_us(cost_s)} and save ~{_us(saved)} "
                        f"of ~{_us(gemm)}; not worth it")
+    padded = (f", its rows {pitch} elements apart (K={k} padded to 16 bytes)" if pitch else "")
     return LayoutDecision(mm.name, operand, base, tuple(views), True, saved, gemm, cost_s,
-                          f"B (%{operand}) transposed to K-major before the TF32 GEMM: saves "
-                          f"~{_us(saved)} of ~{_us(gemm)}, the pass costs ~{_us(cost_s)}")
+                          f"B (%{operand}) transposed to K-major{padded} before the TF32 GEMM: "
+                          f"saves ~{_us(saved)} of ~{_us(gemm)}, the pass costs ~{_us(cost_s)}",
+                          pitch)
 
 
 @dataclass(frozen=True)
@@ -694,7 +705,8 @@ def _row_alignment(row_bytes: int) -> int:
     return math.gcd(row_bytes, 16)
 
 
-def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | None:
+def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str] = frozenset()
+                             ) -> AlignDecision | None:
     """A float16 or TF32 product whose operand rows are not 16-byte aligned gets those operands
     copied to buffers with rows padded to a multiple of 16 bytes first, by pointwise kernels of
     their own (``row_pitch``), when that saves more time than the copies cost.
@@ -737,6 +749,9 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
     TF32 B that could be transposed to K-major is ``rule_tf32_k_major_b``'s (it runs first;
     its K-major copy has aligned rows when it is made).
 
+    ``padded``: params whose buffers already have rows padded to 16 bytes (a K-major B that
+    ``rule_tf32_k_major_b`` wrote with a ``row_pitch``).
+
     Returns None when the rule does not concern the kernel (not a float16 or TF32 GEMM, or
     every operand row aligned), else the decision, applied or not, with its sentence for
     ``explain()``.
@@ -760,7 +775,7 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any) -> AlignDecision | Non
             if len(shape) < 2 or shape[-1] < 2:
                 continue
             align = _row_alignment(shape[-1] * dtype.itemsize)
-            if align >= 16:
+            if align >= 16 or name in padded:
                 continue
             if base is None:  # (computed in the prologue: its loads stay as they are)
                 after = min(after, align)
