@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -45,6 +46,11 @@ SHAPES = {
     "new u10": (2609, 3787, 10946, 1, False, "bias_relu"),
     "new u12": (2321, 2782, 515, 1, False, "bias_relu"),
     "new u13": (223, 1649, 4703, 3, False, "bias_gelu"),
+    # (thirteenth session) the 20261212 draw's u7 (0.56x of jax.jit: under the 2e10 flops from
+    # which the copies are made) and two more short-K products of 2-byte-aligned rows
+    "d12 u7": (7423, 2185, 257, 1, True, "none"),
+    "short1": (8000, 4000, 513, 1, True, "residual"),
+    "short2": (4000, 3001, 1001, 1, False, "bias_relu"),
 }
 #: the same for TF32 products (H100 before: x1 193 us as read, 53 through padded rows; x5 181
 #: and 132), sizes from 3e7 to 1.4e11 flops, a decode-like product (bound by reading B), a
@@ -72,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry", action="store_true",
                         help="no GPU: NumPy for CuPy, the interpreter, small sides (a check)")
     parser.add_argument("--set", choices=("f16", "tf32"), default="f16")
+    parser.add_argument("--only", default="", help="regex over shape names")
     args = parser.parse_args(argv)
     tf32 = args.set == "tf32"
     if tf32:
@@ -94,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     backend = current()
     dtype, precision = ("float32", "tf32") if tf32 else ("float16", "ieee")
     for name, (m, n, k, batch, bt, epilogue) in (TF32_SHAPES if tf32 else SHAPES).items():
+        if args.only and not re.search(args.only, name):
+            continue
         if args.dry:
             m, n, k, batch = min(m, 40), min(n, 40), min(k, 40) | 1, min(batch, 2)
         bm.CASES[name] = (m, n, k, dtype, precision, epilogue)
