@@ -30,13 +30,13 @@ import json
 import os
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_matmul as bm  # noqa: E402
+from exp_s7b import backend_and_timer, kernel_times  # noqa: E402
 
 #: name -> (M, N, K, batch, epilogue); B row-major [K, N] in every one
 SHAPES = {
@@ -68,24 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated shape names")
     args = parser.parse_args(argv)
     os.environ["CUPY_TF32"] = "1"  # (read by CuPy: before it is imported)
-    import numpy as np
 
     import fusejit as fj
     from fusejit.fuse import cost, plan_for
     from fusejit.ir.graph import structural_key
     from fusejit.runtime import current, forget_plans
-    if args.dry:
-        cp: Any = np
-
-        def event_time(fn: Any) -> float:
-            t0 = time.perf_counter()
-            fn()
-            return time.perf_counter() - t0
-        fj.set_backend("interpret")
-    else:
-        import cupy as cp
-        from exp_reductions import event_time
-        fj.set_backend("cuda")
+    cp, event_time = backend_and_timer(args.dry)
     backend = current()
     rate, launch = cost.TRANSPOSE_BYTES_PER_S, cost.EXTRA_LAUNCH_S
     rows: list[dict[str, Any]] = []
@@ -121,13 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                     plan = plan_for(fj.parse(text))
                 prog = plan.program
                 err = bm._error(cp, backend.execute(prog, buffers, plan)[0], ref)
-                env: dict[str, Any] = dict(zip([p.name for p in prog.inputs], buffers))
-                parts = []
-                for kernel in prog.kernels:
-                    kargs = [env[a] for a in kernel.args]
-                    env.update(zip(kernel.results, backend.run_kernel(kernel, list(kargs))))
-                    us = event_time(lambda kk=kernel, a=kargs: backend.run_kernel(kk, list(a))) * 1e6
-                    parts.append((kernel.name, round(us, 1)))
+                parts = [(kernel.name, round(us, 1)) for kernel, us, _ in
+                         kernel_times(backend, prog, buffers, event_time)]
                 total = event_time(lambda p=prog, b=buffers, pl=plan: backend.execute(p, b, pl))
                 total *= 1e6
                 row = {"shape": name, "m": m, "n": n, "k": k, "batch": batch,

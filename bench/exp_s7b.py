@@ -73,6 +73,41 @@ TF32_SHAPES = {
 }
 
 
+def backend_and_timer(dry: bool) -> tuple[Any, Any]:
+    """The array module and a timer (seconds per call) for a run, the fusejit backend set:
+    CuPy, CUDA events and ``cuda``; or with ``dry`` NumPy, one wall-clock call and
+    ``interpret``."""
+    import fusejit as fj
+    if not dry:
+        import cupy as cp
+        from exp_reductions import event_time
+        fj.set_backend("cuda")
+        return cp, event_time
+
+    def wall_time(fn: Any) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+    fj.set_backend("interpret")
+    return np, wall_time
+
+
+def kernel_times(backend: Any, prog: Any, buffers: list[Any], timer: Any
+                 ) -> list[tuple[Any, float, int]]:
+    """Each kernel of ``prog`` run alone on its inputs (computed in order from ``buffers``):
+    (the kernel, microseconds a call by ``timer``, bytes it reads and writes)."""
+    env: dict[str, Any] = dict(zip([p.name for p in prog.inputs], buffers))
+    out = []
+    for kernel in prog.kernels:
+        kargs = [env[a] for a in kernel.args]
+        env.update(zip(kernel.results, backend.run_kernel(kernel, list(kargs))))
+        us = timer(lambda k=kernel, a=kargs: backend.run_kernel(k, list(a))) * 1e6
+        moved = sum(env[a].nbytes for a in kernel.args if hasattr(env[a], "nbytes")) + \
+            sum(env[r].nbytes for r in kernel.results)
+        out.append((kernel, us, moved))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dry", action="store_true",
@@ -86,18 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     import fusejit as fj
     from fusejit.ir.graph import structural_key
     from fusejit.runtime import current, forget_plans
-    if args.dry:
-        cp = np
-
-        def event_time(fn: Any) -> float:
-            t0 = time.perf_counter()
-            fn()
-            return time.perf_counter() - t0
-        fj.set_backend("interpret")
-    else:
-        import cupy as cp
-        from exp_reductions import event_time
-        fj.set_backend("cuda")
+    cp, event_time = backend_and_timer(args.dry)
     backend = current()
     dtype, precision = ("float32", "tf32") if tf32 else ("float16", "ieee")
     for name, (m, n, k, batch, bt, epilogue) in (TF32_SHAPES if tf32 else SHAPES).items():
@@ -125,14 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             plan = fj.plan(y)
             prog = plan.program
             buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
-            env: dict[str, Any] = dict(zip([p.name for p in prog.inputs], buffers))
             parts = []
-            for kernel in prog.kernels:
-                kargs = [env[a] for a in kernel.args]
-                env.update(zip(kernel.results, backend.run_kernel(kernel, list(kargs))))
-                us = event_time(lambda k=kernel, a=kargs: backend.run_kernel(k, list(a))) * 1e6
-                moved = sum(env[a].nbytes for a in kernel.args if hasattr(env[a], "nbytes")) + \
-                    sum(env[r].nbytes for r in kernel.results)
+            for kernel, us, moved in kernel_times(backend, prog, buffers, event_time):
                 rate = f"{moved / us / 1e3:6.0f} GB/s" if kernel.row_pitch else \
                     f"{flops / us / 1e6:6.0f} TFLOP/s"
                 parts.append(f"{kernel.name} {us:8.1f} us ({rate})")

@@ -322,8 +322,9 @@ def build_plan(program: Program) -> Plan:
                                                        decision.pitch)
                 domain = _add_layout_pass(transposed, "transpose_", kernel, body, launches,
                                           used, counters)
-            padded = frozenset(transposed.results if transposed is not None and
-                               decision.pitch else ())
+            # (a K-major B written with padded rows is aligned whatever its logical K)
+            padded = frozenset(transposed.results) if transposed is not None and \
+                transposed.row_pitch else frozenset()
             align = rule_align_gemm_operands(kernel, domain, padded)
             aligned: list[Kernel] = []
             if align is not None and align.apply:
