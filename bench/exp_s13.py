@@ -14,7 +14,8 @@ the whole plan (CUDA events) and each of its kernels alone under:
 * ``transpose``: the pass made always to pay;
 * ``transpose+align``: the pass always, and every misaligned operand copied
   (``FUSEJIT_GEMM_ALIGN=always``: A's rows too, so both operands load through TMA);
-* ``tiles MxN``: the default plan with the GEMM's tiles edited in its fused text (8 warps);
+* ``tiles MxN``: the default plan with the GEMM's tiles edited in its fused text (8 warps;
+  256x128 was the default of every TF32 product before the fourteenth session's wave rule);
 
 and cuBLAS's bare TF32 product (``CUPY_TF32=1``) beside them.
 
@@ -57,7 +58,8 @@ VARIANTS = ("default", "no transpose", "transpose", "transpose+align")
 #: the default plan's fused text with the GEMM's tiles edited (``block_m`` x ``block_n``, 8
 #: warps): the eleventh session's H100 sweep ran 3001x2047x1537 ``b.T`` at 134 us in 128x128
 #: tiles against 181 in the default 256x128 (padded: 118 against 132)
-TILES = {"tiles 128x128": (128, 128), "tiles 128x256": (128, 256)}
+TILES = {"tiles 128x128": (128, 128), "tiles 256x128": (256, 128),
+         "tiles 128x256": (128, 256)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -96,7 +96,7 @@ def test_exp_s7b_dry_run_times_each_kernel_with_the_copies_off_and_on(tmp_path, 
 
 def test_exp_s13_dry_run_times_the_padded_k_major_pass(tmp_path):
     """``bench/exp_s13.py --dry`` (NumPy for CuPy, the interpreter, sides cut to 40, K odd):
-    every shape's six variants run and match the float64 reference; "no transpose" plans
+    every shape's seven variants run and match the float64 reference; "no transpose" plans
     have no pass, the forced ones a padded-row transpose, "transpose+align" an A copy too."""
     import json
     import os
@@ -110,7 +110,7 @@ def test_exp_s13_dry_run_times_the_padded_k_major_pass(tmp_path):
                           capture_output=True, text=True, timeout=600, env=env, cwd=root)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(out.read_text())
-    assert len(rows) == 3 * 6 and not any("failed" in r for r in rows), rows
+    assert len(rows) == 3 * 7 and not any("failed" in r for r in rows), rows
     assert all(r["error"] < 1e-5 for r in rows)
     for r in rows:
         names = [name.split("_")[0] for name, _ in r["kernels"]]

@@ -271,6 +271,24 @@ def test_gemm_tiles_of_129_to_255_rows_follow_the_waves() -> None:
     assert tile(512, 8192) == (128, 256)
 
 
+def test_tf32_tiles_of_128_rows_where_256_rows_leave_a_round_mostly_empty() -> None:
+    """TF32 GEMMs take 256x128 tiles unless 128x128 tiles, at their lower rate, finish in
+    fewer rounds' worth of time (``heuristics._tf32_rounds_cost``): a partial last round of
+    big tiles costs a whole one."""
+    def rows(m, n, batch=1):
+        c = heuristics.gemm_config(m, n, 4096, batch, "float32", "tf32")
+        assert c.block_n == 128 and c.num_warps == 8
+        return c.block_m
+    sms = heuristics.SMS
+    assert rows(3001, 2047) == 128  # 192 tiles of 256 rows (2 rounds) against 384 (3)
+    assert rows(4096, 4096) == 256  # 4 rounds against 8
+    assert rows(256 * 11, 128 * 12) == 256  # 132 tiles: one full round against two
+    assert rows(256 * 11 + 1, 128 * 12) == 128  # 144 tiles: 2 rounds against 276 in 3
+    assert rows(256 * 11, 128 * 12, batch=2) == 256  # 2 full rounds against 4
+    assert heuristics.gemm_config(3001, 2047, 4096, 1, "float16").block_m == 128
+    assert heuristics.gemm_config(3000, 2048, 4096, 1, "float32").num_warps == 4  # ieee
+
+
 def test_gemms_of_few_rows_split_k_to_fill_the_gpu_three_times() -> None:
     """A product of at most 16 rows (bound by reading B) under a wave of tiles splits K so
     that about three programs run per SM (at most 16 chunks, each of 8 K steps or more); a
