@@ -279,7 +279,7 @@ def test_tf32_tiles_of_128_rows_where_256_rows_leave_a_round_mostly_empty() -> N
         c = heuristics.gemm_config(m, n, 4096, batch, "float32", "tf32")
         assert c.block_n == 128 and c.num_warps == 8
         return c.block_m
-    sms = heuristics.SMS
+    assert 11 * 12 == heuristics.SMS  # (the shapes below are a round of tiles or just over)
     assert rows(3001, 2047) == 128  # 192 tiles of 256 rows (2 rounds) against 384 (3)
     assert rows(4096, 4096) == 256  # 4 rounds against 8
     assert rows(256 * 11, 128 * 12) == 256  # 132 tiles: one full round against two
