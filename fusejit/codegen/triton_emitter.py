@@ -141,6 +141,11 @@ class EmittedKernel:
     #: (``gemm.GemmEmitter._default_tma``): emitted again with ``tma=0 programs=0`` for a
     #: buffer that does not start on a 16-byte boundary, as ``auto_persistent``
     auto_tma: bool = False
+    #: parameters a row kernel reads from the 16-byte word each row starts in
+    #: (``_Emitter._row_window``): those loads reach up to 15 bytes before a row and after it,
+    #: inside the buffer only where it starts on a 16-byte boundary, so a backend emits the
+    #: kernel again with ``window=0`` for a buffer that does not
+    windowed: tuple[int, ...] = ()
 
 
 #: Longest identifier the emitter writes: a longer IR name is cut, and a hash of the whole
@@ -264,6 +269,10 @@ class _Fn:
         #: load along one axis alone is a row or column of the tile (``load``)
         self.axis_masks: dict[str, str | None] = {}
         self.scalar_vars: dict[str, str] = {}  # scalar param -> its value in this function
+        #: the open tile's flat index and load mask when it is a row window
+        #: (``_Emitter._open_window``): loads at that index take that mask, every other
+        #: load and store the tile's exact mask
+        self.window: tuple[str, str] | None = None
         self.low = Lowering(em.target, self._tmp, self._raw)
         self._cur_level = 0
         self._indent = 0
@@ -570,6 +579,12 @@ class _Fn:
         ptr = em.ptr_name[i]
         addr = ptr if off == "0" else f"{ptr} + {off}"
         mask = self.masks.get(level)
+        if self.window is not None and off == self.window[0] and shape == em.domain.shape:
+            # (a buffer of the domain's layout, read from its rows' 16-byte words: the load
+            # covers whole words so that it moves 16 bytes at a time; values outside the row
+            # are loaded, never used: reductions and stores take the exact mask)
+            mask = self.window[1]
+            em.windowed.add(i)
         if level == 2 and self.axis_masks and coords.flat is None:
             axis = self._one_tile_axis(used)
             if axis is not None:
@@ -634,6 +649,10 @@ class _Emitter:
         #: the kept points the row blocks cover: ``domain.rows``, padded when ``kept_run`` is
         self.padded_rows = (self.domain.rows // run * next_pow2(run) if run
                             else self.domain.rows)
+        #: a row kernel's window (elements per 16-byte word, the row mask) once opened
+        #: (``_open_window``), else None
+        self._window: tuple[int, str | None] | None = None
+        self.windowed = set()
 
     def var_name(self, name: str) -> str:
         if name not in self._names:
@@ -730,6 +749,8 @@ class _Emitter:
     auto_persistent: bool = False
     #: a GEMM given TMA loads by the heuristic (``EmittedKernel.auto_tma``)
     auto_tma: bool = False
+    #: parameters read through a row window (``EmittedKernel.windowed``)
+    windowed: frozenset[int] | set[int] = frozenset()
     #: a GEMM's loads in its K loop that are not TMA boxes (``gemm.GemmEmitter``)
     k_pointer_loads: int = 0
     #: the ``programs`` of such a GEMM emitted again without TMA (0 but in a test mode)
@@ -757,7 +778,8 @@ class _Emitter:
                              tuple(k.result_types), uses_lib,
                              (*self.tiling, *self.summary, origin),
                              tuple(sorted(self.aligned)), self.candidates, self.counters,
-                             self.relayable, self.auto_persistent, self.auto_tma)
+                             self.relayable, self.auto_persistent, self.auto_tma,
+                             tuple(sorted(self.windowed)))
 
     def _header(self, fn_name: str, args: list[str]) -> list[str]:
         return ["@triton.jit", f"def {fn_name}({', '.join(args)}):"]
@@ -1048,7 +1070,12 @@ class _Emitter:
         out = fn.out
         out.append(f"pid = {self._pid()}")
         row_mask = self._open_rows(fn, bm, rows)
-        col_masked = cols % bn != 0 or cols == 0
+        window = self._row_window(bn, persistent)
+        # a window starts up to window - 1 elements before the row: its tiles reach further
+        reach = cols + window - 1 if window else cols
+        col_masked = bool(window) or cols % bn != 0 or cols == 0
+        if window:
+            self._open_window(fn, bm, window, row_mask)
 
         def open_tile(looped: bool) -> Coords:
             return self._open_tile(fn, "k + " if looped else "", looped, col_masked, row_mask)
@@ -1063,7 +1090,7 @@ class _Emitter:
             nonlocal backwards
             backwards = (heuristics.ALTERNATE_PASSES and not backwards
                          and stage_ops <= ORDER_FREE_REDUCTIONS)
-            self._close_loop(fn, cols, bn, backwards=backwards)
+            self._close_loop(fn, reach, bn, backwards=backwards)
 
         for stage in stages:
             riders = _sumexp_riders(stage)
@@ -1663,6 +1690,54 @@ class _Emitter:
                        + fn.unravel("run", inner))
         return row_mask
 
+    def _row_window(self, bn: int, persistent: bool) -> int:
+        """Elements per 16-byte word when the row kernel reads its rows from the word each
+        starts in (a row window), else 0.
+
+        A row of ``C`` elements that is not a multiple of 16 bytes starts every row but the
+        first off a 16-byte boundary, so Triton cannot prove any load aligned and loads one
+        element at a time (a float16 softmax of 2412x25379 ran at 33% of the copy rate on the
+        H200). A window starts each row's tiles at the 16-byte word the row starts in
+        (``tl.multiple_of`` says so) and masks loads by whole words, so the loads move 16
+        bytes at a time; the columns before and after the row are loaded and dropped by the
+        exact column mask, which reductions and stores take. Only inner reductions over
+        buffers in the domain's own layout, where a single tile (not looped) has room for
+        the ``V - 1`` more columns, and not with ``window=0`` on the kernel (a backend's
+        choice for a buffer that does not start on a 16-byte boundary).
+        """
+        d = self.domain
+        if (not heuristics.ROW_WINDOW or d.kind != "inner_reduction" or self.kept_run
+                or not self.kernel.attrs.get("window", 1)):
+            return 0
+        items = [p.type.dtype.itemsize for p, st in zip(self.kernel.params, self.strides)
+                 if not p.scalar and p.type.shape == d.shape and _same_strides(st, d.shape)]
+        if not items:
+            return 0
+        per_word = 16 // min(items)
+        cols = d.reduce_size
+        if cols % per_word == 0 or cols < 2 * per_word or (persistent and bn < cols + per_word - 1):
+            return 0
+        self.tiling.append(f"rows read from the 16-byte word each starts in ({per_word} elements "
+                           f"a word; rows of {cols} are not 16-byte multiples)")
+        return per_word
+
+    def _open_window(self, fn: _Fn, bm: int, per_word: int, row_mask: str | None) -> None:
+        """Define each row's first element, the 16-byte word it starts in and the end of the
+        word it ends in (``_row_window``), before the row's tiles open."""
+        n = self.domain.reduce_size
+        cast = ".to(tl.int64)" if self.idx64 else ""
+        # (a [1, 1] tensor's multiple_of failed Triton's passes: one row is a scalar)
+        row, hint = ("pid", str(per_word)) if bm == 1 else ("rows", f"[{per_word}, {per_word}]")
+        fn.out.append(f"row_at = {row}{cast} * {n}  # the row's first element")
+        fn.out.append(f"word_at = tl.multiple_of(row_at - row_at % {per_word}, {hint})  "
+                      f"# the 16-byte word the row starts in")
+        fn.out.append(f"words_end = tl.multiple_of((row_at + {n + per_word - 1}) // {per_word} "
+                      f"* {per_word}, {hint})  # the end of the word it ends in")
+        for name in ("row_at", "word_at", "words_end"):
+            fn.level[name] = 1
+        fn.used.update({"row_at", "word_at", "words_end", "in_words"})
+        self._window = (per_word, row_mask)
+
     def _open_tile(self, fn: _Fn, start: str, looped: bool, col_masked: bool,
                    row_mask: str | None) -> Coords:
         """Open a ``[BLOCK_M, BLOCK_N]`` tile at reduced offset ``start``; its domain coordinates."""
@@ -1670,11 +1745,22 @@ class _Emitter:
         bn, cols = self._bn, d.reduce_size
         tgt = fn.body if looped else fn.out
         cast = ".to(tl.int64)" if self.idx64 else ""
-        tgt.append(f"cols = {start}tl.arange(0, {bn})[None, :]{cast}  # flat reduced index")
+        window = self._window
+        flat = ""
+        if window is not None:
+            flat = fn.emit(2, f"word_at + {start}tl.arange(0, {bn})[None, :]", "idx",
+                           "flat domain index, from the row's first 16-byte word")
+            tgt.append(f"cols = {flat} - row_at  # flat reduced index (outside the row at "
+                       f"the window's ends)")
+            within = f"({flat} < words_end) & {row_mask}" if row_mask else f"{flat} < words_end"
+            tgt.append(f"in_words = {within}  # whole words: the loads' mask")
+        else:
+            tgt.append(f"cols = {start}tl.arange(0, {bn})[None, :]{cast}  # flat reduced index")
         fn.level["cols"] = 2
         masks = []
         if col_masked:
-            tgt.append(f"col_mask = cols < {cols}")
+            tgt.append(f"col_mask = (cols >= 0) & (cols < {cols})" if window is not None
+                       else f"col_mask = cols < {cols}")
             masks.append("col_mask")
         if row_mask:
             masks.append(row_mask)
@@ -1692,6 +1778,10 @@ class _Emitter:
         dims = tuple(next(it_r) if i in d.reduced else next(it_k) for i in range(len(d.shape)))
         if d.kind == "outer_reduction":
             return Coords(d.shape, None, dims)
+        fn.window = None
+        if window is not None:
+            fn.window = (flat, "in_words")
+            return Coords(d.shape, flat, dims)
         flat = fn.emit(2, f"rows * {cols} + cols" if cols != 1 else "rows", "idx",
                        "flat domain index")
         return Coords(d.shape, flat, dims)
@@ -1756,7 +1846,9 @@ class _Emitter:
                           for part in ("n", "mean", "m2"))
             # the count depends on the reduced coordinate alone (which columns a lane has
             # seen), so it is one row of the tile: a quarter or less of the per-element work
-            fn.out.append(f"{names[0]} = tl.full([1, {bn}], 0, {TL[dt]})")
+            # (a row window shifts each row's columns by its own offset: a count per row)
+            fn.out.append(f"{names[0]} = tl.full([{bm if self._window else 1}, {bn}], 0, "
+                          f"{TL[dt]})")
             fn.out.extend(f"{n} = tl.full([{bm}, {bn}], 0, {TL[dt]})" for n in names[1:])
             self.shift[r.name] = self._row_shift(fn, r, dt)
             return names
@@ -1864,6 +1956,18 @@ class _Emitter:
         # lanes are valid in a prefix of the steps, so a valid lane's count at step k is k + 1
         # for all of them: one reciprocal per step instead of a division per element
         inv = fn.emit(2, f"tl.full([], 1.0, {TL[dt]}) / (k // {self._bn} + 1)", f"inv_{hint}")
+        if self._window is not None:
+            # in a row window the lanes before the row's first column join one step late
+            # (their count at step k is k): the other reciprocal, chosen per lane (at step 0
+            # such a lane's delta is 0, so its reciprocal only has to be finite)
+            late = fn.memo_row.get("late")
+            if late is None:
+                late = fn.memo_row["late"] = fn.emit(
+                    1, f"tl.arange(0, {self._bn})[None, :] < row_at - word_at", "late",
+                    "lanes before the row's first column in the first step")
+            later = fn.emit(2, f"tl.full([], 1.0, {TL[dt]}) / tl.maximum(k // {self._bn}, 1)",
+                            f"inv_late_{hint}")
+            inv = fn.emit(2, f"tl.where({late}, {later}, {inv})", f"inv_lane_{hint}")
         body.append(f"{n} = {n} + {col_mask}.to({TL[dt]})" if col_mask else f"{n} = {n} + 1")
         body.append(f"{mean} = {mean} + {delta} * {inv}")
         body.append(f"{m2} = {m2} + {delta} * ({y} - {mean})")

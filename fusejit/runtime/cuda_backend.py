@@ -613,6 +613,11 @@ class CudaBackend:
         strides = tuple(() if s is None else s[0] for s in spec)
         emitted = kc.emitted_for(kernel, strides, "cuda")
         source_kernel = kernel
+        if any(not spec[i][1] for i in emitted.windowed):
+            # a row window reads the words around each row: inside the buffer only when it
+            # starts on a 16-byte boundary (triton_emitter._Emitter._row_window)
+            source_kernel = replace(kernel, attrs={**kernel.attrs, "window": 0})
+            emitted = kc.emitted_for(source_kernel, strides, "cuda")
         persistent = emitted.auto_persistent  # by the heuristic's choice (gemm.py)
         if emitted.auto_tma:  # (persistent or not)
             fix = self._persistence_fix(emitted, spec, dev)

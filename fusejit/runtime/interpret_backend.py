@@ -18,6 +18,7 @@ concurrently, but interpreted kernels run one at a time.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -154,6 +155,11 @@ class InterpretBackend:
         strides = tuple(() if p.scalar else kc.element_strides(a)
                         for a, p in zip(arrays, kernel.params))
         emitted = kc.emitted_for(kernel, strides, "interpret", tiles)
+        if any(arrays[i].ctypes.data % 16 for i in emitted.windowed):
+            # a row window reads the words around each row: inside the buffer only when it
+            # starts on a 16-byte boundary (triton_emitter._Emitter._row_window)
+            kernel = replace(kernel, attrs={**kernel.attrs, "window": 0})
+            emitted = kc.emitted_for(kernel, strides, "interpret", tiles)
         module = self._module(emitted)
         scratch = [np.empty(n, dt) for dt, n in emitted.scratch]
         with kc.TRITON_LOCK:

@@ -1,0 +1,222 @@
+"""Row kernels over rows that are not a multiple of 16 bytes read each row from the 16-byte
+word it starts in (``triton_emitter._Emitter._row_window``), so that their loads move 16
+bytes at a time: checked in the source, in sm_90 PTX (vector loads), in values on the
+interpreter (with rows in one tile and looped, and buffers that do not start on a 16-byte
+boundary, which take the plain kernel), and in the ``cuda`` backend's choice on FakeCupy."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fusejit as fj
+from fusejit import runtime
+from fusejit.codegen import heuristics
+from fusejit.codegen.triton_emitter import emit_kernel
+from fusejit.testing import assert_matches_numpy, tolerance
+
+pytest.importorskip("triton")
+
+
+def _kernel(fn: Any, shape: tuple[int, ...], dtype: str) -> Any:
+    (kernel,) = fj.plan(fn(fj.asarray(np.zeros(shape, dtype)))).program.kernels
+    return kernel
+
+
+def _softmax(x: Any) -> Any:
+    return fj.softmax(x, axis=-1)
+
+
+def test_misaligned_rows_open_a_window_and_aligned_rows_do_not() -> None:
+    emitted = emit_kernel(_kernel(_softmax, (2412, 25379), "float16"), None, "cuda")
+    assert emitted.windowed == (0,)
+    assert "word_at = tl.multiple_of(row_at - row_at % 8, 8)" in emitted.source
+    assert "in_words = idx < words_end" in emitted.source
+    assert "tl.store(out0 + idx_1, v6, mask=col_mask)" in emitted.source  # exact stores
+    assert any("16-byte word each starts in" in line for line in emitted.tiling)
+    # float32 rows of 301 (4 elements a word), 4 rows a program: a [rows, 1] window
+    emitted = emit_kernel(_kernel(lambda x: x.sum(axis=-1), (4096, 301), "float32"), None, "cuda")
+    assert emitted.windowed == (0,) and "row_at % 4, [4, 4])" in emitted.source
+    for shape, dtype in (((2412, 25376), "float16"), ((64, 3000), "float32")):
+        aligned = emit_kernel(_kernel(_softmax, shape, dtype), None, "cuda")
+        assert aligned.windowed == () and "word_at" not in aligned.source
+
+
+def test_window_can_be_turned_off() -> None:
+    kernel = _kernel(_softmax, (2412, 25379), "float16")
+    from dataclasses import replace
+    off = emit_kernel(replace(kernel, attrs={**kernel.attrs, "window": 0}), None, "cuda")
+    assert off.windowed == () and "word_at" not in off.source
+
+
+def _vector_loads(fn: Any, shape: tuple[int, ...], dtype: str) -> Counter:
+    from .test_cubin import _kernel_ptx
+    return Counter(re.findall(r"ld\.global(?:\.\w+)*", _kernel_ptx(_kernel(fn, shape, dtype))))
+
+
+@pytest.mark.parametrize("fn, shape, dtype", [
+    (_softmax, (2412, 25379), "float16"),  # looped, one row a program
+    (lambda x: x.var(axis=-1), (4096, 1001), "float16"),  # one tile, several rows a program
+    (lambda x: x.sum(axis=-1), (64, 3001), "float32"),
+    (lambda x: x.sum(axis=-1), (100000, 77), "float32"),  # 16 rows a program
+])
+def test_windowed_rows_load_16_bytes_at_a_time(fn: Any, shape: tuple[int, ...],
+                                               dtype: str) -> None:
+    loads = _vector_loads(fn, shape, dtype)
+    assert loads and all(".v4" in kind for kind in loads), loads
+    heuristics_before = heuristics.ROW_WINDOW
+    try:
+        heuristics.ROW_WINDOW = False
+        plain = _vector_loads(fn, shape, dtype)
+    finally:
+        heuristics.ROW_WINDOW = heuristics_before
+    assert not any(".v" in kind for kind in plain), plain  # (what the window is for)
+
+
+_OPS = {
+    "sum": lambda xp, x: xp.sum(x, axis=-1),
+    "max": lambda xp, x: xp.max(x, axis=-1),
+    "argmax": lambda xp, x: xp.argmax(x, axis=-1),
+    "var": lambda xp, x: xp.var(x, axis=-1),
+    "centered": lambda xp, x: x - xp.mean(x, axis=-1, keepdims=True),
+    "softmax": lambda xp, x: xp.exp(x - xp.max(x, axis=-1, keepdims=True))
+    / xp.sum(xp.exp(x - xp.max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True),
+}
+
+
+def _check(op: str, rows: int, cols: int, dtype: str, offset: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal(rows * cols + offset).astype(dtype)
+    a = base[offset:].reshape(rows, cols)  # offset 1: the buffer starts off a 16-byte boundary
+    expected = _OPS[op](np, a)
+    actual = _OPS[op](fj, fj.asarray(a))
+    rtol, atol = tolerance(dtype)
+    if op == "sum":  # (a sum of cols terms, each rounded once: K * eps of the terms' size)
+        atol = cols * float(np.finfo(dtype).eps) * 4
+    assert_matches_numpy(actual, expected, rtol=rtol, atol=atol,
+                         err_msg=f"{op} {rows}x{cols} {dtype} offset {offset}")
+
+
+@settings(max_examples=40, deadline=None)
+@given(op=st.sampled_from(sorted(_OPS)), rows=st.integers(1, 9),
+       cols=st.integers(16, 300).filter(lambda c: c % 8 != 0),
+       dtype=st.sampled_from(["float16", "float32"]), offset=st.sampled_from([0, 1]),
+       looped=st.booleans(), seed=st.integers(0, 2**16))
+def test_windowed_rows_match_numpy(op: str, rows: int, cols: int, dtype: str, offset: int,
+                                   looped: bool, seed: int) -> None:
+    """Rows in one tile, and looped in tiles of 64 (``PERSISTENT_LIMIT`` cut), against NumPy
+    at the dtype's tolerance; an offset buffer takes the plain kernel."""
+    from fusejit.runtime import kernel_cache as kc
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(kc, "_emit_cache", {})  # (emissions are cached by kernel, not by the limit)
+        if looped:
+            m.setitem(heuristics.PERSISTENT_LIMIT, "interpret", 64)
+        with fj.using_backend("interpret"):
+            _check(op, rows, cols, dtype, offset, seed)
+
+
+def test_offset_buffers_take_the_plain_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the interpreter: a buffer that starts 2 bytes past a 16-byte boundary is read
+    without a window (``window=0``), an aligned one through it; both match NumPy."""
+    from fusejit.runtime import kernel_cache as kc
+    seen: list[tuple[int, tuple[int, ...]]] = []
+    emitted_for = kc.emitted_for
+
+    def spy(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        emitted = emitted_for(kernel, *args, **kwargs)
+        seen.append((kernel.attrs.get("window", 1), emitted.windowed))
+        return emitted
+    monkeypatch.setattr(kc, "emitted_for", spy)
+    with fj.using_backend("interpret"):
+        for offset in (0, 1):
+            seen.clear()
+            _check("softmax", 5, 1001, "float16", offset, 7)
+            assert seen[-1] == ((1, (0,)) if offset == 0 else (0, ())), seen
+
+
+def test_cuda_backend_emits_offset_buffers_without_the_window(monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """On FakeCupy (compiles faked): the ``cuda`` backend reads an aligned CuPy buffer
+    through the window and an offset view of one without it."""
+    from fusejit.runtime import cuda_backend
+    from fusejit.runtime import kernel_cache as kc
+
+    from .fake_cupy import FakeCupy
+    from .test_devices import _fake_compile
+    cp = FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    monkeypatch.setattr(cuda_backend, "compile_launch", _fake_compile([]))
+    seen: list[Any] = []
+    emitted_for = kc.emitted_for
+
+    def spy(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        emitted = emitted_for(kernel, *args, **kwargs)
+        seen.append((kernel.attrs.get("window", 1), emitted.windowed))
+        return emitted
+    monkeypatch.setattr(kc, "emitted_for", spy)
+    host = np.zeros(5 * 1001 + 8, np.float16)
+    assert host.ctypes.data % 16 == 0
+    with fj.using_backend("cuda"):
+        aligned = cp.ndarray(host[:-8].reshape(5, 1001), cp.current())
+        fj.softmax(fj.asarray(aligned), axis=-1).realize()
+        assert seen[-1] == (1, (0,)), seen
+        seen.clear()
+        offset = cp.ndarray(host[1:-7].reshape(5, 1001), cp.current())
+        fj.softmax(fj.asarray(offset), axis=-1).realize()
+        assert seen[-2:] == [(1, (0,)), (0, ())], seen
+
+
+def test_looped_window_counts_late_lanes_in_welford(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A looped variance over misaligned rows: the lanes before a row's first column join
+    Welford's update one step late (their own reciprocal of the count); values match NumPy
+    for every shift of the rows against their words (rows of 78 float32: shifts 0 and 2)."""
+    from fusejit.runtime import kernel_cache as kc
+    monkeypatch.setattr(kc, "_emit_cache", {})
+    monkeypatch.setitem(heuristics.PERSISTENT_LIMIT, "interpret", 64)
+    emitted = emit_kernel(_kernel(lambda x: x.var(axis=-1), (7, 78), "float32"), None,
+                          "interpret")
+    assert "for k in range(0, 81, 64):" in emitted.source
+    assert "late = tl.arange(0, 64)[None, :] < row_at - word_at" in emitted.source
+    assert "tl.where(late, inv_late_v0, inv_v0)" in emitted.source
+    with fj.using_backend("interpret"):
+        for seed in range(3):
+            _check("var", 7, 78, "float32", 0, seed)
+            _check("var", 5, 1001, "float16", 0, seed)
+
+
+def _gpu() -> bool:
+    from fusejit.runtime import gpu_available
+    return gpu_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _gpu(), reason="needs CuPy and a CUDA GPU")
+@pytest.mark.parametrize("op", sorted(_OPS))
+@pytest.mark.parametrize("rows, cols, dtype", [
+    (2412, 25379, "float16"), (4096, 1001, "float16"), (300, 3001, "float32"),
+    (20000, 77, "float32"), (64, 40001, "float32"), (9, 131, "float16")])
+def test_windowed_rows_match_numpy_cuda(op: str, rows: int, cols: int, dtype: str) -> None:
+    """On the GPU: windowed row kernels (looped and in one tile, one row a program and
+    several), from an aligned CuPy buffer and from one 2 bytes past a 16-byte boundary (the
+    plain kernel), against NumPy at the dtype's tolerance."""
+    import cupy as cp
+    rng = np.random.default_rng(rows + cols)
+    host = rng.standard_normal(rows * cols + 8).astype(dtype)
+    rtol, atol = tolerance(dtype)
+    if op == "sum":
+        atol = cols * float(np.finfo(dtype).eps) * 4
+    with fj.using_backend("cuda"):
+        device = cp.asarray(host)
+        for offset in (0, 1):
+            a = host[offset:offset + rows * cols].reshape(rows, cols)
+            view = device[offset:offset + rows * cols].reshape(rows, cols)
+            assert_matches_numpy(_OPS[op](fj, fj.asarray(view)), _OPS[op](np, a), rtol=rtol,
+                                 atol=atol, err_msg=f"{op} {rows}x{cols} {dtype} offset {offset}")
