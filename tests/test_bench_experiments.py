@@ -117,3 +117,23 @@ def test_compile_time_runs_on_the_cpu(tmp_path):
     (row,) = json.loads(out.read_text())
     assert row["workload"] == "sum_rows_f64" and row["launches"] == 1
     assert 0 < row["compile_s"] < 60 and "1 kernels; slowest sum_rows_f64" in done.stdout
+
+
+def test_row_window_experiment_runs_dry(tmp_path):
+    """``bench/exp_row_window.py --dry`` (the interpreter, 5 rows): each workload with the
+    window off and on gives the same values; the misaligned ones' kernels read through the
+    window only when it is on, the aligned ones never."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    out = tmp_path / "rw.json"
+    done = subprocess.run([sys.executable, str(_BENCH / "exp_row_window.py"), "--dry", "--json",
+                           str(out), "--only", "softmax f16|var|sum f32"], capture_output=True,
+                          text=True, timeout=600, env=env, cwd=_BENCH.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert len(rows) == 2 * 6 and all(r["same"] for r in rows), rows
+    for r in rows:
+        assert r["windowed_source"] == (r["window"] and "aligned" not in r["workload"]), r
