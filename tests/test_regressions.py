@@ -314,3 +314,47 @@ def test_a_float_axis_is_an_axis_error_cold_and_warm(backend, axis):
         for reduce in (fj.mean, fj.sum, fj.var):
             with pytest.raises(fj.AxisError, match="axis must be an integer"):
                 reduce(x, axis=axis)
+
+
+# -- GEMMs the fuzzer's TF32 mode found (fourteenth session) -------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float64", "int8"])
+@pytest.mark.parametrize("shape", [(129, 1), (129, 5)])
+def test_a_product_of_a_value_and_its_transpose_from_one_kernel(backend, dtype, shape):
+    """``softmax(x, axis=0) @ softmax(x, axis=0).T``: the normalize's kernel was asked to write
+    both operands, of shapes [129, 5] and [5, 129], and a pointwise kernel writes one shape
+    ("internal error in the fusion pass"); now it writes one and the GEMM reads the other
+    as its transpose (seed 101 of ``fusejit fuzz --matmul-precision tf32``, program 856)."""
+    a = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+
+    def fn(xp, x):
+        s = xp.exp(x - xp.max(x, axis=0, keepdims=True))
+        s = s / xp.sum(s, axis=0, keepdims=True)
+        return -xp.matmul(s, xp.swapaxes(s, -1, -2)), xp.matmul(xp.swapaxes(s, -1, -2), s) * 2
+    for got, want in zip(fn(fj, fj.asarray(a)), fn(np, a)):
+        assert_matches_numpy(got, want)
+
+
+@pytest.mark.parametrize("shapes", [((0, 1, 1023), (0, 1023, 1)), ((3, 241), (241, 0)),
+                                    ((0, 241), (241, 5))])
+def test_an_empty_product_with_a_long_k(backend, shapes):
+    """A product with no output elements and K long enough to split divided by zero tiles in
+    ``gemm_config`` (seed 14402, program 229; seed 102, program 193)."""
+    a, b = (np.ones(s, np.float32) for s in shapes)
+    assert_matches_numpy(fj.matmul(fj.asarray(a), fj.asarray(b)), np.matmul(a, b))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "float16"])
+def test_a_tf32_product_of_a_narrow_operand(backend, dtype):
+    """A TF32 product of float32 with a bool, int8 or float16 operand (converted while its tiles
+    load; rows of 2 or 6 bytes) raised KeyError in the alignment rule's TF32 model (seed 101,
+    programs 133, 238, 605). Values within the TF32 bound of the exact product."""
+    from fusejit.testing import matmul_error_bound
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 3)).astype(np.float32)
+    b = (rng.standard_normal((3, 2)) > 0).astype(dtype)
+    got = fj.matmul(fj.asarray(a), fj.asarray(b), precision="tf32").numpy()
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    assert got.dtype == np.float32
+    assert np.all(np.abs(got - exact) <= matmul_error_bound(a, b.astype(np.float32),
+                                                            np.float32, "tf32"))

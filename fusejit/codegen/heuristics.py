@@ -943,7 +943,8 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     # bench/results/h100-s11-call1-exp_thin_x1.txt: 8 chunks, 128 programs, 35 us; 9 chunks,
     # 144 programs, 53 us; 16, 256 programs, 38 us; as read, 4-byte rows: 113 / 193 / 116).
     thin = m <= 16
-    if (tiles < SMS // 2 or (thin and tiles < SMS)) and steps >= 16:
+    # (no tiles: an empty product, whose launch writes nothing, splits nothing)
+    if tiles and (tiles < SMS // 2 or (thin and tiles < SMS)) and steps >= 16:
         per_tile = -(-3 * SMS // tiles) if thin else SMS // tiles
         split = max(1, min(GEMM_MAX_SPLIT_K, per_tile, steps // 8))
     return GemmConfig(bm, bn, bk, warps, stages, 8, split, "heuristic")

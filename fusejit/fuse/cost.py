@@ -279,8 +279,10 @@ def align_gain(flops: float, nbytes: int, before: int, after: int, stores: int,
 #: Fewest flops of a TF32 product whose misaligned N-major B is copied (with its A).
 TF32_ALIGN_MIN_FLOPS = 5e8
 #: The share of the TF32 rate left when the worst operand's rows start on g-byte boundaries
-#: and B is K-major or aligned (see above: 0.62-0.74 at 4 bytes, 0.79 at 8).
-TF32_MISALIGNED_SHARE = {8: 0.8, 4: 0.7}
+#: and B is K-major or aligned (see above: 0.62-0.74 at 4 bytes, 0.79 at 8). An operand of
+#: 1- or 2-byte elements (bool, int8, float16 cast to float32 in the prologue, which the
+#: rule never copies) can start rows on 2 or 1 bytes: not measured, the 4-byte share.
+TF32_MISALIGNED_SHARE = {8: 0.8, 4: 0.7, 2: 0.7, 1: 0.7}
 
 
 def tf32_align_gain(flops: float, nbytes: int, before: int, b_n_major: bool,

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import heapq
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import FusejitError
@@ -49,6 +51,8 @@ from .rules import Candidate, Prologue, first_refusal, gemm_prologue_refusal
 
 log = logging.getLogger("fusejit.fusion")
 Shape = tuple[int, ...]
+#: an empty mapping of written values (a default argument that is never changed)
+_NOTHING: Mapping[str, Shape] = MappingProxyType({})
 _NO_LIMIT = 1 << 60
 
 #: Tests set this to run ``region_domain`` on every accepted growth, proving that the
@@ -289,12 +293,13 @@ class GreedyFuser:
         return out
 
     # -- operands from other regions: recompute or materialize ------------------------
-    def _cone(self, region: Region, value: str, max_cost: int, max_loads: int
-              ) -> tuple[list[Instr], list[str], int] | None:
+    def _cone(self, region: Region, value: str, max_cost: int, max_loads: int,
+              written: Mapping[str, Shape] = _NOTHING) -> tuple[list[Instr], list[str], int] | None:
         """The free instructions of ``region`` that ``value`` needs, within the limits, or None.
 
-        Stops at the region's params and at values it already writes (reading
-        those is as cheap as anything). None when a reduction is in the cone.
+        Stops at the region's params and at values it already writes, or that ``written``
+        says it will (reading those is as cheap as anything). None when a reduction is in the
+        cone.
         """
         instrs: list[Instr] = []
         params: list[str] = []
@@ -307,7 +312,7 @@ class GreedyFuser:
                 continue
             seen.add(n)
             ins = region.instrs.get(n)
-            if ins is None or (n != value and n in region.yields):
+            if ins is None or (n != value and (n in region.yields or n in written)):
                 params.append(n)
                 if len(params) > max_loads:
                     return None
@@ -321,8 +326,14 @@ class GreedyFuser:
             stack.extend(ins.args)
         return instrs, params, total
 
-    def _fits(self, region: Region, value: str) -> bool:
-        """Whether ``region`` can write ``value`` (its shape fits the region's one domain)."""
+    def _fits(self, region: Region, value: str, written: Mapping[str, Shape] = _NOTHING) -> bool:
+        """Whether ``region`` can write ``value`` (its shape fits the region's one domain).
+
+        ``written``: values the same candidate already chose to have ``region`` write (not
+        yet among its yields): a pointwise region writes one shape, so of a product of a
+        value and its transpose, both from one region, the region writes one (float64
+        softmax over axis 0 times its transpose: the fuzzer's TF32 mode, seed 101).
+        """
         shape = self.shapes[value]
         if region.matmuls and not region.reductions:
             d = region.matmuls[0][1]
@@ -331,29 +342,30 @@ class GreedyFuser:
             _, d, axes = region.reductions[0]
             return shape == d or shape == tuple(x for i, x in enumerate(d) if i not in axes) \
                 or shape == tuple(1 if i in axes else x for i, x in enumerate(d))
-        return all(s == shape for s in region.yields.values())
+        return all(s == shape for s in (*region.yields.values(), *written.values()))
 
     def _choose(self, region: Region, value: str, avoid: set[str],
-                operand_of: tuple[Instr, int] | None = None) -> Choice:
+                operand_of: tuple[Instr, int] | None = None,
+                written: Mapping[str, Shape] = _NOTHING) -> Choice:
         """Recompute (cheap and free), read (already written) or write ``value`` of ``region``.
 
         A cone that reads a value of ``avoid`` (computed from a reduction in the
         consumer's region) is not cloned: the clone would stop being free there.
         ``operand_of``: ``value`` is operand ``i`` of that ``matmul``, recomputed
-        only under the GEMM prologue rule.
+        only under the GEMM prologue rule. ``written``: as ``_fits``.
         """
         if value in region.yields:
             return Choice("read", value, region)
         if operand_of is not None:
-            return self._choose_operand(region, value, *operand_of)
+            return self._choose_operand(region, value, *operand_of, written=written)
         cone = self._cone(region, value, cost.MAX_RECOMPUTE_COST, cost.MAX_RECOMPUTE_LOADS)
         if cone is not None and avoid.isdisjoint(cone[1]):
             return Choice("clone", value, region, cone[0], cone[1], cone[2],
                           f"free of reductions and cheap (cost {cone[2]} <= "
                           f"{cost.MAX_RECOMPUTE_COST}, {len(cone[1])} loads)")
-        if self._fits(region, value):
+        if self._fits(region, value, written):
             return Choice("write", value, region)
-        cone = self._cone(region, value, _NO_LIMIT, _NO_LIMIT)
+        cone = self._cone(region, value, _NO_LIMIT, _NO_LIMIT, written)
         if cone is not None and avoid.isdisjoint(cone[1]):
             return Choice("clone", value, region, cone[0], cone[1], cone[2],
                           f"its shape {list(self.shapes[value])} is not one its kernel can "
@@ -362,9 +374,14 @@ class GreedyFuser:
             f"%{value} can neither be written by its kernel (shape {list(self.shapes[value])}) "
             f"nor recomputed here"))
 
-    def _choose_operand(self, region: Region, value: str, mm: Instr, index: int) -> Choice:
-        """Recompute operand ``index`` of ``mm`` from ``region`` as a GEMM prologue, or write it."""
-        cone = self._cone(region, value, _NO_LIMIT, _NO_LIMIT)
+    def _choose_operand(self, region: Region, value: str, mm: Instr, index: int,
+                        written: Mapping[str, Shape] = _NOTHING) -> Choice:
+        """Recompute operand ``index`` of ``mm`` from ``region`` as a GEMM prologue, or write it.
+
+        An operand the region cannot write (its other operand, of another shape, is written
+        there: ``written``) is recomputed whatever the prologue's cost, from what the region
+        writes where it can (a transpose of the written operand is a view of it)."""
+        cone = self._cone(region, value, _NO_LIMIT, _NO_LIMIT, written)
         if cone is not None:
             reason = gemm_prologue_refusal(Prologue(index, value, cone[0], cone[1]), mm, self.shapes)
             if reason is None:
@@ -373,8 +390,12 @@ class GreedyFuser:
                               f"its tiles load (cost {cone[2]})")
         else:
             reason = None
-        if self._fits(region, value):
+        if self._fits(region, value, written):
             return Choice("write", value, region, reason=reason or "")
+        if cone is not None:
+            return Choice("clone", value, region, cone[0], cone[1], cone[2],
+                          f"its shape {list(self.shapes[value])} is not one its kernel can write "
+                          f"beside the other operand, so it is computed while its tiles load")
         return Choice("stuck", value, region, reason=(
             f"%{value} can neither be written by its kernel (shape {list(self.shapes[value])}) "
             f"nor recomputed as a prologue of %{mm.name}"))
@@ -422,6 +443,7 @@ class GreedyFuser:
         choices: list[Choice] = []
         clones: dict[str, Instr] = {}
         new_params: dict[str, None] = {}
+        writes: dict[Region, dict[str, Shape]] = {}  # what this candidate has each region write
         for a in dict.fromkeys(instr.args):
             if a in instrs:
                 continue
@@ -435,8 +457,10 @@ class GreedyFuser:
             if r in members:
                 continue
             operand_of = (instr, instr.args.index(a)) if instr.op == "matmul" else None
-            choice = self._choose(r, a, avoid, operand_of)
+            choice = self._choose(r, a, avoid, operand_of, writes.get(r, _NOTHING))
             choices.append(choice)
+            if choice.how == "write":
+                writes.setdefault(r, {})[a] = self.shapes[a]
             if choice.how == "clone":
                 for ins in choice.cone:
                     if ins.name not in instrs:
