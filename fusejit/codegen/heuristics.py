@@ -44,9 +44,9 @@ TARGET_PROGRAMS = 4 * SMS
 #: the tiles read last, the likeliest still in L2, are re-read first
 #: (``triton_emitter._Emitter._close_loop``; ``bench/exp_wide_softmax.py`` times both).
 ALTERNATE_PASSES = True
-#: Whether a row kernel whose rows do not start on 16-byte boundaries reads each row from the
-#: 16-byte word it starts in (``triton_emitter._Emitter._row_window``), so its loads move 16
-#: bytes at a time, not one element (``bench/exp_row_window.py`` times both).
+#: Whether a row reduction whose rows do not start on 16-byte boundaries reads each row from
+#: the 16-byte word it starts in (``triton_emitter._Emitter._row_window``), so its loads move
+#: 16 bytes at a time, not one element (``bench/exp_row_window.py`` times both).
 ROW_WINDOW = True
 #: Largest row (next power of two) kept in registers by one program, by target.
 PERSISTENT_LIMIT = {"cuda": 16384, "interpret": 1 << 16}
