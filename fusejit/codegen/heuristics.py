@@ -854,21 +854,6 @@ def _waves(batch: int, m: int, n: int, bm: int, bn: int) -> int:
     return -(-batch * -(-m // bm) * -(-n // bn) // SMS)
 
 
-#: TF32 TFLOP/s of 128x128 and 256x128 tiles (8 warps) with a K-major B (H200, 4096^3,
-#: bench/exp_matmul.py; the row-major B's swapped product: 210 / 270)
-TF32_TILE_RATE = {128: 275.0, 256: 297.0}
-
-
-def _tf32_rounds_cost(batch: int, m: int, n: int, bm: int) -> float:
-    """Relative time of a TF32 GEMM in ``bm`` x 128 tiles: rounds of ``SMS`` tiles, each as
-    long as one tile's multiply-adds at that tile's rate. A partial last round costs a whole
-    one, so where 256-row tiles leave most of their last round empty, 128-row tiles finish
-    sooner despite their lower rate (H100, 3001x2047x1537 with K-major rows padded,
-    bench/results/h100-s11-call1-exp_thin_x2.txt: 192 tiles of 256x128 (2 rounds) 132 us,
-    384 of 128x128 (3 rounds) 118 us; 4096^3 keeps 256x128: 4 rounds against 8)."""
-    return _waves(batch, m, n, bm, 128) * bm / TF32_TILE_RATE[bm]
-
-
 def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str = "ieee",
                 span_row: bool = False, loads: tuple[int, int] | None = None) -> GemmConfig:
     """The default tiles of a GEMM of ``[batch, m, k] @ [batch, k, n]`` in ``dtype``.
@@ -890,9 +875,11 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         # TF32: H200, 4096^3 (bench/exp_matmul.py), TFLOP/s of 128x128 / 256x128 tiles: a
         # row-major B (the swapped product, whose wgmma is then 128 x 256) 210 / 270, a
         # K-major B 275 / 297 (4 stages)
+        # 256x128 at every size: on an H100 (bench/results/h100-s14-call1-exp_s13.txt) 128x128
+        # tiles were slower even where they take fewer rounds' worth of time (6000x3000x4001:
+        # 1100 against 710 us; 5183x1023x15402 1407 against 1233), but at 3001x2047x1537
+        # (bench/results/h100-s11-call1-exp_thin_x2.txt: 118 against 132 us)
         bm, bn, bk, warps, stages = 256, 128, 32, 8, 3
-        if _tf32_rounds_cost(batch, m, n, 128) < _tf32_rounds_cost(batch, m, n, 256):
-            bm = 128
     elif n >= 256 and (m >= 256 or (m > 128 and _waves(batch, m, n, 128, 256)
                                      < _waves(batch, m, n, 128, 128))):
         # 129-255 rows: two tile rows either way; 128x256 tiles where they take fewer waves
