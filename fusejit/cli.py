@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from .errors import FusejitError, InputError
 from .fileio import write_atomic
+from .ir.ops import MATMUL_PRECISIONS
 
 
 class Command(NamedTuple):
@@ -223,6 +224,14 @@ def _fuzz_arguments(p: argparse.ArgumentParser) -> None:
                    help="hand some inputs to fusejit as CuPy arrays (cuda backend; needs CuPy)")
     p.add_argument("--jit", action="store_true",
                    help="run each program through fj.jit (recorded once, then replayed)")
+    p.add_argument("--matmul-precision", choices=MATMUL_PRECISIONS, default="ieee",
+                   help="tf32 or tf32x3: draw matrix products too, fusejit recording float32 ones "
+                        "at that precision (FUSEJIT_MATMUL_PRECISION), outputs computed from them "
+                        "checked at its tolerance (fusejit.testing.matmul_tolerance); ieee (the "
+                        "default): products only with --products")
+    p.add_argument("--products", action="store_true",
+                   help="draw matrix products at the ieee precision too (slower: a product on "
+                        "the interpreter takes about 10x a pointwise program)")
     p.add_argument("--max-failures", type=int, metavar="F", help="stop after F failures")
     p.add_argument("--no-shrink", action="store_true", help="write failures as drawn")
     p.add_argument("--shrink-seconds", type=float, default=60.0, metavar="S",
@@ -244,7 +253,8 @@ def _fuzz(args: argparse.Namespace) -> int:
         seed=args.seed, out=Path(args.out), sizes=args.sizes, max_side=args.max_side,
         max_steps=args.max_steps, max_dims=args.max_dims, max_elements=args.max_elements,
         input_views=not args.no_views, cupy_inputs=args.cupy_inputs, jit=args.jit, shrink=not args.no_shrink,
-        shrink_seconds=args.shrink_seconds, max_failures=args.max_failures)
+        shrink_seconds=args.shrink_seconds, max_failures=args.max_failures,
+        matmul_precision=args.matmul_precision, products=args.products)
     try:
         program_strategy(config)  # the options, checked before anything runs
     except ImportError as exc:

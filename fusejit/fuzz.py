@@ -20,6 +20,18 @@ way, and written to the output folder as a pytest file
 written out literally and a ``check_program`` call: it fails until the bug is
 fixed, then guards against its return.
 
+``--matmul-precision tf32`` (or ``tf32x3``) also draws matrix products
+(``testing.MATMUL_OPS``), float32 inputs six times as often as another dtype,
+and fusejit records every float32 product at that precision
+(``FUSEJIT_MATMUL_PRECISION``, ``testing.using_matmul_precision``); NumPy stays the
+reference. A float output computed from a float32 GEMM is compared at
+``testing.matmul_tolerance`` (``tf32``: rtol and atol 10 * 2**-10, about 1e-2, the atol
+scaled by the largest magnitude it is computed from), and the ``stable`` filter and
+``sensitive_step`` nudge such values by TF32's error rather than float32's. The
+default, ``ieee``, draws products only with ``--products`` (``FuzzConfig.products``): a
+product on the interpreter costs about ten pointwise programs, and without it the
+programs of a seed stay as they were.
+
 Determinism: program ``i`` of seed ``S`` is drawn from a fixed byte string (a
 ``random.Random`` seeded with ``S`` and ``i``) through Hypothesis's public
 fuzzing entry point (``fuzz_one_input``), so the same seed draws the same
@@ -53,8 +65,12 @@ from typing import Any, TextIO
 import numpy as np
 
 from .errors import FusejitError
+from .ir.ops import MATMUL_PRECISIONS
 from .testing import (
+    ALL_DTYPES,
+    ALL_OPS,
     LITERAL_LIMIT,
+    MATMUL_OPS,
     Recipe,
     Ref,
     Step,
@@ -63,13 +79,16 @@ from .testing import (
     output_mismatches,
     output_tolerances,
     programs,
+    reduced_precision_products,
     run_fusejit,
     run_numpy,
     sensitive_step,
+    using_matmul_precision,
 )
 
 __all__ = ["KINDS", "FuzzConfig", "FuzzReport", "Failure", "Outcome", "classify", "fuzz", "command",
-           "program_strategy", "draw_program", "shrink", "prune", "regression_source", "recipe_key"]
+           "program_strategy", "draw_program", "shrink", "prune", "regression_source", "recipe_key",
+           "check_matmul_precision", "REDUCED_PRECISION_DTYPES"]
 
 #: The failure kinds, in the order they are reported.
 KINDS = ("mismatch", "error", "crash")
@@ -107,6 +126,13 @@ class FuzzConfig:
     shrink: bool = True
     shrink_seconds: float = 60.0
     max_failures: int | None = None
+    #: the precision fusejit multiplies float32 products at (``MATMUL_PRECISIONS``); other
+    #: than ``ieee``, products are drawn and checked at ``testing.matmul_tolerance``
+    matmul_precision: str = "ieee"
+    #: draw matrix products at ``ieee`` too (a reduced ``matmul_precision`` always does): off by
+    #: default, where they would cut the programs a run checks by about ten on the interpreter
+    #: (seed 14422: 477 in 90 s against 5,000-6,000) and draw other programs for a seed
+    products: bool = False
 
 
 @dataclass(frozen=True)
@@ -157,6 +183,8 @@ class FuzzReport:
     interrupted: bool = False
     #: mismatches of programs with a rounding-sensitive step (see ``classify``): not failures
     excused: int = 0
+    #: programs with a float32 GEMM at the config's reduced ``matmul_precision`` (0 for ieee)
+    reduced_products: int = 0
 
     def counts(self) -> dict[str, int]:
         """Failures by kind (every kind present, zeros included)."""
@@ -174,11 +202,13 @@ class FuzzReport:
 # -- one program ------------------------------------------------------------------
 
 def classify(recipe: Recipe, backend: str, excused: Callable[[int], None] | None = None,
-             jit: bool = False) -> Outcome | None:
+             jit: bool = False, *, matmul_precision: str = "ieee") -> Outcome | None:
     """Run ``recipe`` on NumPy and on ``backend``; None when they agree, else how they differ.
 
     ``jit``: fusejit runs the recipe as an ``fj.jit`` function, called twice (the second call
-    replays the plan; ``testing.run_fusejit``).
+    replays the plan; ``testing.run_fusejit``). ``matmul_precision``: fusejit records float32
+    products at that precision, and outputs computed from one are compared at
+    ``testing.matmul_tolerance`` (``output_tolerances``, ``sensitive_step``).
 
     A mismatch of a program with a rounding-sensitive step (``testing.sensitive_step``:
     ``sin`` of an argument one ulp of which moves the result past the tolerance, the variance
@@ -189,12 +219,13 @@ def classify(recipe: Recipe, backend: str, excused: Callable[[int], None] | None
         warnings.simplefilter("ignore")
         try:
             expected = run_numpy(recipe)
-            tolerances = output_tolerances(recipe)
+            tolerances = output_tolerances(recipe, matmul_precision=matmul_precision)
         except Exception as exc:  # noqa: BLE001  (the generator promised NumPy accepts it)
             return Outcome("crash", type(exc).__name__,
                            f"the NumPy reference raised: {_describe(exc)}")
         try:
-            actual = run_fusejit(recipe, backend, jit=jit)
+            with using_matmul_precision(matmul_precision):
+                actual = run_fusejit(recipe, backend, jit=jit)
         except FusejitError as exc:
             return Outcome("error", type(exc).__name__, _describe(exc))
         except Exception as exc:  # noqa: BLE001  (a crash is what we are looking for)
@@ -205,12 +236,15 @@ def classify(recipe: Recipe, backend: str, excused: Callable[[int], None] | None
         except Exception as exc:  # noqa: BLE001
             return Outcome("crash", type(exc).__name__, _describe(exc))
         if mismatches:
-            # excused only by a rounding-sensitive step that the mismatched outputs come from
-            step = sensitive_step(recipe, [i for i, _ in mismatches])
-            if step is None:
-                return Outcome("mismatch", "AssertionError", mismatches[0][1].strip())
+            # excused only by a rounding-sensitive step that each mismatched output comes from:
+            # one output through floor(x @ y) does not excuse another output's wrong x @ y
+            steps = [sensitive_step(recipe, [i], matmul_precision=matmul_precision)
+                     for i, _ in mismatches]
+            for (_, message), step in zip(mismatches, steps):
+                if step is None:
+                    return Outcome("mismatch", "AssertionError", message.strip())
             if excused is not None:
-                excused(step)
+                excused(min(s for s in steps if s is not None))
     return None
 
 
@@ -239,11 +273,33 @@ def recipe_key(recipe: Recipe) -> str:
 
 # -- drawing programs -----------------------------------------------------------------
 
+#: The dtypes drawn with a reduced ``matmul_precision``: float32 six times as often as another
+#: (6 in 17), so that more products are float32 GEMMs: about one program in seventeen computes
+#: one (an output is computed from it), against one in forty with every dtype alike (seeds 1
+#: and 7, 300 programs each).
+REDUCED_PRECISION_DTYPES = ALL_DTYPES + (np.dtype(np.float32),) * 5
+
+
+def check_matmul_precision(precision: str) -> str:
+    """``precision`` if it is one of ``MATMUL_PRECISIONS``; else a ValueError saying which are."""
+    if precision not in MATMUL_PRECISIONS:
+        raise ValueError(f"matmul precision {precision!r} is not one of {', '.join(MATMUL_PRECISIONS)}")
+    return precision
+
+
 def program_strategy(config: FuzzConfig) -> Any:
-    """The ``programs`` strategy the fuzzer draws from (see ``FuzzConfig``)."""
+    """The ``programs`` strategy the fuzzer draws from (see ``FuzzConfig``). With a reduced
+    ``matmul_precision``, products are drawn too (float32 operands more often)."""
+    if check_matmul_precision(config.matmul_precision) == "ieee":
+        return programs(sizes=config.sizes, max_side=config.max_side, max_steps=config.max_steps,
+                        max_dims=config.max_dims, max_elements=config.max_elements,
+                        input_views=config.input_views, cupy_inputs=config.cupy_inputs,
+                        ops=ALL_OPS + MATMUL_OPS if config.products else ALL_OPS)
     return programs(sizes=config.sizes, max_side=config.max_side, max_steps=config.max_steps,
                     max_dims=config.max_dims, max_elements=config.max_elements,
-                    input_views=config.input_views, cupy_inputs=config.cupy_inputs)
+                    input_views=config.input_views, cupy_inputs=config.cupy_inputs,
+                    ops=ALL_OPS + MATMUL_OPS, dtypes=REDUCED_PRECISION_DTYPES,
+                    matmul_precision=config.matmul_precision)
 
 
 def _program_bytes(seed: int, index: int) -> bytes:
@@ -343,7 +399,7 @@ def draw_program(config: FuzzConfig, index: int) -> Recipe | None:
 # -- shrinking ------------------------------------------------------------------------
 
 def shrink(strategy: Any, choices: bytes, outcome: Outcome, backend: str,
-           seconds: float = 60.0, jit: bool = False) -> Recipe | None:
+           seconds: float = 60.0, jit: bool = False, *, matmul_precision: str = "ieee") -> Recipe | None:
     """The smallest program Hypothesis finds from ``choices`` that fails like ``outcome``.
 
     ``choices`` is a failing example as Hypothesis saved it. Shrinking stops
@@ -363,7 +419,7 @@ def shrink(strategy: Any, choices: bytes, outcome: Outcome, backend: str,
     def minimal(recipe: Recipe) -> None:
         key = recipe_key(recipe)
         if key not in failing and key not in passing and time.monotonic() < deadline:
-            got = classify(recipe, backend, jit=jit)
+            got = classify(recipe, backend, jit=jit, matmul_precision=matmul_precision)
             (failing if got is not None and got.same_bug(outcome) else passing).add(key)
         if key in failing:  # one raise site: Hypothesis tells failures apart by their line
             last.append(recipe)
@@ -372,7 +428,7 @@ def shrink(strategy: Any, choices: bytes, outcome: Outcome, backend: str,
     try:
         minimal()
     except _ProgramFailed:
-        return _drop_dead_code(last[-1], outcome, backend, jit)
+        return _drop_dead_code(last[-1], outcome, backend, jit, matmul_precision)
     except Exception:  # noqa: BLE001  (Hypothesis's Flaky and the like: keep the original)
         return None
     return None
@@ -406,7 +462,8 @@ def prune(recipe: Recipe) -> Recipe:
                   views=views if any(v is not None for v in views) else ())
 
 
-def _drop_dead_code(recipe: Recipe, outcome: Outcome, backend: str, jit: bool = False) -> Recipe:
+def _drop_dead_code(recipe: Recipe, outcome: Outcome, backend: str, jit: bool = False,
+                    matmul_precision: str = "ieee") -> Recipe:
     """Remove outputs one at a time and ``prune``, while the program still fails like ``outcome``."""
     def size(r: Recipe) -> tuple[int, int, int]:
         return len(r.steps), len(r.inputs), len(r.outputs)
@@ -419,7 +476,7 @@ def _drop_dead_code(recipe: Recipe, outcome: Outcome, backend: str, jit: bool = 
                            for j in range(len(best.outputs))]
         for candidate in candidates:
             if size(candidate) < size(best):
-                got = classify(candidate, backend, jit=jit)
+                got = classify(candidate, backend, jit=jit, matmul_precision=matmul_precision)
                 if got is not None and got.same_bug(outcome):
                     best = candidate
                     break
@@ -490,19 +547,24 @@ def _wrap_text(text: str, indent: str = "    ") -> str:
 
 
 def regression_source(recipe: Recipe, outcome: Outcome, backend: str, *, test_name: str,
-                      found: str = "", jit: bool = False) -> str:
+                      found: str = "", jit: bool = False, matmul_precision: str = "ieee") -> str:
     """A self-contained pytest file that checks ``recipe`` on ``backend`` against NumPy.
 
     The module docstring shows the program as source and how it failed; the
     inputs are written out literally (views as their base and view steps), the
     recipe as ``Step`` data (each step under its source as a comment), and the
-    test calls ``fusejit.testing.check_program``. Lines fit in ``WIDTH``.
+    test calls ``fusejit.testing.check_program`` (with ``matmul_precision`` other than
+    ``ieee``: at that precision and its tolerance). Lines fit in ``WIDTH``.
     """
+    check_matmul_precision(matmul_precision)
     lines_of_message = outcome.message.splitlines()
     if len(lines_of_message) > 24:
         lines_of_message = lines_of_message[:24] + ["..."]
     message = "\n".join(lines_of_message).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
     doc = [f"Regression test written by `fusejit fuzz`: {outcome.kind} on the {backend} backend.", ""]
+    if matmul_precision != "ieee":
+        doc += [f"float32 products at precision={matmul_precision}, checked at "
+                f"fusejit.testing.matmul_tolerance({matmul_precision!r}).", ""]
     if found:
         doc += [found, ""]
     doc += ["What went wrong:", "", _wrap_text(message), "", "The program (inputs below):", "",
@@ -540,21 +602,25 @@ def regression_source(recipe: Recipe, outcome: Outcome, backend: str, *, test_na
                   f"    inputs=({tuple_of_inputs}),\n"
                   "    steps=(\n" + "".join(line + "\n" for line in steps_src) + "    ),\n"
                   f"    outputs={_literal(recipe.outputs)},\n" + views_src + ")\n")
+    options = (", jit=True" if jit else "") + \
+        (f", matmul_precision={matmul_precision!r}" if matmul_precision != "ieee" else "")
     test = (f"\n\ndef {test_name}() -> None:\n"
-            f"    check_program(RECIPE, backend={backend!r}{', jit=True' if jit else ''})\n")
+            f"    check_program(RECIPE, backend={backend!r}{options})\n")
     return "\n".join(header) + "\n".join(inputs) + "\n\n" + recipe_src + test
 
 
 def write_regression(out: Path, recipe: Recipe, outcome: Outcome, backend: str,
-                     found: str = "", jit: bool = False) -> Path:
+                     found: str = "", jit: bool = False, matmul_precision: str = "ieee") -> Path:
     """Write ``regression_source`` to ``out/test_fuzz_<kind>_<hash>.py``; returns the path."""
     mode = f"{backend}+jit" if jit else backend
+    if matmul_precision != "ieee":
+        mode += f"+{matmul_precision}"
     digest = hashlib.sha256(f"{mode}:{outcome.kind}:{recipe_key(recipe)}".encode()).hexdigest()[:10]
     name = f"test_fuzz_{outcome.kind}_{digest}"
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.py"
-    path.write_text(regression_source(recipe, outcome, backend, test_name=name, found=found, jit=jit),
-                    encoding="utf-8")
+    path.write_text(regression_source(recipe, outcome, backend, test_name=name, found=found, jit=jit,
+                                      matmul_precision=matmul_precision), encoding="utf-8")
     return path
 
 
@@ -623,7 +689,8 @@ def fuzz(config: FuzzConfig, *, progress: TextIO | None = None) -> FuzzReport:
     def excuse(_: int) -> None:
         report.excused += 1
 
-    target = _Target(strategy, lambda recipe: classify(recipe, config.backend, excuse, config.jit))
+    target = _Target(strategy, lambda recipe: classify(recipe, config.backend, excuse, config.jit,
+                                                       matmul_precision=config.matmul_precision))
     start = time.monotonic()
     index = 0
     try:
@@ -642,6 +709,8 @@ def fuzz(config: FuzzConfig, *, progress: TextIO | None = None) -> FuzzReport:
                 report.skipped += 1
                 continue
             report.programs += 1
+            if config.matmul_precision != "ieee" and _has_reduced_product(recipe, config.matmul_precision):
+                report.reduced_products += 1
             if outcome is not None:
                 report.failures.append(_record(config, strategy, index - 1, recipe, outcome, choices,
                                                report, line, start))
@@ -654,6 +723,16 @@ def fuzz(config: FuzzConfig, *, progress: TextIO | None = None) -> FuzzReport:
     return report
 
 
+def _has_reduced_product(recipe: Recipe, precision: str) -> bool:
+    """Whether ``recipe`` has a float32 GEMM at ``precision`` (False when NumPy refuses it)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            return bool(reduced_precision_products(recipe, precision))
+        except Exception:  # noqa: BLE001  (the reference's failure is classify's to report)
+            return False
+
+
 def _record(config: FuzzConfig, strategy: Any, index: int, recipe: Recipe, outcome: Outcome,
             choices: bytes | None, report: FuzzReport, line: Progress, start: float) -> Failure:
     """Shrink one failure (if asked) and write its regression file (if there is an ``out``)."""
@@ -661,15 +740,17 @@ def _record(config: FuzzConfig, strategy: Any, index: int, recipe: Recipe, outco
     if config.shrink and choices is not None:
         report.elapsed = time.monotonic() - start
         line.show(report, f"shrinking a {outcome.kind} from program {index}", force=True)
-        shrunk = shrink(strategy, choices, outcome, config.backend, config.shrink_seconds, config.jit)
+        shrunk = shrink(strategy, choices, outcome, config.backend, config.shrink_seconds, config.jit,
+                        matmul_precision=config.matmul_precision)
     failure = Failure(index, outcome, recipe, shrunk if shrunk is not None else recipe, shrunk is not None)
     if shrunk is not None:  # the message of the shrunk program, not the original's
-        failure.outcome = classify(shrunk, config.backend, jit=config.jit) or outcome
+        failure.outcome = classify(shrunk, config.backend, jit=config.jit,
+                                   matmul_precision=config.matmul_precision) or outcome
     if config.out is not None:
         found = (f"Found as program {index} of `{command(config)}`"
                  + (", then shrunk." if shrunk is not None else " (not shrunk)."))
         failure.path = write_regression(config.out, failure.recipe, failure.outcome, config.backend, found,
-                                        config.jit)
+                                        config.jit, config.matmul_precision)
     return failure
 
 
@@ -687,6 +768,10 @@ def command(config: FuzzConfig) -> str:
         parts.append("--cupy-inputs")
     if config.jit:
         parts.append("--jit")
+    if config.matmul_precision != defaults.matmul_precision:
+        parts.append(f"--matmul-precision {config.matmul_precision}")
+    elif config.products:
+        parts.append("--products")
     return " ".join(parts)
 
 
@@ -699,6 +784,8 @@ def summary(report: FuzzReport) -> str:
              + ", ".join(f"{k} {counts[k]}" for k in KINDS)
              + (f"; {report.skipped} draws skipped" if report.skipped else "")
              + (f"; {report.excused} rounding-sensitive mismatches excused" if report.excused else "")
+             + (f"; {report.reduced_products} with a float32 product at {report.config.matmul_precision}"
+                if report.config.matmul_precision != "ieee" else "")
              + ("; interrupted" if report.interrupted else "")]
     seen: set[str] = set()
     for f in report.failures:

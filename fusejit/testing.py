@@ -82,25 +82,37 @@ transcendental functions, which differ by a few ulp), float64 1e-12 (the same
 reasons at double precision). The inputs drawn by ``programs`` are bounded
 (floats in [-4, 4], small integers) so that chains of a few ops stay
 well-conditioned enough for these tolerances.
+
+float32 products at a reduced precision (``precision="tf32"`` or ``"tf32x3"``,
+``FUSEJIT_MATMUL_PRECISION``): pass ``matmul_precision=`` to ``check_program``
+(and to ``programs``, ``output_tolerances``, ``sensitive_step``). fusejit then
+records the recipe's products at that precision (``using_matmul_precision``),
+NumPy stays the reference, and a float value computed from such a product
+(directly or downstream) is compared at ``matmul_tolerance(precision)``: for
+``tf32`` rtol and atol 10 * 2**-10 (about 1e-2, float16's class), ``atol``
+scaled by the largest magnitude it is computed from; ``tf32x3`` keeps float32's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .ir.ops import MATMUL_PRECISIONS
+
 __all__ = ["Recipe", "Step", "Ref", "InputView", "programs", "check_program", "assert_matches_numpy",
            "random_array", "array_source", "numpy_reference", "TOLERANCES", "tolerance",
            "program_tolerance", "output_tolerances", "output_mismatches", "run_numpy",
            "run_fusejit", "recorded_inputs", "MATMUL_OPS",
-           "matmul_error_bound",
-           "MATMUL_UNIT_ROUNDOFF"]
+           "matmul_error_bound", "matmul_tolerance", "using_matmul_precision",
+           "reduced_precision_products", "MATMUL_UNIT_ROUNDOFF", "MATMUL_TOLERANCE_ROUNDOFFS"]
 
 #: (rtol, atol) by float dtype; see the module docstring for why.
 TOLERANCES: dict[np.dtype, tuple[float, float]] = {
@@ -143,6 +155,80 @@ def matmul_error_bound(a: np.ndarray, b: np.ndarray, dtype: Any, precision: str 
 def tolerance(dtype: Any) -> tuple[float, float]:
     """``(rtol, atol)`` used for results of ``dtype``; ``(0, 0)`` (exact) for ints and bools."""
     return TOLERANCES.get(np.dtype(dtype), (0.0, 0.0))
+
+
+def _check_precision(precision: str) -> str:
+    if precision not in MATMUL_PRECISIONS:
+        raise ValueError(f"matmul_precision={precision!r}; choose from {', '.join(MATMUL_PRECISIONS)}")
+    return precision
+
+
+#: A float value computed from a float32 product at a reduced precision is compared within this
+#: many of the precision's unit roundoffs (``MATMUL_UNIT_ROUNDOFF``); see ``matmul_tolerance``.
+MATMUL_TOLERANCE_ROUNDOFFS = 10
+
+
+def matmul_tolerance(precision: str) -> tuple[float, float]:
+    """``(rtol, atol)`` of a float value computed, directly or downstream, from a float32
+    matrix product (two operands of two or more dimensions: a GEMM) at ``precision``.
+
+    ``MATMUL_TOLERANCE_ROUNDOFFS`` (10) times the unit roundoff ``u`` of the precision's
+    products (``MATMUL_UNIT_ROUNDOFF``), and never below float32's own tolerance:
+
+    * ``tf32``: 10 * 2**-10, about 9.8e-3 (float16's class, 1e-2). Each input keeps 10
+      mantissa bits (``u = 2**-10``: tensor cores may truncate), so each term
+      ``a[i, k] * b[k, j]`` is off by up to ``2u`` of itself and the product by up to
+      ``2u * (|a| @ |b|)`` (the float32 sums add ``K * 2**-24`` of that, under ``u / 16`` up to
+      K = 1024). Where the terms do not cancel that is ``2u`` of the result: ``rtol`` leaves
+      five times that, room for a step downstream that doubles or triples a relative error
+      (a square, a quotient of two products). Where they cancel, the output's ``atol`` (this
+      atol times the largest finite magnitude among the values it is computed from, as for
+      every product: ``_tolerance_of``) holds the sum of ``K`` term errors of random signs,
+      about ``2u * sqrt(K)`` times a term's size, since the product's largest element is
+      itself about ``sqrt(K)`` terms. It is not a worst-case bound: that is
+      ``matmul_error_bound``, ``K / 2`` times wider, which would pass nearly anything.
+    * ``tf32x3``: 10 * 2**-20 is below float32's 1e-5, which it keeps (with the product's
+      ``atol`` scaling). Its terms are off by ``2 * 2**-20``, what ``ieee``'s float32 sums
+      gather over 32 of the K terms (``K * 2**-24``), so it is judged as ``ieee`` is.
+    * ``ieee``: float32's tolerance.
+    """
+    u = MATMUL_UNIT_ROUNDOFF[("float32", _check_precision(precision))][0]
+    rtol32, atol32 = tolerance(np.float32)
+    t = MATMUL_TOLERANCE_ROUNDOFFS * u
+    return max(rtol32, t), max(atol32, t)
+
+
+def _carried_error(precision: str) -> float:
+    """The relative error of one term of a float32 product at ``precision`` (both inputs
+    rounded: ``2u``), which a value computed from it carries; 0.0 for ``ieee``."""
+    if precision == "ieee":
+        return 0.0
+    return 2 * MATMUL_UNIT_ROUNDOFF[("float32", precision)][0]
+
+
+#: The environment variable fusejit reads for the precision of float32 products recorded
+#: without ``precision=`` (``fusejit.frontend.linalg.PRECISION_VARIABLE``).
+_PRECISION_VARIABLE = "FUSEJIT_MATMUL_PRECISION"
+
+
+@contextlib.contextmanager
+def using_matmul_precision(precision: str | None) -> Iterator[None]:
+    """Within it, fusejit records float32 products without ``precision=`` at ``precision``
+    (it sets ``FUSEJIT_MATMUL_PRECISION``, read when a product is recorded), then puts the
+    variable back as it was (or removes it). None: leaves the variable alone."""
+    if precision is None:
+        yield
+        return
+    _check_precision(precision)
+    before = os.environ.get(_PRECISION_VARIABLE)
+    os.environ[_PRECISION_VARIABLE] = precision
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_PRECISION_VARIABLE, None)
+        else:
+            os.environ[_PRECISION_VARIABLE] = before
 
 
 # -- comparing ------------------------------------------------------------------
@@ -628,7 +714,8 @@ def _ancestors(recipe: Recipe, outputs: Sequence[int]) -> set[int]:
     return found
 
 
-def sensitive_step(recipe: Recipe, outputs: Sequence[int] | None = None) -> int | None:
+def sensitive_step(recipe: Recipe, outputs: Sequence[int] | None = None, *,
+                   matmul_precision: str = "ieee") -> int | None:
     """The index of the first step of ``recipe`` whose NumPy result is sensitive to rounding
     (``programs``' ``stable`` filter, re-applied to a whole recipe), or None; with
     ``outputs`` (value indices), only a step those outputs are computed from counts.
@@ -636,29 +723,66 @@ def sensitive_step(recipe: Recipe, outputs: Sequence[int] | None = None) -> int 
     The fuzzer asks this of a program that mismatched: a drawn program passes the filter
     step by step, but a shrunk one, or one whose draw met the filter's random nudges at a
     lucky spot, may not; its mismatch is then a different rounding, not a bug.
+    ``matmul_precision``: the precision fusejit ran float32 products at; values computed from
+    them are nudged by that precision's error (``programs``).
     """
+    _check_precision(matmul_precision)
     values: list[Any] = _as_arrays(recipe.fresh_inputs())
     n = len(values)
     counts = _ancestors(recipe, outputs) if outputs is not None else None
     exact = [True] * n
     scales = [_magnitude(v) for v in values]
+    carried = ["ieee"] * n
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for k, step in enumerate(recipe.steps):
             result = _apply_step(np, step, values)
             if (counts is None or n + k in counts) and \
-                    _rounding_sensitive(step, values, exact, result, scales):
+                    _rounding_sensitive(step, values, exact, result, scales, carried,
+                                        matmul_precision=matmul_precision):
                 return k
-            _append_value(step, result, values, exact, scales)
+            _append_value(step, result, values, exact, scales, carried,
+                          matmul_precision=matmul_precision)
     return None
 
 
-def _tolerance_of(recipe: Recipe, values: list[Any], indices: Sequence[int]) -> tuple[float, float]:
+def _product_precision(step: Step, values: list[Any], result: Any, matmul_precision: str) -> str:
+    """``matmul_precision`` when ``step`` is a float32 product that fusejit computes as a GEMM
+    (both operands of two or more dimensions: the one place ``precision`` applies; a product
+    with a 1-D operand is a float32 sum of products), else ``"ieee"``."""
+    if matmul_precision == "ieee" or _op_name(step) != "matmul" or _dtype(result) != np.float32:
+        return "ieee"
+    operands = [values[a.index] if isinstance(a, Ref) else a for a in step.args[:2]]
+    if len(operands) < 2 or any(np.ndim(x) < 2 for x in operands):
+        return "ieee"
+    return matmul_precision
+
+
+def reduced_precision_products(recipe: Recipe, matmul_precision: str) -> list[int]:
+    """The value indices of ``recipe``'s float32 GEMM steps that an output is computed from,
+    which fusejit multiplies at ``matmul_precision`` (none for ``"ieee"``)."""
+    if _check_precision(matmul_precision) == "ieee":
+        return []
+    values = _numpy_values(recipe)
+    n = len(recipe.inputs)
+    live = _ancestors(recipe, recipe.outputs)
+    return [n + k for k, step in enumerate(recipe.steps) if n + k in live
+            and _product_precision(step, values, values[n + k], matmul_precision) != "ieee"]
+
+
+def _tolerance_of(recipe: Recipe, values: list[Any], indices: Sequence[int],
+                  matmul_precision: str = "ieee") -> tuple[float, float]:
     """``(rtol, atol)`` of the least precise float dtype among ``values[indices]``; with a
-    matrix product among them, ``atol`` times the largest finite magnitude among them."""
+    matrix product among them, ``atol`` times the largest finite magnitude among them; with
+    a float32 GEMM run at ``matmul_precision`` among them, at least ``matmul_tolerance``."""
     chosen = [np.asarray(values[i]) for i in indices]
     rtol, atol = max((tolerance(a.dtype) for a in chosen), default=(0.0, 0.0))
     n = len(recipe.inputs)
+    if matmul_precision != "ieee" and any(
+            i >= n and _product_precision(recipe.steps[i - n], values, values[i], matmul_precision)
+            != "ieee" for i in indices):
+        wide = matmul_tolerance(matmul_precision)
+        rtol, atol = max(rtol, wide[0]), max(atol, wide[1])
     if any(i >= n and recipe.steps[i - n].name in ("matmul", "@") for i in indices):
         finite = [float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0)) for a in chosen
                   if a.dtype.kind == "f"]
@@ -666,7 +790,7 @@ def _tolerance_of(recipe: Recipe, values: list[Any], indices: Sequence[int]) -> 
     return rtol, atol
 
 
-def program_tolerance(recipe: Recipe) -> tuple[float, float]:
+def program_tolerance(recipe: Recipe, *, matmul_precision: str = "ieee") -> tuple[float, float]:
     """``(rtol, atol)`` of the least precise float dtype of any value in the recipe.
 
     A float32 result computed from float16 intermediates carries float16
@@ -674,17 +798,20 @@ def program_tolerance(recipe: Recipe) -> tuple[float, float]:
     product in the recipe, ``atol`` scales with the largest finite magnitude of any
     value: a sum of products is exact only to its terms' size (its result can
     cancel to 0 while its terms do not). ``output_tolerances`` gives each output the
-    tolerance of the values it is computed from alone.
+    tolerance of the values it is computed from alone. ``matmul_precision``: fusejit
+    multiplies float32 GEMMs at that precision, and values computed from one are compared at
+    least at ``matmul_tolerance(matmul_precision)``.
     """
     values = _numpy_values(recipe)
-    return _tolerance_of(recipe, values, range(len(values)))
+    return _tolerance_of(recipe, values, range(len(values)), _check_precision(matmul_precision))
 
 
-def output_tolerances(recipe: Recipe) -> list[tuple[float, float]]:
+def output_tolerances(recipe: Recipe, *, matmul_precision: str = "ieee") -> list[tuple[float, float]]:
     """``program_tolerance`` per output, over only the values that output is computed
     from: a float16 or matrix-product step elsewhere in the program does not loosen it."""
+    _check_precision(matmul_precision)
     values = _numpy_values(recipe)
-    return [_tolerance_of(recipe, values, sorted(_ancestors(recipe, [i])))
+    return [_tolerance_of(recipe, values, sorted(_ancestors(recipe, [i])), matmul_precision)
             for i in recipe.outputs]
 
 
@@ -701,17 +828,19 @@ def recorded_inputs(*tensors: Any) -> list[Any]:
             for leaf in leaves]
 
 
-def run_fusejit(recipe: Recipe, backend: str | None = None, *, jit: bool = False
-                ) -> list[np.ndarray]:
+def run_fusejit(recipe: Recipe, backend: str | None = None, *, jit: bool = False,
+                matmul_precision: str | None = None) -> list[np.ndarray]:
     """The recipe's outputs recorded with fusejit, realized together on ``backend``.
 
     With ``jit``, the recipe runs as an ``fj.jit`` function of its inputs, called twice
     (the second call replays the recorded plan); the second call's outputs are returned,
-    after checking that both calls agree.
+    after checking that both calls agree. ``matmul_precision``: float32 products are
+    recorded at that precision (``using_matmul_precision``; None: as
+    ``FUSEJIT_MATMUL_PRECISION`` says).
     """
     import fusejit as fj
     ctx = fj.using_backend(backend) if backend is not None else contextlib.nullcontext()
-    with ctx:
+    with ctx, using_matmul_precision(matmul_precision):
         if jit:
             def program(*arrays: Any) -> tuple[Any, ...]:
                 # a NumPy bool or integer scalar is a static argument of a jitted function,
@@ -734,7 +863,8 @@ def run_fusejit(recipe: Recipe, backend: str | None = None, *, jit: bool = False
 
 
 def check_program(recipe: Recipe, backend: str | None = None, *, rtol: float | None = None,
-                  atol: float | None = None, jit: bool = False) -> None:
+                  atol: float | None = None, jit: bool = False, matmul_precision: str = "ieee"
+                  ) -> None:
     """Assert that fusejit (on ``backend``, default the current one) computes what NumPy does.
 
     Every output is compared with ``assert_matches_numpy``: ints and bools
@@ -742,10 +872,15 @@ def check_program(recipe: Recipe, backend: str | None = None, *, rtol: float | N
     values the output is computed from (``output_tolerances``) unless ``rtol``/``atol`` are given.
     The error message shows the recipe as Python source with its inputs. With
     ``jit``, the recipe runs through ``fj.jit`` (recorded once, replayed once).
+    ``matmul_precision``: fusejit records the recipe's float32 products at that precision
+    (``FUSEJIT_MATMUL_PRECISION`` is set while it runs), and outputs computed from one are
+    compared at least at ``matmul_tolerance(matmul_precision)``.
     """
+    _check_precision(matmul_precision)
     expected = run_numpy(recipe)
-    actual = run_fusejit(recipe, backend, jit=jit)
-    mismatches = output_mismatches(recipe, actual, expected, output_tolerances(recipe),
+    actual = run_fusejit(recipe, backend, jit=jit, matmul_precision=matmul_precision)
+    mismatches = output_mismatches(recipe, actual, expected,
+                                   output_tolerances(recipe, matmul_precision=matmul_precision),
                                    rtol=rtol, atol=atol)
     if mismatches:
         raise AssertionError(mismatches[0][1])
@@ -914,7 +1049,8 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
              max_inputs: int = 3, max_steps: int = 6, max_dims: int = 3, max_side: int | None = None,
              allow_nan: bool = True, allow_empty: bool = True, max_outputs: int = 3,
              sizes: str = "small", max_elements: int | None = None, input_views: bool = False,
-             cupy_inputs: bool = False, stable: bool | None = None) -> Any:
+             cupy_inputs: bool = False, stable: bool | None = None, matmul_precision: str = "ieee"
+             ) -> Any:
     """A Hypothesis strategy of random ``Recipe`` objects (see the module docstring).
 
     ``dtypes``: input dtypes to draw from (default every supported dtype).
@@ -945,6 +1081,12 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
     zero). Default: on, except for the plain generator (``sizes="small"``,
     no views, no CuPy), which draws exactly as it always did.
 
+    ``matmul_precision``: the precision fusejit will multiply float32 products at (see
+    ``check_program``). The ``stable`` filter then nudges a value computed from a float32
+    GEMM by that precision's error (about 2e-3 of it for ``tf32``) and judges the steps
+    downstream at ``matmul_tolerance``: ``floor`` or a comparison of a TF32 product near a
+    boundary is not drawn. (Products are drawn only when ``ops`` includes ``MATMUL_OPS``.)
+
     Every drawn step is checked on NumPy as it is drawn, so a recipe never asks
     NumPy for something it rejects; it also avoids corners where NumPy's result
     is platform-defined (float to int casts of out-of-range values, integer
@@ -960,6 +1102,7 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
         raise ValueError(f"unknown ops {sorted(unknown)}; choose from fusejit.testing.ALL_OPS")
     if sizes not in SIZES:
         raise ValueError(f"sizes={sizes!r}; choose from {SIZES}")
+    _check_precision(matmul_precision)
     if cupy_inputs:
         import importlib.util
         if importlib.util.find_spec("cupy") is None:
@@ -1021,6 +1164,7 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
         values: list[Any] = _as_arrays(inputs)
         exact = [True] * len(inputs)  # which values fusejit must compute bit for bit as NumPy
         scales = [_magnitude(v) for v in inputs]  # the size of what each value was added up from
+        carried = ["ieee"] * len(inputs)  # the reduced matmul precision each value's error is of
         steps: list[Step] = []
         n_steps = draw(st.integers(1, max_steps))
         attempts = 0
@@ -1033,12 +1177,14 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
                 with np.errstate(all="ignore"), warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     result = _apply_step(np, step, values)
-                    if stable_steps and _rounding_sensitive(step, values, exact, result, scales):
+                    if stable_steps and _rounding_sensitive(step, values, exact, result, scales, carried,
+                                                            matmul_precision=matmul_precision):
                         continue
             except Exception:  # noqa: BLE001  (NumPy refuses: draw another step)
                 continue
             steps.append(step)
-            _append_value(step, result, values, exact, scales)
+            _append_value(step, result, values, exact, scales, carried,
+                          matmul_precision=matmul_precision)
         first = len(inputs)
         produced = list(range(first, len(values))) or [0]
         outputs = [produced[-1]]
@@ -1155,26 +1301,59 @@ def _normalized_scale(step: Step, values: list[Any], scales: list[float]) -> flo
 
 
 def _append_value(step: Step, result: Any, values: list[Any], exact: list[bool],
-                  scales: list[float]) -> None:
+                  scales: list[float], carried: list[str] | None = None, *,
+                  matmul_precision: str = "ieee") -> None:
     """Record a step's ``result`` as the next value, with whether it is exact and the
-    magnitude its rounding error is relative to (``_rounding_sensitive``'s bookkeeping)."""
+    magnitude its rounding error is relative to (``_rounding_sensitive``'s bookkeeping);
+    with ``carried``, also the reduced matmul precision whose error it carries."""
+    if carried is not None:
+        carried.append(_carried_precision(step, values, carried, result, matmul_precision))
     values.append(result)
     exact.append(_exact_result(step, values, exact, result))
     scales.append(_scale(step, scales, result, values))
 
 
+def _carried_precision(step: Step, values: list[Any], carried: list[str], result: Any,
+                       matmul_precision: str) -> str:
+    """The reduced matmul precision (``"tf32"``, ``"tf32x3"``) whose rounding error ``step``'s
+    float ``result`` carries: it is a float32 GEMM at ``matmul_precision`` or computed from a
+    value that carries it; else ``"ieee"``. Integer and bool results carry none: they are
+    compared exactly, and the step that made them was checked against nudges of that size."""
+    if matmul_precision == "ieee" or _dtype(result).kind != "f":
+        return "ieee"
+    own = _product_precision(step, values, result, matmul_precision)
+    if own != "ieee" or any(carried[a.index] != "ieee" for a in step.args if isinstance(a, Ref)):
+        return matmul_precision
+    return "ieee"
+
+
 def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result: Any,
-                        scales: list[float] | None = None) -> bool:
+                        scales: list[float] | None = None, carried: list[str] | None = None, *,
+                        matmul_precision: str = "ieee") -> bool:
     """Whether ``step``'s result could differ past the tolerance by rounding alone (see ``stable``).
 
     ``scales`` (by value; default each value's own largest magnitude) is what
-    the rounding error of an inexact value is relative to.
+    the rounding error of an inexact value is relative to. ``carried`` (by value; default
+    none) names the reduced matmul precision whose error a value carries
+    (``_carried_precision``): such a value is nudged by that error (``2u`` of
+    ``MATMUL_UNIT_ROUNDOFF``: about 2e-3 for ``tf32``) rather than by its dtype's ulps, and
+    the step is judged at ``matmul_tolerance``, as is a float32 GEMM at ``matmul_precision``.
     """
     name = _op_name(step)
     floats = [a.index for a in step.args if isinstance(a, Ref) and _dtype(values[a.index]).kind == "f"]
     if not floats:
         return False
     rtol, atol = max([tolerance(_dtype(values[i])) for i in floats] + [tolerance(_dtype(result))])
+    reduced = {_product_precision(step, values, result, matmul_precision)}
+    if carried is not None:
+        reduced.update(carried[i] for i in floats)
+    for precision in sorted(reduced - {"ieee"}):
+        # an output computed from this step is compared at least at the precision's tolerance,
+        # its atol times the largest magnitude it is computed from (``_tolerance_of``): the
+        # operands and the result here are among those values
+        wide = matmul_tolerance(precision)
+        magnitude = max([1.0, _magnitude(result)] + [_magnitude(values[i]) for i in floats])
+        rtol, atol = max(rtol, wide[0]), max(atol, wide[1] * magnitude)
     rtol, atol = rtol / 2, atol / 2
     if name in _ACCUMULATING and _overflows_inside(values, floats, result, step):
         return True
@@ -1192,6 +1371,8 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
             # and for a computed value a few ulps of what it came from: -3e-7 from log_softmax
             # over values near 50, or 1e-16 from a sum of layer norm outputs, are that far off
             size = min(8 * float(np.finfo(v.dtype).eps), tolerance(v.dtype)[0] / 8)
+            if carried is not None:  # a TF32 product's error, and what is computed from it
+                size = max(size, _carried_error(carried[i]))
             scale = 0.0 if exact[i] else size * (scales[i] if scales is not None else _magnitude(v))
             # random signs and sizes: a fixed size can happen to be a whole period of the step
             # (13 ulps of 2e27 is a multiple of 52, so remainder(x, 52) did not move). One sign
