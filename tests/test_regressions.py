@@ -358,3 +358,24 @@ def test_a_tf32_product_of_a_narrow_operand(backend, dtype):
     assert got.dtype == np.float32
     assert np.all(np.abs(got - exact) <= matmul_error_bound(a, b.astype(np.float32),
                                                             np.float32, "tf32"))
+
+
+def test_a_gemm_of_single_rows_and_columns_with_computed_outputs(backend):
+    """A batched product of M = N = K = 1 whose operands and outputs are computed in the GEMM
+    kernel: the flat index of its [4, 1023, 1, 1] domain took the tile's level from the size-1
+    M and N coordinates, so a load at it got the tile's mask with a scalar pointer (the
+    interpreter refused it; ``fusejit fuzz --backend interpret --seed 5 --products``,
+    program 213)."""
+    a = np.random.default_rng(5).random((4, 1023, 1, 1)) > 0.5
+
+    def fn(xp, x):
+        v1 = xp.arccosh(x)
+        v2 = xp.less_equal(x, v1)
+        v3 = xp.less_equal(3, v1)
+        return xp.matmul(v2, xp.swapaxes(v3, -1, -2)), v3, v2
+    with np.errstate(invalid="ignore"):
+        want = fn(np, a)
+    got = fn(fj, fj.asarray(a))
+    fj.realize(*got)  # (together: the GEMM kernel computes and writes all three)
+    for value, expected in zip(got, want):
+        assert_matches_numpy(value, expected)

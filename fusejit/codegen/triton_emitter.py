@@ -335,9 +335,13 @@ class _Fn:
         if len(terms) == 1 and terms[0] in self.level:
             return terms[0]
         key = ("ravel", dims, shape)
-        memo = self.memo_tile if self.lvl(*dims) >= 2 else self.memo_row
+        # the level of the coordinates the index uses: a tile coordinate along a size-1 axis
+        # (a GEMM of M = N = 1) leaves it a scalar, which a load must not give the tile's mask
+        # (``fusejit fuzz --backend interpret --seed 5 --products``, program 213)
+        level = self.lvl(*(d for d, n in zip(dims, shape) if n != 1 and d != "0"))
+        memo = self.memo_tile if level >= 2 else self.memo_row
         if key not in memo:
-            memo[key] = self.emit(self.lvl(*dims), " + ".join(terms), "flat")
+            memo[key] = self.emit(level, " + ".join(terms), "flat")
         return memo[key]
 
     def dims_of(self, c: Coords) -> tuple[str, ...]:
