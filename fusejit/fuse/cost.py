@@ -212,6 +212,12 @@ ALIGN_BYTES_PER_S = 3.0e12
 #: 6.6e9 (2321x2782x515) 46.0 -> 43.9, where the model had the copies pay. The bound sits
 #: between 1.6e10 and 2.8e10 (it was 4e10 while the copies ran at 0.8e12 B/s).
 GEMM_ALIGN_MIN_FLOPS = 2e10
+#: The same where every operand copied is read K-major (A, or a B stored transposed): each
+#: product above that lost to its copies read a misaligned B N-major, while on an H100
+#: (``bench/results/h100-s14-call1-exp_s7b_short.txt``) 7423x2185x257 with ``b.T``, both
+#: operands' rows 2-byte aligned and 8.3e9 flops, ran 123 us as read and 48 through the
+#: copies (36 the GEMM); the model's floor for small products, not a measured bound.
+GEMM_ALIGN_MIN_FLOPS_K_MAJOR = 5e9
 #: ``FUSEJIT_GEMM_ALIGN=1`` (default): copy misaligned operands where ``align_gain`` says it
 #: pays; ``0``: never; ``always`` (for tests and the fuzzer): every float16 or TF32 GEMM operand with
 #: misaligned rows that the rule can copy, whatever its size (read when a plan is built).

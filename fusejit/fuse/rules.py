@@ -727,7 +727,10 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
     torch.compile, which pads; at 1548x11932x3183 with ``b.T`` (both operands' rows 2-byte
     aligned) 122 against 445 (with the word copies, ``triton_emitter.pitched_copy``, whole
     plans 542 and 433). Products under ``cost.GEMM_ALIGN_MIN_FLOPS`` are left as they are:
-    there the copies were measured to lose (5000x721x2185: 107 -> 136 us). Above it the copies
+    there the copies were measured to lose (5000x721x2185: 107 -> 136 us), each time with a
+    misaligned B read N-major; where every copied operand is read K-major the bound is
+    ``cost.GEMM_ALIGN_MIN_FLOPS_K_MAJOR`` (7423x2185x257 ``b.T``: 123 -> 48 us on an H100).
+    Above it the copies
     pay when ``cost.align_gain`` says so: the product's roofline time at the worst alignment
     against 16 bytes, minus a copy (read and write at the word copy's measured rate,
     ``cost.ALIGN_BYTES_PER_S``, plus a launch) per buffer. A product
@@ -811,11 +814,14 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
         if b_n_major and b_base in copies:
             return _tf32_n_major_decision(mm.name, what, params, pitches, flops, sizes)
         saved, gemm, cost_s = cost.tf32_align_gain(flops, moved, before, b_n_major, sizes)
-    elif flops < cost.GEMM_ALIGN_MIN_FLOPS:
+    elif flops < (floor := cost.GEMM_ALIGN_MIN_FLOPS_K_MAJOR
+                  if not (reads_n_major(kernel, mm.args[1])
+                          and operand_param(kernel, mm.args[1]) in copies)
+                  else cost.GEMM_ALIGN_MIN_FLOPS):
         return AlignDecision(mm.name, params, pitches, False, saved, gemm, cost_s,
                              f"{what} read as they are: a product of {flops:.2g} flops, "
-                             f"under the {cost.GEMM_ALIGN_MIN_FLOPS:.0e} from which copies to "
-                             f"16-byte rows were measured to pay")
+                             f"under the {floor:.0e} from which copies to 16-byte rows were "
+                             f"measured to pay")
     if saved <= cost_s:
         return AlignDecision(mm.name, params, pitches, False, saved, gemm, cost_s,
                              f"{what} read as they are: copies to 16-byte rows would cost "
