@@ -379,3 +379,22 @@ def test_a_gemm_of_single_rows_and_columns_with_computed_outputs(backend):
     fj.realize(*got)  # (together: the GEMM kernel computes and writes all three)
     for value, expected in zip(got, want):
         assert_matches_numpy(value, expected)
+
+
+@pytest.mark.parametrize("case", ["broadcast", "transposed"])
+def test_a_product_over_an_empty_k_of_a_reshaped_operand(backend, case):
+    """Products over K = 0 with a non-empty result (all zeros) whose operand is a reshape of an
+    empty array: the load analysis divided by its zero strides (``fusejit fuzz --backend
+    interpret --seed 14431 --products``, programs 79 and 122)."""
+    if case == "broadcast":
+        v0 = np.zeros((1, 1, 0, 1), bool)
+
+        def fn(xp, x):
+            return xp.matmul(xp.broadcast_to(x[0, :, :, 0], (2, 1, 0)), x)
+        arrays = (v0,)
+    else:
+        arrays = (np.zeros((1, 1, 1, 1), bool), np.zeros((2, 1, 0), bool))
+
+        def fn(xp, x, y):
+            return xp.matmul(y, xp.swapaxes(xp.add(x, y), -1, -2))
+    assert_matches_numpy(fn(fj, *[fj.asarray(a) for a in arrays]), fn(np, *arrays))

@@ -345,8 +345,11 @@ def _site_operands(instr: Instr, src_shape: tuple[int, ...], ats: tuple[Point, .
             flat = sum(c * s for c, s in zip(at, strides))
             src_at = []
             for s in src_strides:
-                src_at.append(flat // s)
-                flat %= s
+                # (an empty source, the operand of a product over K = 0, has strides of 0 and
+                # is never read: its points are the origin; ``fusejit fuzz --products``, seed
+                # 14431)
+                src_at.append(flat // s if s else 0)
+                flat = flat % s if s else flat
             moved.append(tuple(src_at))
         return [(src, tuple(moved))]
     # elementwise ops and casts read their operands at the same coordinates
