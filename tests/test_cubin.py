@@ -645,3 +645,20 @@ def test_float32_products_of_misaligned_rows_do_not_spill(m, n, k, residual):
         (kernel,) = fj.plan(y).program.kernels
     emitted = emit_kernel(kernel, None, "cuda")
     assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
+
+
+@pytest.mark.parametrize("name", ["bool_divided", "float16_operand", "int8_operand"])
+def test_float64_products_of_narrow_operands_compile(name):
+    """Float64 products of operands converted from 1- or 2-byte elements compile for sm_90 (the
+    conversion is its own kernel: Triton 3.6 could not lower it inside the float64 dot; run
+    under 3.6 by ``bench/triton36_check.sh``)."""
+    b = np.zeros((1, 65), bool)
+    fns = {
+        "bool_divided": (lambda xp, x: xp.matmul(x / True, xp.swapaxes(x, -1, -2)), [b]),
+        "float16_operand": (lambda xp, x, y: x @ y, [np.zeros((40, 50), np.float16),
+                                                     np.zeros((50, 30))]),
+        "int8_operand": (lambda xp, x, y: x @ y, [np.zeros((40, 11)), np.zeros((11, 5), np.int8)]),
+    }
+    fn, arrays = fns[name]
+    for kernel in _kernels(fn, arrays):
+        assert "ld.global" in _kernel_ptx(kernel)

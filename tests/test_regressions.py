@@ -398,3 +398,33 @@ def test_a_product_over_an_empty_k_of_a_reshaped_operand(backend, case):
         def fn(xp, x, y):
             return xp.matmul(y, xp.swapaxes(xp.add(x, y), -1, -2))
     assert_matches_numpy(fn(fj, *[fj.asarray(a) for a in arrays]), fn(np, *arrays))
+
+
+@pytest.mark.parametrize("case", ["bool_divided", "int8_softmax", "float16_operand", "int8_operand"])
+def test_a_float64_product_of_narrow_operands(backend, case):
+    """A float64 product whose operand is converted from 1- or 2-byte elements: Triton 3.6 (the
+    GPU image's) failed to compile such a prologue into the float64 ``tl.dot`` ("fp64 don't
+    support largeK MMA"; ``fusejit fuzz --backend cuda --products``, seeds 14901-14903), so the
+    operand is written as float64 first (``rules.gemm_prologue_unsupported``)."""
+    rng = np.random.default_rng(7)
+    b = rng.random((1, 65)) > 0.5
+    i8 = rng.integers(-3, 3, (1, 2, 3, 11)).astype(np.int8)
+    cases = {
+        "bool_divided": (lambda xp, x: xp.matmul(x / True, xp.swapaxes(x, -1, -2)), (b,)),
+        "int8_softmax": (lambda xp, x: xp.matmul(
+            xp.exp(x - xp.max(x, axis=0, keepdims=True))
+            / xp.sum(xp.exp(x - xp.max(x, axis=0, keepdims=True)), axis=0, keepdims=True),
+            xp.swapaxes(x, -1, -2)), (i8,)),
+        "float16_operand": (lambda xp, x, y: xp.matmul(x, y),
+                            (rng.standard_normal((40, 50)).astype(np.float16),
+                             rng.standard_normal((50, 30)))),
+        "int8_operand": (lambda xp, x, y: xp.matmul(x, y),
+                         (rng.standard_normal((40, 11)), rng.integers(-3, 3, (11, 5), np.int8))),
+    }
+    fn, arrays = cases[case]
+    got = fn(fj, *[fj.asarray(a) for a in arrays])
+    if case in ("float16_operand", "int8_operand"):
+        kernels = fj.plan(got).program.kernels
+        assert [k.kind for k in kernels] == ["pointwise", "gemm"], [k.name for k in kernels]
+        assert "Triton 3.6 cannot compile" in fj.plan(got).explain()
+    assert_matches_numpy(got, fn(np, *arrays))

@@ -47,7 +47,13 @@ from ..ir.domain import Domain, RegionError, region_domain, squeezed
 from ..ir.ops import LEAF, REDUCE, VIEW
 from ..ir.program import Instr, Kernel, Param, Program, TensorType
 from . import cost
-from .rules import Candidate, Prologue, first_refusal, gemm_prologue_refusal
+from .rules import (
+    Candidate,
+    Prologue,
+    first_refusal,
+    gemm_prologue_refusal,
+    gemm_prologue_unsupported,
+)
 
 log = logging.getLogger("fusejit.fusion")
 Shape = tuple[int, ...]
@@ -162,6 +168,7 @@ class GreedyFuser:
         self.program = program
         self.types: dict[str, TensorType] = program.types()
         self.shapes: dict[str, Shape] = {n: t.shape for n, t in self.types.items()}
+        self.itemsizes: dict[str, int] = {n: t.dtype.itemsize for n, t in self.types.items()}
         self.index: dict[str, int] = {p.name: -1 for p in program.inputs}
         #: inputs passed by value: kernel params that are not buffers (no loads, no limit)
         self.scalars = program.scalar_inputs
@@ -383,7 +390,8 @@ class GreedyFuser:
         writes where it can (a transpose of the written operand is a view of it)."""
         cone = self._cone(region, value, _NO_LIMIT, _NO_LIMIT, written)
         if cone is not None:
-            reason = gemm_prologue_refusal(Prologue(index, value, cone[0], cone[1]), mm, self.shapes)
+            prologue = Prologue(index, value, cone[0], cone[1])
+            reason = gemm_prologue_refusal(prologue, mm, self.shapes, self.itemsizes)
             if reason is None:
                 return Choice("clone", value, region, cone[0], cone[1], cone[2],
                               f"a pointwise producer of an operand of %{mm.name}, applied while "
@@ -392,7 +400,7 @@ class GreedyFuser:
             reason = None
         if self._fits(region, value, written):
             return Choice("write", value, region, reason=reason or "")
-        if cone is not None:
+        if cone is not None and not gemm_prologue_unsupported(prologue, mm, self.itemsizes):
             return Choice("clone", value, region, cone[0], cone[1], cone[2],
                           f"its shape {list(self.shapes[value])} is not one its kernel can write "
                           f"beside the other operand, so it is computed while its tiles load")
@@ -533,6 +541,7 @@ class GreedyFuser:
             instr=instr, regions=tuple(f"r{r.id}" for r in regions), sibling=sibling,
             frozen=any(r.frozen is not None for r in regions), size=size, num_inputs=num_inputs,
             reductions=reductions, row_instrs=row_instrs, row=row, shapes=self.shapes,
+            itemsizes=self.itemsizes,
             yields=yields, anchor=regions[0].anchor if regions else None, cycle=cycle,
             probe=probe, needs_probe=bool(regions) and (merged or is_root or bool(row_instrs)
                                                         or bool(matmuls)),
@@ -713,7 +722,8 @@ class GreedyFuser:
             instr=last, regions=(f"r{a.id}", f"r{b.id}"), sibling=False, frozen=False,
             size=len(instrs), num_inputs=sum(1 for p in params if p not in self.scalars),
             reductions=[], row_instrs=[], row=set(),
-            shapes=self.shapes, yields=yields, anchor=None, cycle=cycle, probe=probe,
+            shapes=self.shapes, itemsizes=self.itemsizes, yields=yields, anchor=None, cycle=cycle,
+            probe=probe,
             needs_probe=True, extra={"params": params})
 
     # -- finishing: writes, order, Kernel blocks -----------------------------------------

@@ -107,6 +107,8 @@ class Candidate:
     matmuls: list[tuple[str, Shape]] = field(default_factory=list)
     #: when ``instr`` is a matmul: its operands' producers inside the grown region
     prologue: list[Prologue] = field(default_factory=list)
+    #: bytes per element of every value name the rules may look at (as ``shapes``)
+    itemsizes: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -198,7 +200,28 @@ def rule_one_matmul(c: Candidate) -> str | None:
     return None
 
 
-def gemm_prologue_refusal(p: Prologue, mm: Instr, shapes: dict[str, Shape]) -> str | None:
+def gemm_prologue_unsupported(p: Prologue, mm: Instr, itemsizes: dict[str, int]) -> str | None:
+    """Why the producers of operand ``p`` of ``mm`` cannot be compiled into its GEMM, or None.
+
+    A float64 product whose prologue loads a buffer of elements narrower than 4 bytes (a bool,
+    int8 or float16 operand converted to float64 as its tiles load): Triton 3.6, the GPU
+    image's, gives such a ``tl.dot`` a "large K" operand layout and then fails to lower it
+    ("Currently fp64 don't support largeK MMA"; any 1- or 2-byte load, found by ``fusejit fuzz
+    --backend cuda --products``). The operand is written in float64 first.
+    """
+    if mm.dtype.itemsize != 8 or mm.dtype.kind != "f":
+        return None
+    narrow = [q for q in p.params if itemsizes.get(q, 4) < 4]
+    if narrow and p.instrs:
+        return (f"operand %{p.operand} of the float64 product %{mm.name} would load "
+                f"{', '.join('%' + q for q in narrow)} ({itemsizes[narrow[0]]}-byte elements) "
+                f"while its tiles load, which Triton 3.6 cannot compile into a float64 tl.dot; "
+                f"it is written as float64 first")
+    return None
+
+
+def gemm_prologue_refusal(p: Prologue, mm: Instr, shapes: dict[str, Shape],
+                          itemsizes: dict[str, int] | None = None) -> str | None:
     """Why the producers of operand ``p`` of ``mm`` cannot run while its tiles load, or None.
 
     The cost rule of GEMM prologues (see ``cost.py``): the producers must be free
@@ -206,8 +229,11 @@ def gemm_prologue_refusal(p: Prologue, mm: Instr, shapes: dict[str, Shape]) -> s
     ``cost.GEMM_PROLOGUE_MAX_FULL_LOADS`` buffers of the operand's size, and cost at
     most ``cost.GEMM_PROLOGUE_MAX_COST`` per element unless the other output axis
     fits one tile. The greedy pass applies the same test when it decides whether to
-    recompute an operand from another kernel or to read it from memory.
+    recompute an operand from another kernel or to read it from memory. With ``itemsizes``,
+    also ``gemm_prologue_unsupported``.
     """
+    if itemsizes is not None and (reason := gemm_prologue_unsupported(p, mm, itemsizes)):
+        return reason
     if p.blocked is not None:
         what = "is" if p.blocked == p.operand else f"needs %{p.blocked},"
         return (f"operand %{p.operand} of %{mm.name} {what} computed from a reduction or a "
@@ -252,7 +278,7 @@ def rule_gemm_prologue(c: Candidate) -> str | None:
     if c.instr.op != "matmul":
         return None
     for p in c.prologue:
-        reason = gemm_prologue_refusal(p, c.instr, c.shapes)
+        reason = gemm_prologue_refusal(p, c.instr, c.shapes, c.itemsizes)
         if reason is not None:
             return reason
     if c.reductions:
