@@ -662,3 +662,15 @@ def test_float64_products_of_narrow_operands_compile(name):
     fn, arrays = fns[name]
     for kernel in _kernels(fn, arrays):
         assert "ld.global" in _kernel_ptx(kernel)
+
+
+def test_a_float64_product_of_a_narrow_value_and_its_transpose_compiles():
+    """The four kernels of ``test_regressions``' float64 product of ``exp(b)`` and its
+    transpose (a side kernel writes the second operand) compile for sm_90."""
+    def fn(xp, x, y):
+        e = xp.exp(y)
+        return xp.matmul(xp.matmul(x, xp.swapaxes(e, -1, -2)), e)
+    kernels = _kernels(fn, [np.zeros((1, 65), np.int32), np.zeros((2, 65), bool)])
+    assert len(kernels) == 4
+    for kernel in kernels:
+        assert "ld.global" in _kernel_ptx(kernel)

@@ -428,3 +428,21 @@ def test_a_float64_product_of_narrow_operands(backend, case):
         assert [k.kind for k in kernels] == ["pointwise", "gemm"], [k.name for k in kernels]
         assert "Triton 3.6 cannot compile" in fj.plan(got).explain()
     assert_matches_numpy(got, fn(np, *arrays))
+
+
+def test_a_float64_product_of_a_narrow_value_and_its_transpose(backend):
+    """``v3 = v0 @ exp(b).T; v3 @ exp(b)`` in float64 from a bool ``b``: the kernel of
+    ``exp(b)`` writes its transpose for the first product, cannot write the other shape too,
+    and the second product may not recompute it (1-byte loads under a float64 dot, which
+    Triton 3.6 cannot compile): a kernel of its own writes it (``fusejit fuzz --backend
+    interpret --seed 14451 --products``, program 386: "internal error in the fusion pass")."""
+    rng = np.random.default_rng(14451)
+    v0 = rng.integers(-5, 5, (1, 65)).astype(np.int32)
+    v1 = rng.random((2, 65)) > 0.5
+
+    def fn(xp, x, y):
+        e = xp.exp(y)
+        return xp.matmul(xp.matmul(x, xp.swapaxes(e, -1, -2)), e)
+    got = fn(fj, fj.asarray(v0), fj.asarray(v1))
+    assert len(fj.plan(got).program.kernels) == 4
+    assert_matches_numpy(got, fn(np, v0, v1))

@@ -404,6 +404,11 @@ class GreedyFuser:
             return Choice("clone", value, region, cone[0], cone[1], cone[2],
                           f"its shape {list(self.shapes[value])} is not one its kernel can write "
                           f"beside the other operand, so it is computed while its tiles load")
+        if cone is not None:  # (a kernel of its own writes it: ``_side_region``)
+            return Choice("stuck", value, region, cone[0], cone[1], cone[2], reason=(
+                f"%{value} can be neither written by its kernel (shape "
+                f"{list(self.shapes[value])}) nor computed while the tiles of %{mm.name} load: "
+                f"a kernel of its own writes it"))
         return Choice("stuck", value, region, reason=(
             f"%{value} can neither be written by its kernel (shape {list(self.shapes[value])}) "
             f"nor recomputed as a prologue of %{mm.name}"))
@@ -638,7 +643,9 @@ class GreedyFuser:
                     log.debug("%%%s recomputed in r%d for %%%s: %s", choice.value, target.id,
                               instr.name, choice.reason)
                 continue
-            if choice.how in ("write", "stuck"):
+            if choice.how == "stuck" and choice.cone:
+                r = self._side_region(choice, k)
+            elif choice.how in ("write", "stuck"):
                 r.yields[choice.value] = self.shapes[choice.value]
             rule, reason = refusals.get(r, ("", ""))
             if not rule and choice.reason:
@@ -653,6 +660,31 @@ class GreedyFuser:
         if self.debug:
             log.debug("%%%s = %s joined r%d (%d instrs)", instr.name, instr.op, target.id,
                       len(target.instrs))
+
+    def _side_region(self, choice: Choice, k: int) -> Region:
+        """A kernel of its own for a value its region cannot write (it writes another shape)
+        and its consumer cannot recompute (``choice``, stuck with a free cone): the cone is
+        cloned into a new pointwise region, which writes the value (its home from now on).
+        A float64 product whose operands are the transposes of one value converted from
+        1-byte elements (``fusejit fuzz --products``, seed 14451) needs it."""
+        side = self._new_region(k)
+        side.min_index = choice.region.min_index
+        for ins in choice.cone:
+            side.instrs[ins.name] = ins
+        side.params = dict.fromkeys(choice.cone_params)
+        for p in choice.cone_params:
+            self.readers.setdefault(p, []).append(side)
+            producer = self._region_of(p)
+            if producer is not None:
+                side.deps.add(producer)
+        value = choice.value
+        choice.region.own.discard(value)
+        side.own.add(value)
+        self.home[value] = side
+        side.yields[value] = side.anchor = self.shapes[value]
+        if self.debug:
+            log.debug("%%%s written by a region of its own, r%d", value, side.id)
+        return side
 
     def _absorb(self, target: Region, other: Region) -> None:
         """Merge ``other`` into ``target`` (the candidate was checked)."""
