@@ -674,3 +674,13 @@ def test_a_float64_product_of_a_narrow_value_and_its_transpose_compiles():
     assert len(kernels) == 4
     for kernel in kernels:
         assert "ld.global" in _kernel_ptx(kernel)
+
+
+def test_int8_products_over_a_short_k_compile():
+    """int8 products of K = 1 and 2 take 32-deep K tiles (``heuristics.GEMM_MIN_BLOCK_K``)."""
+    for k in (1, 2):
+        kernels = _kernels(lambda xp, x, y: x @ y, [np.zeros((4, k), np.int8),
+                                                    np.zeros((k, 5), np.int8)])
+        for kernel in kernels:
+            assert kernel.attrs["block_k"] == 32
+            assert "ld.global" in _kernel_ptx(kernel)

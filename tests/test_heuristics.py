@@ -301,3 +301,12 @@ def test_gemms_of_few_rows_split_k_to_fill_the_gpu_three_times() -> None:
     # an H100, TF32 224x241x9669 read through 16-byte rows)
     assert split(224, 241, 9669, "float32", "tf32") == sms // 16
     assert 16 * split(224, 241, 9669, "float32", "tf32") <= sms
+
+
+def test_int8_products_take_k_tiles_of_at_least_32() -> None:
+    """Triton's int8 ``tl.dot`` needs K >= 32: the heuristic's tiles and an edited block_k."""
+    assert heuristics.gemm_config(4, 5, 1, 1, "int8").block_k == 32
+    assert heuristics.gemm_config(4, 5, 1, 1, "float16").block_k == 16
+    attrs = {**heuristics.gemm_config(64, 64, 64, 1, "int8").attrs(), "block_k": 16}
+    assert "block_k=16 is not a power of two from 32 to 256" in \
+        heuristics.gemm_config_problem(attrs, 64, 64, 64, "int8", (1, 1))

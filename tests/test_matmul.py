@@ -325,8 +325,8 @@ def _run(fn, arrays, backend, **tiles):
 def test_gemm_every_dtype(interpret_backend, dtype):
     a, b = _array((64, 40), dtype), _array((40, 48), dtype)
     (out,) = _run(lambda xp, a, b: a @ b, [a, b], interpret_backend,
-                  **{**TILES, "block_k": 16 if dtype in ("float16", "float32", "float64", "int8",
-                                                         "bool") else 8})
+                  **{**TILES, "block_k": 32 if dtype == "int8" else 16
+                     if dtype in ("float16", "float32", "float64", "bool") else 8})
     _close_to_product(out, a, b, dtype)
 
 
@@ -501,7 +501,8 @@ def test_tma_loads(interpret_backend, case):
     }
     fn, specs = fns[case]
     arrays = [_array(s, d) for s, d in specs]
-    text = _retile(_fused_text(fn, arrays), block_m=16, block_n=32, block_k=16,
+    text = _retile(_fused_text(fn, arrays), block_m=16, block_n=32,
+                   block_k=32 if case == "int8" else 16,  # (int8 dots: K tiles of 32 or more)
                    split_k=4 if case == "split_k" else 1).replace("kind=gemm", "kind=gemm tma=1")
     prog = fj.parse(text)
     from fusejit.codegen import emit_kernel
@@ -744,7 +745,8 @@ def test_persistent_gemm_matches_numpy(interpret_backend, case):
     }
     fn, specs, programs = cases[case]
     arrays = [_array(s, d) for s, d in specs]
-    tiles = {"block_m": 16, "block_n": 32 if case == "row_softmax" else 16, "block_k": 16}
+    tiles = {"block_m": 16, "block_n": 32 if case == "row_softmax" else 16,
+             "block_k": 32 if case == "int8" else 16}
     text = _retile(_fused_text(fn, arrays), **tiles).replace(
         "kind=gemm", f"kind=gemm programs={programs}"
         + (" tma=1" if case == "tma" else "") + (" relay=1" if case == "relayed" else ""))

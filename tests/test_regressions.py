@@ -446,3 +446,30 @@ def test_a_float64_product_of_a_narrow_value_and_its_transpose(backend):
     got = fn(fj, fj.asarray(v0), fj.asarray(v1))
     assert len(fj.plan(got).program.kernels) == 4
     assert_matches_numpy(got, fn(np, v0, v1))
+
+
+@pytest.mark.parametrize("shapes", [((1, 1), (1, 1)), ((1, 2), (2, 1)), ((3, 3, 8), (1, 8, 1)),
+                                    ((64, 1), (1, 64))])
+def test_int8_products_over_a_short_k(backend, shapes):
+    """int8 products of K = 1 to 8 took 16-deep K tiles, and Triton's int8 ``tl.dot`` needs 32
+    ("Input shapes should have M >= 1, N >= 1 and K >= 32"; cuda fuzz seeds 14911-14913)."""
+    rng = np.random.default_rng(11)
+    a, b = (rng.integers(-4, 4, s).astype(np.int8) for s in shapes)
+    assert_matches_numpy(fj.matmul(fj.asarray(a), fj.asarray(b)), np.matmul(a, b))
+
+
+def test_a_float64_product_whose_narrow_operand_an_epilogue_also_reads(backend):
+    """``v0 @ v1`` and ``v1 + v0`` of int32 and float16 inputs (float64 results): the sum's
+    kernel and the product's merged, which put the float16 operand's conversion back into the
+    float64 dot (cuda fuzz seed 14913); the domain analysis now refuses such a kernel
+    (``domain._check_float64_operand_loads``) and the conversion stays a kernel of its own."""
+    rng = np.random.default_rng(13)
+    v0 = rng.integers(-3, 3, (65, 1, 1)).astype(np.int32)
+    v1 = rng.standard_normal((65, 1, 2)).astype(np.float16)
+    x, y = fj.asarray(v0), fj.asarray(v1)
+    got = (fj.matmul(x, y), fj.add(y, x))
+    kernels = fj.plan(*got).program.kernels
+    assert [k.kind for k in kernels] == ["pointwise", "gemm"]
+    fj.realize(*got)
+    assert_matches_numpy(got[0], np.matmul(v0, v1))
+    assert_matches_numpy(got[1], np.add(v1, v0))

@@ -812,6 +812,10 @@ GEMM_MAX_ACC_PER_THREAD = 256
 GEMM_MAX_SPLIT_K = 16
 #: Dtypes ``tl.dot`` multiplies (float32 per ``precision``); others use multiply-and-sum.
 GEMM_DOT_DTYPES = ("float16", "float32", "float64", "int8")
+#: Smallest ``block_k`` of a ``tl.dot`` by operand dtype: Triton's int8 dot needs K >= 32
+#: ("Input shapes should have M >= 1, N >= 1 and K >= 32"; an int8 product of K = 1 or 2 failed
+#: to compile in a cuda fuzz run), the others 16.
+GEMM_MIN_BLOCK_K = {"int8": 32}
 
 
 @dataclass(frozen=True)
@@ -889,7 +893,7 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         bm, bn, bk, warps, stages = 128, 256, 64, 8, 3
     else:
         bm, bn, bk, warps, stages = 128, 128, 64, 8, 4
-    bm, bn, bk = _clamp(bm, m), _clamp(bn, n), _clamp(bk, k)
+    bm, bn, bk = _clamp(bm, m), _clamp(bn, n), _clamp(bk, k, GEMM_MIN_BLOCK_K.get(dtype, 16))
     if span_row:
         bn = max(16, next_pow2(n))
         while bm > 16 and bm * bn > 128 * 256:
@@ -947,6 +951,8 @@ def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,
     for name in ("block_m", "block_n", "block_k"):
         v = attrs[name]
         low = 16 if gemm_uses_dot(dtype) or name != "block_k" else 1
+        if name == "block_k" and gemm_uses_dot(dtype):
+            low = GEMM_MIN_BLOCK_K.get(dtype, 16)
         if not isinstance(v, int) or v < low or v > 256 or v & (v - 1):
             return f"{name}={v} is not a power of two from {low} to 256"
     for flag in GEMM_FLAG_ATTRS:

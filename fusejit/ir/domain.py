@@ -184,12 +184,38 @@ def region_domain(kernel: Kernel) -> Domain:
     return domain
 
 
+def _check_float64_operand_loads(kernel: Kernel, mm: Instr, types: dict) -> None:
+    """A float64 product's operands must not be computed in its kernel from buffers of
+    elements narrower than 4 bytes: Triton 3.6 (the GPU image's) gives such a ``tl.dot`` a
+    "large K" operand layout it cannot lower ("Currently fp64 don't support largeK MMA"; a
+    cuda fuzz run with products). The fusion pass writes such operands as float64 first
+    (``rules.gemm_prologue_unsupported``); a kernel block written so is refused here."""
+    if mm.dtype.kind != "f" or mm.dtype.itemsize != 8:
+        return
+    body = {i.name: i for i in kernel.body}
+    params = {p.name: p for p in kernel.params}
+    stack, seen = [a for a in mm.args if a in body], set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in body:
+            stack.extend(body[n].args)
+        elif n in params and not params[n].scalar and types[n].dtype.itemsize < 4:
+            raise RegionError(
+                f"the float64 product %{mm.name} computes an operand from %{n} "
+                f"({types[n].dtype.name}) while its tiles load, which Triton 3.6 cannot compile; "
+                f"write that operand as float64 in a kernel of its own", mm)
+
+
 def _gemm_domain(kernel: Kernel, matmuls: list[Instr], types: dict) -> Domain:
     """The domain of a region holding a matrix product (see the module docstring)."""
     if len(matmuls) > 1:
         raise RegionError(f"a kernel computes one matrix product, this one has %{matmuls[0].name} "
                           f"and %{matmuls[1].name}", matmuls[1])
     mm = matmuls[0]
+    _check_float64_operand_loads(kernel, mm, types)
     shape = mm.shape
     last = (len(shape) - 1,)
     product: set[str] = {mm.name}
