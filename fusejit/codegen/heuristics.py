@@ -881,8 +881,8 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         # K-major B 275 / 297 (4 stages)
         # 256x128 at every size: on an H100 (bench/results/h100-s14-call1-exp_s13.txt) 128x128
         # tiles were slower even where they take fewer rounds' worth of time (6000x3000x4001:
-        # 1100 against 710 us; 5183x1023x15402 1407 against 1233), but at 3001x2047x1537
-        # (bench/results/h100-s11-call1-exp_thin_x2.txt: 118 against 132 us)
+        # 1100 against 710 us; 5183x1023x15402 1407 against 1233); only 3001x2047x1537 ran
+        # faster in 128x128 (bench/results/h100-s11-call1-exp_thin_x2.txt: 118 against 132 us)
         bm, bn, bk, warps, stages = 256, 128, 32, 8, 3
     elif n >= 256 and (m >= 256 or (m > 128 and _waves(batch, m, n, 128, 256)
                                      < _waves(batch, m, n, 128, 128))):

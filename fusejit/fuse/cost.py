@@ -216,7 +216,10 @@ GEMM_ALIGN_MIN_FLOPS = 2e10
 #: product above that lost to its copies read a misaligned B N-major, while on an H100
 #: (``bench/results/h100-s14-call1-exp_s7b_short.txt``) 7423x2185x257 with ``b.T``, both
 #: operands' rows 2-byte aligned and 8.3e9 flops, ran 123 us as read and 48 through the
-#: copies (36 the GEMM); the model's floor for small products, not a measured bound.
+#: copies (36 the GEMM); the model's floor for small products, not a measured bound. On that
+#: H100 the H200's losing shapes gained too (5000x721x2185 111 -> 77 us, 32 x 257x521x1000
+#: 109 -> 86, ``bench/results/h100-s14-call3-exp_s7b_floor.txt``): the N-major bound above
+#: stays until an H200 run with today's code says otherwise.
 GEMM_ALIGN_MIN_FLOPS_K_MAJOR = 5e9
 #: ``FUSEJIT_GEMM_ALIGN=1`` (default): copy misaligned operands where ``align_gain`` says it
 #: pays; ``0``: never; ``always`` (for tests and the fuzzer): every float16 or TF32 GEMM operand with
