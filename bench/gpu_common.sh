@@ -80,3 +80,29 @@ unseen_suite() {
   grep -A40 "^| workload" "$work/unseen/results.md" | cut -d'|' -f2,4,8,9,10,12,13 | head -30
   grep -A6 "^## Summary" "$work/unseen/results.md"
 }
+
+# tests_beside_product_fuzz WORK FUZZ_SECONDS SEED_BASE OUT
+# The GEMM, alignment, TF32, row-window and regression tests (gpu-marked) beside four cuda fuzz
+# processes that draw matrix products: two at TF32 (one through fj.jit), one at ieee with
+# --products, one plain (seeds SEED_BASE+1 ...); then their summary in OUT/gpu-tests-fuzz.txt
+# and the logs and failures copied to OUT.
+tests_beside_product_fuzz() {
+  local work=$1 fuzz_s=$2 seed=$3 out=$4 i=0 mode
+  mkdir -p "$work/fuzz"
+  timeout $((fuzz_s + 120)) python3 -m pytest -m gpu -q -p no:cacheprovider tests -k \
+    "(matmul or gemm or align or tf32 or window or regressions) and not every_input" \
+    > "$work/gpu-tests.log" 2>&1 &
+  for mode in "--matmul-precision tf32" "--matmul-precision tf32 --jit" "--products" ""; do
+    i=$((i + 1))
+    timeout $((fuzz_s + 60)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" \
+      --seed $((seed + i)) $mode --out "$work/fuzz/failures" --max-failures 3 \
+      > "$work/fuzz/fuzz-$i.log" 2>&1 &
+  done
+  wait
+  { grep -E "passed|failed" "$work/gpu-tests.log" | tail -2
+    grep -E "^FAILED|^ERROR" "$work/gpu-tests.log" | head -20
+    grep -h "^fusejit fuzz" "$work"/fuzz/fuzz-*.log
+    ls "$work/fuzz/failures" 2>/dev/null; } | tee "$out/gpu-tests-fuzz.txt"
+  cp "$work/gpu-tests.log" "$out/" 2>/dev/null
+  [ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
+}

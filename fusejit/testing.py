@@ -105,6 +105,7 @@ from typing import Any
 
 import numpy as np
 
+from .frontend.linalg import PRECISION_VARIABLE
 from .ir.ops import MATMUL_PRECISIONS
 
 __all__ = ["Recipe", "Step", "Ref", "InputView", "programs", "check_program", "assert_matches_numpy",
@@ -206,11 +207,6 @@ def _carried_error(precision: str) -> float:
     return 2 * MATMUL_UNIT_ROUNDOFF[("float32", precision)][0]
 
 
-#: The environment variable fusejit reads for the precision of float32 products recorded
-#: without ``precision=`` (``fusejit.frontend.linalg.PRECISION_VARIABLE``).
-_PRECISION_VARIABLE = "FUSEJIT_MATMUL_PRECISION"
-
-
 @contextlib.contextmanager
 def using_matmul_precision(precision: str | None) -> Iterator[None]:
     """Within it, fusejit records float32 products without ``precision=`` at ``precision``
@@ -220,15 +216,15 @@ def using_matmul_precision(precision: str | None) -> Iterator[None]:
         yield
         return
     _check_precision(precision)
-    before = os.environ.get(_PRECISION_VARIABLE)
-    os.environ[_PRECISION_VARIABLE] = precision
+    before = os.environ.get(PRECISION_VARIABLE)
+    os.environ[PRECISION_VARIABLE] = precision
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop(_PRECISION_VARIABLE, None)
+            os.environ.pop(PRECISION_VARIABLE, None)
         else:
-            os.environ[_PRECISION_VARIABLE] = before
+            os.environ[PRECISION_VARIABLE] = before
 
 
 # -- comparing ------------------------------------------------------------------

@@ -11,7 +11,6 @@ at the TF32 tolerance, fail with it at float32's, and fail with a product off by
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -42,6 +41,8 @@ from fusejit.testing import (  # noqa: E402
     tolerance,
     using_matmul_precision,
 )
+
+from .test_fuzz import _load  # noqa: E402  (a regression file, imported)
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIABLE = "FUSEJIT_MATMUL_PRECISION"
@@ -208,14 +209,6 @@ def test_random_programs_pass_with_an_emulated_tf32_backend(monkeypatch: pytest.
 
 
 # -- regression files and the command line ------------------------------------------------------
-
-def _load(path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_a_regression_file_checks_at_the_precision_it_failed_at() -> None:
     recipe = _product_recipe(2, 3, 2)

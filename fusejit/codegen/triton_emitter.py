@@ -269,10 +269,10 @@ class _Fn:
         #: load along one axis alone is a row or column of the tile (``load``)
         self.axis_masks: dict[str, str | None] = {}
         self.scalar_vars: dict[str, str] = {}  # scalar param -> its value in this function
-        #: the open tile's flat index and load mask when it is a row window
-        #: (``_Emitter._open_window``): loads at that index take that mask, every other
-        #: load and store the tile's exact mask
-        self.window: tuple[str, str] | None = None
+        #: the open tile's flat index when it is a row window (``_Emitter._open_window``):
+        #: loads at that index take the whole-word mask ``in_words``, every other load and
+        #: store the tile's exact mask
+        self.window: str | None = None
         self.low = Lowering(em.target, self._tmp, self._raw)
         self._cur_level = 0
         self._indent = 0
@@ -583,11 +583,11 @@ class _Fn:
         ptr = em.ptr_name[i]
         addr = ptr if off == "0" else f"{ptr} + {off}"
         mask = self.masks.get(level)
-        if self.window is not None and off == self.window[0] and shape == em.domain.shape:
+        if self.window is not None and off == self.window and shape == em.domain.shape:
             # (a buffer of the domain's layout, read from its rows' 16-byte words: the load
             # covers whole words so that it moves 16 bytes at a time; values outside the row
             # are loaded, never used: reductions and stores take the exact mask)
-            mask = self.window[1]
+            mask = "in_words"
             em.windowed.add(i)
         if level == 2 and self.axis_masks and coords.flat is None:
             axis = self._one_tile_axis(used)
@@ -653,9 +653,8 @@ class _Emitter:
         #: the kept points the row blocks cover: ``domain.rows``, padded when ``kept_run`` is
         self.padded_rows = (self.domain.rows // run * next_pow2(run) if run
                             else self.domain.rows)
-        #: a row kernel's window (elements per 16-byte word, the row mask) once opened
-        #: (``_open_window``), else None
-        self._window: tuple[int, str | None] | None = None
+        #: whether the row kernel's tiles are row windows (``_open_window``)
+        self._window = False
         self.windowed = set()
 
     def var_name(self, name: str) -> str:
@@ -1079,7 +1078,7 @@ class _Emitter:
         reach = cols + window - 1 if window else cols
         col_masked = bool(window) or cols % bn != 0 or cols == 0
         if window:
-            self._open_window(fn, bm, window, row_mask)
+            self._open_window(fn, bm, window)
 
         def open_tile(looped: bool) -> Coords:
             return self._open_tile(fn, "k + " if looped else "", looped, col_masked, row_mask)
@@ -1731,7 +1730,7 @@ class _Emitter:
                            f"a word; rows of {cols} are not 16-byte multiples)")
         return per_word
 
-    def _open_window(self, fn: _Fn, bm: int, per_word: int, row_mask: str | None) -> None:
+    def _open_window(self, fn: _Fn, bm: int, per_word: int) -> None:
         """Define each row's first element, the 16-byte word it starts in and the end of the
         word it ends in (``_row_window``), before the row's tiles open."""
         n = self.domain.reduce_size
@@ -1746,7 +1745,7 @@ class _Emitter:
         for name in ("row_at", "word_at", "words_end"):
             fn.level[name] = 1
         fn.used.update({"row_at", "word_at", "words_end", "in_words"})
-        self._window = (per_word, row_mask)
+        self._window = True
 
     def _open_tile(self, fn: _Fn, start: str, looped: bool, col_masked: bool,
                    row_mask: str | None) -> Coords:
@@ -1757,7 +1756,7 @@ class _Emitter:
         cast = ".to(tl.int64)" if self.idx64 else ""
         window = self._window
         flat = ""
-        if window is not None:
+        if window:
             flat = fn.emit(2, f"word_at + {start}tl.arange(0, {bn})[None, :]", "idx",
                            "flat domain index, from the row's first 16-byte word")
             tgt.append(f"cols = {flat} - row_at  # flat reduced index (outside the row at "
@@ -1769,7 +1768,7 @@ class _Emitter:
         fn.level["cols"] = 2
         masks = []
         if col_masked:
-            tgt.append(f"col_mask = (cols >= 0) & (cols < {cols})" if window is not None
+            tgt.append(f"col_mask = (cols >= 0) & (cols < {cols})" if window
                        else f"col_mask = cols < {cols}")
             masks.append("col_mask")
         if row_mask:
@@ -1788,9 +1787,8 @@ class _Emitter:
         dims = tuple(next(it_r) if i in d.reduced else next(it_k) for i in range(len(d.shape)))
         if d.kind == "outer_reduction":
             return Coords(d.shape, None, dims)
-        fn.window = None
-        if window is not None:
-            fn.window = (flat, "in_words")
+        fn.window = flat if window else None
+        if window:
             return Coords(d.shape, flat, dims)
         flat = fn.emit(2, f"rows * {cols} + cols" if cols != 1 else "rows", "idx",
                        "flat domain index")
@@ -1966,7 +1964,7 @@ class _Emitter:
         # lanes are valid in a prefix of the steps, so a valid lane's count at step k is k + 1
         # for all of them: one reciprocal per step instead of a division per element
         inv = fn.emit(2, f"tl.full([], 1.0, {TL[dt]}) / (k // {self._bn} + 1)", f"inv_{hint}")
-        if self._window is not None:
+        if self._window:
             # in a row window the lanes before the row's first column join one step late
             # (their count at step k is k): the other reciprocal, chosen per lane (at step 0
             # such a lane's delta is 0, so its reciprocal only has to be finite)

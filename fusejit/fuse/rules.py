@@ -43,6 +43,7 @@ from ..ir.domain import (
     INNER_REDUCTION,
     OUTER_REDUCTION,
     RegionError,
+    float64_dot_cannot_load,
     reduction_kind,
     region_domain,
     squeezed,
@@ -204,14 +205,11 @@ def gemm_prologue_unsupported(p: Prologue, mm: Instr, itemsizes: dict[str, int])
     """Why the producers of operand ``p`` of ``mm`` cannot be compiled into its GEMM, or None.
 
     A float64 product whose prologue loads a buffer of elements narrower than 4 bytes (a bool,
-    int8 or float16 operand converted to float64 as its tiles load): Triton 3.6, the GPU
-    image's, gives such a ``tl.dot`` a "large K" operand layout and then fails to lower it
-    ("Currently fp64 don't support largeK MMA"; any 1- or 2-byte load, found by ``fusejit fuzz
-    --backend cuda --products``). The operand is written in float64 first.
+    int8 or float16 operand converted to float64 as its tiles load), which Triton 3.6 cannot
+    compile (``domain.float64_dot_cannot_load``, which the domain analysis applies to every
+    GEMM kernel too). The operand is written in float64 first.
     """
-    if mm.dtype.itemsize != 8 or mm.dtype.kind != "f":
-        return None
-    narrow = [q for q in p.params if itemsizes.get(q, 4) < 4]
+    narrow = [q for q in p.params if float64_dot_cannot_load(mm.dtype, itemsizes.get(q, 8))]
     if narrow and p.instrs:
         return (f"operand %{p.operand} of the float64 product %{mm.name} would load "
                 f"{', '.join('%' + q for q in narrow)} ({itemsizes[narrow[0]]}-byte elements) "

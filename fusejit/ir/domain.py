@@ -184,29 +184,33 @@ def region_domain(kernel: Kernel) -> Domain:
     return domain
 
 
+#: Fewest bytes per element a buffer read into a float64 ``tl.dot`` operand may have: Triton 3.6
+#: (the GPU image's) gives an operand computed from a narrower load a "large K" layout that it
+#: cannot lower ("Currently fp64 don't support largeK MMA"; any 1- or 2-byte load: bool, int8,
+#: float16; found by ``fusejit fuzz --backend cuda --products``).
+FLOAT64_DOT_MIN_LOAD = 4
+
+
+def float64_dot_cannot_load(product: Any, itemsize: int) -> bool:
+    """Whether a product of dtype ``product`` cannot compute an operand from a buffer of
+    ``itemsize``-byte elements while its tiles load (``FLOAT64_DOT_MIN_LOAD``)."""
+    return product.kind == "f" and product.itemsize == 8 and itemsize < FLOAT64_DOT_MIN_LOAD
+
+
 def _check_float64_operand_loads(kernel: Kernel, mm: Instr, types: dict) -> None:
     """A float64 product's operands must not be computed in its kernel from buffers of
-    elements narrower than 4 bytes: Triton 3.6 (the GPU image's) gives such a ``tl.dot`` a
-    "large K" operand layout it cannot lower ("Currently fp64 don't support largeK MMA"; a
-    cuda fuzz run with products). The fusion pass writes such operands as float64 first
-    (``rules.gemm_prologue_unsupported``); a kernel block written so is refused here."""
-    if mm.dtype.kind != "f" or mm.dtype.itemsize != 8:
-        return
-    body = {i.name: i for i in kernel.body}
-    params = {p.name: p for p in kernel.params}
-    stack, seen = [a for a in mm.args if a in body], set()
-    while stack:
-        n = stack.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        if n in body:
-            stack.extend(body[n].args)
-        elif n in params and not params[n].scalar and types[n].dtype.itemsize < 4:
-            raise RegionError(
-                f"the float64 product %{mm.name} computes an operand from %{n} "
-                f"({types[n].dtype.name}) while its tiles load, which Triton 3.6 cannot compile; "
-                f"write that operand as float64 in a kernel of its own", mm)
+    elements narrower than ``FLOAT64_DOT_MIN_LOAD``. The fusion pass writes such operands as
+    float64 first (``rules.gemm_prologue_unsupported``); a kernel block written so is
+    refused here."""
+    scalars = {p.name for p in kernel.params if p.scalar}  # (passed by value: no loads)
+    for operand in mm.args:
+        for name in operand_params(kernel, operand):
+            if name not in scalars and name != operand and \
+                    float64_dot_cannot_load(mm.dtype, types[name].dtype.itemsize):
+                raise RegionError(
+                    f"the float64 product %{mm.name} computes an operand from %{name} "
+                    f"({types[name].dtype.name}) while its tiles load, which Triton 3.6 cannot "
+                    f"compile; write that operand as float64 in a kernel of its own", mm)
 
 
 def _gemm_domain(kernel: Kernel, matmuls: list[Instr], types: dict) -> Domain:
@@ -268,25 +272,31 @@ def _gemm_domain(kernel: Kernel, matmuls: list[Instr], types: dict) -> Domain:
     return domain
 
 
+def operand_params(kernel: Kernel, operand: str) -> list[str]:
+    """The params of ``kernel`` that ``operand`` is computed from (itself if it is one)."""
+    defs = {i.name: i for i in kernel.body}
+    params = {p.name for p in kernel.params}
+    found, stack, seen = [], [operand], set()
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in params:
+            found.append(name)
+        elif name in defs:
+            stack.extend(defs[name].args)
+    return found
+
+
 def operand_itemsizes(kernel: Kernel, matmul: str) -> tuple[int, int]:
     """Bytes per element that a GEMM region loads for each operand of ``matmul``: the widest
     parameter its prologue reads (a float32 buffer cast to float16 while loading counts 4)."""
-    defs = {i.name: i for i in kernel.body}
-    params = {p.name: p.type for p in kernel.params}
-    out = []
-    for operand in defs[matmul].args:
-        widest, stack, seen = 1, [operand], set()
-        while stack:
-            name = stack.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            if name in params:
-                widest = max(widest, params[name].dtype.itemsize)
-            elif name in defs:
-                stack.extend(defs[name].args)
-        out.append(widest)
-    return out[0], out[1]
+    types = {p.name: p.type for p in kernel.params}
+    mm = next(i for i in kernel.body if i.name == matmul)
+    a, b = (max([1, *(types[n].dtype.itemsize for n in operand_params(kernel, operand))])
+            for operand in mm.args)
+    return a, b
 
 
 def _check_row_dependent(kernel: Kernel, domain: Domain) -> set[str]:
