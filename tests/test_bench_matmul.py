@@ -119,6 +119,35 @@ def test_exp_s13_dry_run_times_the_padded_k_major_pass(tmp_path):
         assert want is None or names == want, r
 
 
+def test_exp_s15_dry_run_times_every_float32_tile_variant(tmp_path):
+    """``bench/exp_s15.py --dry`` (NumPy for CuPy, the interpreter, sides cut to 64): every
+    variant of the float32 GEMM sweep, TF32 and full precision, plans from the edited text,
+    runs and matches the float64 reference with the edited tiles in its kernel, so a GPU call
+    is not spent on a broken script."""
+    import json
+    import os
+    import subprocess
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    root = _PATH.parent.parent
+    for precision, shapes in (("tf32", 4), ("ieee", 3)):
+        out = tmp_path / f"s15-{precision}.json"
+        done = subprocess.run([sys.executable, str(root / "bench" / "exp_s15.py"), "--dry",
+                               "--precision", precision, "--json", str(out)],
+                              capture_output=True, text=True, timeout=600, env=env, cwd=root)
+        assert done.returncode == 0, done.stderr[-2000:]
+        rows = json.loads(out.read_text())
+        sys.path.insert(0, str(root / "bench"))
+        import exp_s15
+        assert len(rows) == shapes * len(exp_s15.VARIANTS[precision])
+        assert not any("failed" in r for r in rows), rows
+        # TF32 rounds the operands to 10 bits: a relative error of a few 2**-11 (float32: 1e-6)
+        assert all(r["error"] < (2e-3 if precision == "tf32" else 1e-5) for r in rows)
+        for r in rows:
+            change = exp_s15.VARIANTS[precision][r["variant"]]
+            for key in ("num_stages", "num_warps", "group_m"):
+                assert key not in change or r["attrs"][key] == change[key], r
+
+
 def test_exp_s8_dry_run_times_every_tile_shape(tmp_path):
     """``bench/exp_s8.py --dry`` (NumPy for CuPy, the interpreter, sides cut to 48): each
     shape's plan with its default tiles and every configuration of the sweep runs, matches the

@@ -1,0 +1,156 @@
+"""Experiment (fifteenth session): the float32 GEMM kernel's tiles, TF32 and full precision.
+
+The GEMM issue's float32 targets are 0.9x of jax.jit in TF32 and 0.8x of cuBLAS in full
+precision. The last timed figures at 4096^3: TF32 265 TFLOP/s against jax.jit's 351 (H200,
+the plan with its transposing pass), 456 us against cuBLAS's 357 on an H100; full precision
+42 against 51 (H200), and 6410x1550x3337 0.79x of cuBLAS (H100). No sweep of the float32
+tiles beyond block_m x block_n was ever timed, so this times the GEMM kernel alone (CUDA
+events; B stored [N, K] and multiplied as ``bt.T``, so both operands are K-major and no
+transposing pass runs) with the tile attributes edited in the fused text: tiles, block_k,
+warps, stages and the persistent form (``programs=``), against cuBLAS's bare product of the
+same operands (``CUPY_TF32=1`` for TF32, read by CuPy at import: one precision a process).
+
+Run on the GPU machine: ``python3 bench/exp_s15.py --precision tf32|ieee [--json FILE]``;
+``--dry`` checks it on the CPU (NumPy for CuPy, the interpreter, sides cut to at most 64;
+``tests/test_bench_matmul.py`` runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_matmul as bm  # noqa: E402
+from exp_s7b import backend_and_timer  # noqa: E402
+
+#: precision -> name -> (M, N, K)
+SHAPES = {
+    "tf32": {"k0": (4096, 4096, 4096), "k1": (8192, 4096, 4096), "k2": (6000, 3000, 4000),
+             "k3": (2048, 2048, 8192)},
+    "ieee": {"k0": (4096, 4096, 4096), "k4": (6400, 1552, 3336), "k5": (2048, 2048, 2048)},
+}
+
+#: precision -> variant -> attributes edited into the gemm kernel (the rest as planned)
+VARIANTS: dict[str, dict[str, dict[str, int]]] = {
+    "tf32": {
+        "default": {},
+        "256x128x32 s4": {"block_m": 256, "block_n": 128, "block_k": 32, "num_stages": 4},
+        "128x256x32 s3": {"block_m": 128, "block_n": 256, "block_k": 32, "num_stages": 3},
+        "128x256x32 s4": {"block_m": 128, "block_n": 256, "block_k": 32, "num_stages": 4},
+        "256x128x64 s2": {"block_m": 256, "block_n": 128, "block_k": 64, "num_stages": 2},
+        "128x128x64 s3": {"block_m": 128, "block_n": 128, "block_k": 64, "num_stages": 3},
+        "128x128x32 s4": {"block_m": 128, "block_n": 128, "block_k": 32, "num_stages": 4},
+        "128x128x32 s4 w4": {"block_m": 128, "block_n": 128, "block_k": 32, "num_stages": 4,
+                             "num_warps": 4},
+        "256x128x32 s3 persistent": {"block_m": 256, "block_n": 128, "block_k": 32,
+                                     "num_stages": 3, "programs": 132},
+        "256x128x32 s4 persistent": {"block_m": 256, "block_n": 128, "block_k": 32,
+                                     "num_stages": 4, "programs": 132},
+        "256x128x32 s3 group16": {"block_m": 256, "block_n": 128, "block_k": 32,
+                                  "num_stages": 3, "group_m": 16},
+    },
+    "ieee": {
+        "default": {},
+        "128x128x32 w4 s2": {"num_stages": 2},
+        "128x128x32 w4 s4": {"num_stages": 4},
+        "128x128x16 w4 s3": {"block_k": 16},
+        "128x128x16 w4 s4": {"block_k": 16, "num_stages": 4},
+        "128x128x32 w8 s3": {"num_warps": 8},
+        "128x64x32 w4 s3": {"block_n": 64},
+        "64x128x32 w4 s3": {"block_m": 64},
+        "128x128x64 w4 s2": {"block_k": 64, "num_stages": 2},
+        "64x64x32 w4 s4": {"block_m": 64, "block_n": 64, "num_stages": 4},
+    },
+}
+
+
+def edit_gemm(text: str, change: dict[str, int]) -> str:
+    """``text`` (a fused program) with the gemm kernel's attributes in ``change`` set (added
+    where the kernel line lacks them)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "kind=gemm" not in line:
+            continue
+        for key, value in change.items():
+            if re.search(rf"\b{key}=\d+", line):
+                line = re.sub(rf"\b{key}=\d+", f"{key}={value}", line)
+            else:
+                line = line.replace("kind=gemm", f"kind=gemm {key}={value}", 1)
+        lines[i] = line
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dry", action="store_true",
+                        help="no GPU: NumPy for CuPy, the interpreter, small sides (a check)")
+    parser.add_argument("--precision", choices=("tf32", "ieee"), default="tf32")
+    parser.add_argument("--json", default="")
+    parser.add_argument("--only", default="", help="regex over shape and variant names")
+    args = parser.parse_args(argv)
+    if args.precision == "tf32":
+        os.environ["CUPY_TF32"] = "1"  # (read by CuPy: before it is imported)
+
+    import fusejit as fj
+    from fusejit.fuse import plan_for
+    from fusejit.ir.graph import structural_key
+    from fusejit.runtime import current, forget_plans
+    cp, event_time = backend_and_timer(args.dry)
+    backend = current()
+    rows: list[dict[str, Any]] = []
+    for name, (m, n, k) in SHAPES[args.precision].items():
+        if args.dry:
+            m, n, k = min(m, 64), min(n, 64), min(k, 64)
+        case = f"{name} {args.precision}"
+        bm.CASES[case] = (m, n, k, "float32", args.precision, "none")
+        bm.EXTRA[case] = {"batch": 1, "b_t": True}
+        x = bm._inputs(cp, case)
+        ref = bm._reference(cp, case, x)
+        flops = bm._flops(case)
+        cublas = event_time(lambda a=x["a"], bt=x["bt"]: cp.matmul(a, bt.T)) * 1e6
+        print(f"{case} {m}x{n}x{k}: cuBLAS bare {cublas:8.1f} us "
+              f"{flops / cublas / 1e6:5.0f} TFLOP/s", flush=True)
+        forget_plans()
+        y = bm._fusejit_program(fj, case, x)
+        buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
+        text = fj.dump(y, fused=True)
+        for variant, change in VARIANTS[args.precision].items():
+            if args.only and not re.search(args.only, f"{case} {variant}"):
+                continue
+            if args.dry:  # tiles the small sides can take
+                change = {key: min(v, 32) if key.startswith("block") else v
+                          for key, v in change.items() if key != "programs"}
+            try:
+                plan = plan_for(fj.parse(edit_gemm(text, change)))
+                prog = plan.program
+                gemm = [kernel for kernel in prog.kernels if kernel.kind == "gemm"][0]
+                err = bm._error(cp, backend.execute(prog, buffers, plan)[0], ref)
+                us = event_time(lambda g=gemm, b=buffers: backend.run_kernel(g, list(b))) * 1e6
+                row = {"shape": name, "m": m, "n": n, "k": k, "precision": args.precision,
+                       "variant": variant, "attrs": dict(gemm.attrs), "us": us,
+                       "tflops": flops / us / 1e6, "cublas_us": cublas, "error": err}
+                print(f"{case} {variant:26s} {us:8.1f} us {flops / us / 1e6:5.0f} TFLOP/s "
+                      f"({cublas / us:4.2f}x cuBLAS) err {err:.1e}", flush=True)
+            except Exception as exc:  # noqa: BLE001  (recorded; the sweep goes on)
+                row = {"shape": name, "variant": variant,
+                       "failed": f"{type(exc).__name__}: {exc}"[:300]}
+                print(f"{case} {variant:26s} failed: {row['failed']}", flush=True)
+            rows.append(row)
+        del x, ref, y, buffers
+        if not args.dry:
+            cp.get_default_memory_pool().free_all_blocks()
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1))
+    forget_plans()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
