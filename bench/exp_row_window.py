@@ -6,7 +6,9 @@ A row of ``C`` elements whose ``C * itemsize`` is not a multiple of 16 starts ev
 of 2412x25379 ran at 33% of the copy rate on the H200). With the window each row's tiles
 start at the 16-byte word the row starts in and the loads move 16 bytes at a time. This
 times each workload's plan (its launches alone, CUDA events) with the window on and off
-(``heuristics.ROW_WINDOW``; a fresh backend for each, so each emits its own kernels), as
+(``heuristics.ROW_WINDOW``; a fresh backend for each, so each emits its own kernels), and
+(fifteenth session) with the window on for kernels that store rows too
+(``heuristics.ROW_WINDOW_STORES``: whole words stored 16 bytes at a time), as
 microseconds and as a share of the copy rate (bytes read once and written once, against a
 CuPy copy of the input's bytes in the same run), two aligned shapes beside as a check.
 
@@ -92,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         copy_rate = 2 * x.nbytes / copy_s
         line = f"{name:20s} {rows}x{cols} copy {copy_rate / 1e9:6.0f} GB/s |"
         results = {}
-        for window in (False, True):
-            heuristics.ROW_WINDOW = window
+        for window in ("off", "loads", "stores"):
+            heuristics.ROW_WINDOW = window != "off"
+            heuristics.ROW_WINDOW_STORES = window == "stores"
             runtime._backends.pop(runtime.get_backend(), None)  # (a fresh backend: new kernels)
             forget_plans()
             y = fn(fj, fj.asarray(x), fj.asarray(w), fj.asarray(b))
@@ -111,16 +114,18 @@ def main(argv: list[str] | None = None) -> int:
                    "copy_share": moved / seconds / copy_rate, "kernels": len(prog.kernels),
                    "windowed_source": windowed}
             rows_out.append(row)
-            line += (f" window {'on ' if window else 'off'} {seconds * 1e6:8.1f} us "
+            line += (f" {window:6s} {seconds * 1e6:8.1f} us "
                      f"{100 * row['copy_share']:4.0f}% |")
-        same = np.allclose(results[False].astype(np.float64), results[True].astype(np.float64),
-                           rtol=2e-2 if dtype == "float16" else 1e-5, atol=1e-3, equal_nan=True)
+        same = all(np.allclose(results["off"].astype(np.float64), results[w].astype(np.float64),
+                               rtol=2e-2 if dtype == "float16" else 1e-5, atol=1e-3,
+                               equal_nan=True) for w in ("loads", "stores"))
         print(line + (" same" if same else " DIFFERENT"), flush=True)
-        rows_out[-1]["same"] = rows_out[-2]["same"] = bool(same)
+        for row in rows_out[-3:]:
+            row["same"] = bool(same)
         del x, w, b, copy_out
         if args.json:
             Path(args.json).write_text(json.dumps(rows_out, indent=1))
-    heuristics.ROW_WINDOW = True
+    heuristics.ROW_WINDOW, heuristics.ROW_WINDOW_STORES = True, False
     return 0
 
 

@@ -655,6 +655,7 @@ class _Emitter:
                             else self.domain.rows)
         #: whether the row kernel's tiles are row windows (``_open_window``)
         self._window = False
+        self._window_per_word = 0
         self.windowed = set()
 
     def var_name(self, name: str) -> str:
@@ -1151,9 +1152,39 @@ class _Emitter:
             flat = fn.flat_of(coords)
             if fn.lvl(flat) < 2:  # every dim has size 1: a tile-shaped pointer all the same
                 flat = fn.emit(2, f"rows * 0 + cols * 0 + {flat}", "same")
+            value = self.store_expr(v, self.types[y].dtype)
+            if self._window:
+                whole, edges = self._window_store_masks(fn, flat)
+                fn._target(2).append(f"tl.store({self.out_name[j]} + {flat}, {value}, "
+                                     f"mask={whole})  # yield %{y}: the row's whole words")
+                fn._target(2).append(f"tl.store({self.out_name[j]} + {flat}, {value}, "
+                                     f"mask={edges})  # yield %{y}: its first and last words")
+                continue
             m = f", mask={fn.masks[2]}" if fn.masks[2] else ""
             fn._target(2).append(f"tl.store({self.out_name[j]} + {flat}, "
-                                 f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
+                                 f"{value}{m})  # yield %{y}")
+
+    def _window_store_masks(self, fn: _Fn, flat: str) -> tuple[str, str]:
+        """The masks of a row window's stores: the words wholly inside the row (one mask value
+        a word, so that Triton stores 16 bytes at a time) and the row's elements in the words
+        it shares with its neighbours (one element at a time)."""
+        key = ("window_store_masks", flat)
+        if key in fn.memo_tile:
+            return fn.memo_tile[key]
+        per_word, n = self._window_per_word, self.domain.reduce_size
+        row_mask = fn.masks[1]
+        words = fn.emit(2, f"{flat} // {per_word}", "words",
+                        "the 16-byte word of each lane: one value a word")
+        first = fn.emit(1, f"(row_at + {per_word - 1}) // {per_word}", "first_whole",
+                        "the row's first word wholly inside it")
+        end = fn.emit(1, f"(row_at + {n}) // {per_word}", "end_whole",
+                      "the end of its words wholly inside it")
+        whole = f"({words} >= {first}) & ({words} < {end})"
+        whole = fn.emit(2, f"{whole} & {row_mask}" if row_mask else whole, "whole_words")
+        edges = fn.emit(2, f"{fn.masks[2]} & (({words} < {first}) | ({words} >= {end}))",
+                        "edge_words")
+        fn.memo_tile[key] = (whole, edges)
+        return whole, edges
 
     # -- split reductions -------------------------------------------------------------
     def _can_split(self) -> bool:
@@ -1714,14 +1745,17 @@ class _Emitter:
         keep their plain loads.
         """
         d = self.domain
+        stored = [self.types[y].dtype.itemsize for y in self.kernel.yields
+                  if self.types[y].shape == d.shape]
         if (not heuristics.ROW_WINDOW or d.kind != "inner_reduction" or self.kept_run
                 or not self.kernel.attrs.get("window", 1)
-                or any(self.types[y].shape == d.shape for y in self.kernel.yields)):
+                or (stored and not heuristics.ROW_WINDOW_STORES)):
             return 0
         items = [p.type.dtype.itemsize for p, st in zip(self.kernel.params, self.strides)
                  if not p.scalar and p.type.shape == d.shape and _same_strides(st, d.shape)]
         if not items:
             return 0
+        items += stored
         per_word = 16 // min(items)
         cols = d.reduce_size
         if cols % per_word == 0 or cols < 2 * per_word or (persistent and bn < cols + per_word - 1):
@@ -1746,6 +1780,7 @@ class _Emitter:
             fn.level[name] = 1
         fn.used.update({"row_at", "word_at", "words_end", "in_words"})
         self._window = True
+        self._window_per_word = per_word
 
     def _open_tile(self, fn: _Fn, start: str, looped: bool, col_masked: bool,
                    row_mask: str | None) -> Coords:
