@@ -3,8 +3,9 @@ word it starts in (``triton_emitter._Emitter._row_window``), so that their loads
 bytes at a time: checked in the source, in sm_90 PTX (vector loads), in values on the
 interpreter (with rows in one tile and looped, and buffers that do not start on a 16-byte
 boundary, which take the plain kernel), and in the ``cuda`` backend's choice on FakeCupy.
-Kernels that also store values of the rows' shape (softmax, layer norm) keep the plain
-loads: there the window ran 1.5-2.8x slower on an H100 (``bench/exp_row_window.py``)."""
+Kernels that also store values of the rows' shape (softmax) store the words wholly inside a
+row 16 bytes at a time and the row's ends an element at a time, where that pays (2-byte
+elements and no operand read along the columns alone, ``_window_stores_pay``)."""
 
 from __future__ import annotations
 
@@ -40,14 +41,24 @@ def _sum(x: Any) -> Any:
     return x.sum(axis=-1)
 
 
+def _layer_norm(x: Any) -> Any:
+    n = x.shape[-1]
+    return fj.layer_norm(x, fj.asarray(np.linspace(0.5, 1.5, n).astype(x.dtype)),
+                         fj.asarray(np.linspace(-1, 1, n).astype(x.dtype)))
+
+
 def test_misaligned_rows_open_a_window_and_aligned_rows_do_not() -> None:
     emitted = emit_kernel(_kernel(_sum, (2412, 25379), "float16"), None, "cuda")
     assert emitted.windowed == (0,)
     assert "word_at = tl.multiple_of(row_at - row_at % 8, 8)" in emitted.source
     assert "in_words = idx < words_end" in emitted.source
     assert any("16-byte word each starts in" in line for line in emitted.tiling)
-    # a kernel that stores values of the rows' shape keeps its plain loads
-    assert emit_kernel(_kernel(_softmax, (2412, 25379), "float16"), None, "cuda").windowed == ()
+    # a kernel that stores values of the rows' shape: windowed for 2-byte rows
+    # (``_window_stores_pay``), plain for 4-byte ones and for a layer norm's weight and bias
+    assert emit_kernel(_kernel(_softmax, (2412, 25379), "float16"), None, "cuda").windowed == (0,)
+    assert emit_kernel(_kernel(_softmax, (4096, 3001), "float32"), None, "cuda").windowed == ()
+    assert emit_kernel(_kernel(_layer_norm, (4096, 5003), "float16"), None,
+                       "cuda").windowed == ()
     # float32 rows of 301 (4 elements a word), 4 rows a program: a [rows, 1] window
     emitted = emit_kernel(_kernel(lambda x: x.sum(axis=-1), (4096, 301), "float32"), None, "cuda")
     assert emitted.windowed == (0,) and "row_at % 4, [4, 4])" in emitted.source
@@ -227,3 +238,58 @@ def test_windowed_rows_match_numpy_cuda(op: str, rows: int, cols: int, dtype: st
             view = device[offset:offset + rows * cols].reshape(rows, cols)
             assert_matches_numpy(_OPS[op](fj, fj.asarray(view)), _reference(op, a),
                                  err_msg=f"{op} {rows}x{cols} {dtype} offset {offset}")
+
+
+# -- row windows for kernels that store rows (``heuristics.ROW_WINDOW_STORES``) -------------
+
+def test_windowed_stores_split_whole_words_from_the_row_ends(monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """A float16 softmax over misaligned rows reads through the window and
+    stores twice: the words wholly inside the row under a mask of one value a word, the row's
+    first and last words under the exact column mask."""
+    emitted = emit_kernel(_kernel(_softmax, (2412, 25379), "float16"), None, "cuda")
+    assert emitted.windowed == (0,)
+    src = emitted.source
+    assert "words = idx_1 // 8" in src
+    assert "whole_words = (words >= first_whole) & (words < end_whole)" in src
+    assert "edge_words = col_mask & ((words < first_whole) | (words >= end_whole))" in src
+    assert "tl.store(out0 + idx_1, v6, mask=whole_words)" in src
+    assert "tl.store(out0 + idx_1, v6, mask=edge_words)" in src
+    monkeypatch.setattr(heuristics, "ROW_WINDOW_STORES", False)
+    assert emit_kernel(_kernel(_softmax, (2412, 25379), "float16"), None, "cuda").windowed == ()
+
+
+@pytest.mark.parametrize("fn, shape, dtype", [
+    (_softmax, (2412, 25379), "float16"),  # looped, one row a program
+    (_softmax, (8192, 1001), "float16"),  # one tile
+    (lambda x: x - x.mean(axis=-1, keepdims=True), (4096, 3003), "float16"),
+])
+def test_windowed_stores_move_16_bytes_at_a_time(monkeypatch: pytest.MonkeyPatch, fn: Any,
+                                                 shape: tuple[int, ...], dtype: str) -> None:
+    """sm_90 PTX: the rows load 16 bytes at a time and the whole words store 16 bytes at a
+    time (without the window, every load and store of the rows moves one element)."""
+    from .test_cubin import _kernel_ptx
+    ptx = _kernel_ptx(_kernel(fn, shape, dtype))
+    assert re.search(r"st\.global(\.\w+)*\.v4", ptx) and re.search(r"ld\.global(\.\w+)*\.v4", ptx)
+    monkeypatch.setattr(heuristics, "ROW_WINDOW_STORES", False)
+    plain = _kernel_ptx(_kernel(fn, shape, dtype))
+    assert not re.search(r"st\.global(\.\w+)*\.v4", plain)
+
+
+@settings(max_examples=40, deadline=None)
+@given(op=st.sampled_from(["centered", "softmax"]), rows=st.integers(1, 9),
+       cols=st.integers(9, 300).filter(lambda c: c % 8 != 0),
+       offset=st.sampled_from([0, 1]), looped=st.booleans(), seed=st.integers(0, 2**16))
+def test_windowed_stores_match_numpy(op: str, rows: int, cols: int, offset: int, looped: bool,
+                                     seed: int) -> None:
+    """float16 kernels that store rows, through the window, in one tile and looped in tiles
+    of 64, against NumPy at float16's tolerance; the rows around each row
+    are checked too (``_check`` compares the whole output, so a store past a row's end shows
+    as a wrong value in the next row)."""
+    from fusejit.runtime import kernel_cache as kc
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(kc, "_emit_cache", {})
+        if looped:
+            m.setitem(heuristics.PERSISTENT_LIMIT, "interpret", 64)
+        with fj.using_backend("interpret"):
+            _check(op, rows, cols, "float16", offset, seed)

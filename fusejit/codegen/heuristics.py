@@ -48,10 +48,11 @@ ALTERNATE_PASSES = True
 #: the 16-byte word it starts in (``triton_emitter._Emitter._row_window``), so its loads move
 #: 16 bytes at a time, not one element (``bench/exp_row_window.py`` times both).
 ROW_WINDOW = True
-#: Whether row kernels that store rows (softmax, layer norm) read them through a row window
-#: too, storing whole words 16 bytes at a time and the row's shared first and last words one
-#: element at a time.
-ROW_WINDOW_STORES = False
+#: Whether row kernels that store rows (softmax) read them through a row window too where
+#: that pays (``triton_emitter._Emitter._window_stores_pay``: 2-byte elements, no operand read
+#: along the columns alone), storing whole words 16 bytes at a time and the row's shared first
+#: and last words one element at a time.
+ROW_WINDOW_STORES = True
 #: Largest row (next power of two) kept in registers by one program, by target.
 PERSISTENT_LIMIT = {"cuda": 16384, "interpret": 1 << 16}
 #: Elements per program of a 1-D pointwise kernel.

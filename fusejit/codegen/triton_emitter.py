@@ -1739,17 +1739,15 @@ class _Emitter:
         the kernel (a backend's choice for a buffer that does not start on a 16-byte
         boundary). H100, ``bench/exp_row_window.py`` (``bench/results/h100-s14-call*``): a
         float16 sum of 262144x77 45.3 -> 14.9 us (34% -> 104% of the copy rate), a looped
-        float32 variance of 2048x40001 134 -> 117 us; a kernel that also stores the rows
-        (softmax, layer norm) ran 1.5-2.8x slower windowed (its stores keep the exact mask,
-        one element each, and Triton converted the tile between the two layouts), so those
-        keep their plain loads.
+        float32 variance of 2048x40001 134 -> 117 us. A kernel that also stores the rows
+        stores the words wholly inside a row 16 bytes at a time and the row's first and last
+        words an element at a time (``_window_store_masks``), where ``_window_stores_pay``.
         """
         d = self.domain
         stored = [self.types[y].dtype.itemsize for y in self.kernel.yields
                   if self.types[y].shape == d.shape]
         if (not heuristics.ROW_WINDOW or d.kind != "inner_reduction" or self.kept_run
-                or not self.kernel.attrs.get("window", 1)
-                or (stored and not heuristics.ROW_WINDOW_STORES)):
+                or not self.kernel.attrs.get("window", 1)):
             return 0
         items = [p.type.dtype.itemsize for p, st in zip(self.kernel.params, self.strides)
                  if not p.scalar and p.type.shape == d.shape and _same_strides(st, d.shape)]
@@ -1760,9 +1758,28 @@ class _Emitter:
         cols = d.reduce_size
         if cols % per_word == 0 or cols < 2 * per_word or (persistent and bn < cols + per_word - 1):
             return 0
+        if stored and not self._window_stores_pay(per_word):
+            return 0
         self.tiling.append(f"rows read from the 16-byte word each starts in ({per_word} elements "
                            f"a word; rows of {cols} are not 16-byte multiples)")
         return per_word
+
+    def _window_stores_pay(self, per_word: int) -> bool:
+        """Whether a row kernel that stores rows gains from a row window: its elements are
+        2 bytes or less (``per_word`` >= 8), where element-wise loads and stores move 64 bytes a
+        warp instruction or less, and it reads no operand along the columns alone (a layer
+        norm's weight and bias: aligned as the plain kernel reads them, shifted by each row's
+        offset in the window). H200, ``bench/exp_row_window.py``
+        (``bench/results/h200-s15-call1``), plain / windowed: float16 softmax of 2412x25379
+        178 -> 140 us (36% -> 46% of the copy rate), 8192x1001 17.7 -> 17.3; slower where
+        the rule says no: float32 softmax of 4096x3001 27.5 -> 35.3 (element-wise float32
+        was at the copy rate already, and the window's edge stores cost a predicated store
+        an element), layer norm float16 4096x5003 66 -> 95, float32 8192x3001 71 -> 88."""
+        if not heuristics.ROW_WINDOW_STORES or per_word < 8:
+            return False
+        d = self.domain
+        return not any(not p.scalar and p.type.shape != d.shape and p.type.shape
+                       and p.type.shape[-1] == d.reduce_size for p in self.kernel.params)
 
     def _open_window(self, fn: _Fn, bm: int, per_word: int) -> None:
         """Define each row's first element, the 16-byte word it starts in and the end of the
