@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_matmul as bm  # noqa: E402
-from exp_s7b import backend_and_timer  # noqa: E402
+from exp_s7b import backend_and_timer, kernel_times  # noqa: E402
 
 #: precision -> name -> (M, N, K)
 SHAPES = {
@@ -130,9 +130,13 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 plan = plan_for(fj.parse(edit_gemm(text, change)))
                 prog = plan.program
-                gemm = [kernel for kernel in prog.kernels if kernel.kind == "gemm"][0]
                 err = bm._error(cp, backend.execute(prog, buffers, plan)[0], ref)
-                us = event_time(lambda g=gemm, b=buffers: backend.run_kernel(g, list(b))) * 1e6
+                # (each kernel on its own arguments: the first call ran the GEMM on the plan's
+                # inputs in their order, not the kernel's, which read out of bounds where the
+                # two operands' shapes differ: an illegal address at 6000x3000x4000)
+                gemm, us = next((kernel, t) for kernel, t, _ in
+                                kernel_times(backend, prog, buffers, event_time)
+                                if kernel.kind == "gemm")
                 row = {"shape": name, "m": m, "n": n, "k": k, "precision": args.precision,
                        "variant": variant, "attrs": dict(gemm.attrs), "us": us,
                        "tflops": flops / us / 1e6, "cublas_us": cublas, "error": err}

@@ -12,7 +12,11 @@ sweep (``bench/exp_s15.py``, ``bench/results/h200-s15-call1``).
    (A row-major or a transposed view, B row-major or a transposed view) and a copy of the
    operand to the other layout, to see which layouts the FMA kernel wants.
 
-Run on the GPU machine: ``python3 bench/exp_s15b.py [--json FILE]``; ``--dry`` checks it on
+``--part rule`` (third call): the whole plan of ``a @ bt.T`` in full precision with the pass
+that writes B row-major first (``rules.rule_fma_n_major_b``) as the default decides, off and
+forced, beside cuBLAS.
+
+Run on the GPU machine: ``python3 bench/exp_s15b.py [--json FILE] [--part ...]``; ``--dry`` checks it on
 the CPU (NumPy for CuPy, the interpreter, sides cut to at most 48).
 """
 
@@ -141,12 +145,61 @@ def _layouts(dry: bool) -> list[dict[str, Any]]:
     return rows
 
 
+#: name -> (M, N, K): full-precision float32 ``a @ bt.T`` with and without the pass that
+#: writes B row-major first (``rules.rule_fma_n_major_b``), whole plans
+RULE_SHAPES = {"4096^3": (4096, 4096, 4096), "6400x1552x3336": (6400, 1552, 3336),
+               "512x4096x4096": (512, 4096, 4096), "128x4096x4096": (128, 4096, 4096),
+               "256x1024x1024": (256, 1024, 1024), "2048x512x8192": (2048, 512, 8192),
+               "1000x3000x700": (1000, 3000, 700)}
+
+
+def _rule(dry: bool) -> list[dict[str, Any]]:
+    """The whole plan of ``a @ bt.T`` in full precision, the rule's pass on (as the default
+    decides, and forced) and off, against cuBLAS's bare product of the same operands."""
+    from exp_s7b import backend_and_timer, kernel_times
+
+    import fusejit as fj
+    from fusejit.fuse import cost
+    from fusejit.ir.graph import structural_key
+    from fusejit.runtime import current, forget_plans
+    cp, event_time = backend_and_timer(dry)
+    backend = current()
+    rate = cost.FMA_K_MAJOR_B_FLOPS
+    rows = []
+    for name, (m, n, k) in RULE_SHAPES.items():
+        if dry:
+            m, n, k = min(m, 48), min(n, 40), min(k, 48)
+        rng = np.random.default_rng(2)
+        a = cp.asarray(rng.standard_normal((m, k), dtype=np.float32))
+        bt = cp.asarray(rng.standard_normal((n, k), dtype=np.float32))
+        cublas = event_time(lambda x=a, w=bt: cp.matmul(x, w.T)) * 1e6
+        flops = 2.0 * m * n * k
+        line = f"ieee a @ bt.T {name:16s} cuBLAS {cublas:8.1f} us |"
+        for variant, k_rate in (("default", rate), ("pass off", cost.FMA_N_MAJOR_B_FLOPS),
+                                ("pass forced", 1.0)):
+            cost.FMA_K_MAJOR_B_FLOPS = k_rate
+            forget_plans()
+            y = fj.asarray(a) @ fj.asarray(bt).T
+            plan = fj.plan(y)
+            buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
+            us = event_time(lambda p=plan, b=buffers: backend.execute(p.program, b, p)) * 1e6
+            parts = [(kn.name, round(t, 1)) for kn, t, _ in
+                     kernel_times(backend, plan.program, buffers, event_time)]
+            rows.append({"shape": name, "m": m, "n": n, "k": k, "variant": variant, "us": us,
+                         "tflops": flops / us / 1e6, "cublas_us": cublas, "kernels": parts})
+            line += f" {variant} {us:8.1f} us ({len(parts)} kernels, {cublas / us:4.2f}x cuBLAS) |"
+        cost.FMA_K_MAJOR_B_FLOPS = rate
+        print(line, flush=True)
+    forget_plans()
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dry", action="store_true")
     parser.add_argument("--json", default="")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
-    parser.add_argument("--part", choices=("crash", "layouts", "both"), default="both")
+    parser.add_argument("--part", choices=("crash", "layouts", "both", "rule"), default="both")
     args = parser.parse_args(argv)
     if args.child:
         m, n, k = (int(v) for v in args.child.split(","))
@@ -157,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         rows["crash"] = _crashes(args.dry)
     if args.part in ("layouts", "both"):
         rows["layouts"] = _layouts(args.dry)
+    if args.part == "rule":
+        rows["rule"] = _rule(args.dry)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -684,3 +686,17 @@ def test_int8_products_over_a_short_k_compile():
         for kernel in kernels:
             assert kernel.attrs["block_k"] == 32
             assert "ld.global" in _kernel_ptx(kernel)
+
+
+def test_full_precision_gemm_of_a_k_major_b_reads_a_row_major_copy():
+    """``a @ bt.T`` in full precision at 4096^3: B is written row-major by a pointwise kernel
+    first (``rule_fma_n_major_b``); both kernels compile for sm_90, the GEMM on FMA units
+    (no wgmma), reading its B tiles 16 bytes at a time along N."""
+    a, bt = np.zeros((4096, 4096), np.float32), np.zeros((4096, 4096), np.float32)
+    kernels = _kernels(lambda xp, x, w: x @ w.T, [a, bt])
+    assert [k.kind for k in kernels] == ["pointwise", "gemm"]
+    ptx = _kernel_ptx(kernels[0])
+    assert "st.global" in ptx
+    ptx = _emitted_ptx(emit_kernel(kernels[1], None, "cuda"))
+    assert "wgmma" not in ptx and "fma.rn.f32" in ptx
+    assert re.search(r"ld\.global(\.\w+)*\.v4\.b32", ptx) or "cp.async.cg.shared.global" in ptx

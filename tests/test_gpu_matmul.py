@@ -139,6 +139,17 @@ def test_float32_precisions_cuda(precision):
     assert err < {"ieee": 1e-5, "tf32": 3e-3, "tf32x3": 2e-5}[precision], err
 
 
+@pytest.mark.parametrize("shape", [(512, 1024, 1024), (2000, 3001, 700), (100, 4096, 4096)])
+def test_full_precision_products_of_a_k_major_b_cuda(shape):
+    """``a @ bt.T`` in full precision, large enough that B is written row-major first
+    (``rule_fma_n_major_b``; 3001 columns: rows not 16-byte aligned), within the bound."""
+    m, n, k = shape
+    a, bt = _device((m, k), F32, 5), _device((n, k), F32, 6)
+    y = fj.asarray(a) @ fj.asarray(bt).T
+    assert [kk.kind for kk in fj.plan(y).program.kernels] == ["pointwise", "gemm"]
+    _check_product(y.realize()._node.buffer, a, bt.T)
+
+
 @pytest.mark.parametrize("shape", [(8192, 8192, 8192), (16384, 1024, 4096), (128, 4096, 4096)])
 def test_bench_shapes_f16_relu_bias(shape):
     """The benchmark's float16 shapes with the fused epilogue: one launch (split-K: two)."""

@@ -54,6 +54,7 @@ from .layout import align_operand, transpose_operand
 from .plan import Launch, Plan, kernel_base_name, launches_of, unique_name
 from .rules import (
     rule_align_gemm_operands,
+    rule_fma_n_major_b,
     rule_name,
     rule_split_reduction,
     rule_tf32_k_major_b,
@@ -314,12 +315,16 @@ def build_plan(program: Program) -> Plan:
         if f.region.frozen is not None:
             kernel, domain = _normalize_user_kernel(kernel)
         elif domain.kind == GEMM:
-            decision = rule_tf32_k_major_b(kernel, domain)
+            layout_rule = rule_tf32_k_major_b
+            decision = layout_rule(kernel, domain)
+            if decision is None:
+                layout_rule = rule_fma_n_major_b
+                decision = layout_rule(kernel, domain)
             transposed = None
             if decision is not None and decision.apply:
                 transposed, kernel = transpose_operand(kernel, decision.matmul, decision.base,
                                                        list(decision.views), values,
-                                                       decision.pitch)
+                                                       decision.pitch, decision.k_major)
                 domain = _add_layout_pass(transposed, "transpose_", kernel, body, launches,
                                           used, counters)
             # (a K-major B written with padded rows is aligned whatever its logical K)
@@ -345,14 +350,16 @@ def build_plan(program: Program) -> Plan:
                         f"an operand of the GEMM @{kernel.name}, its rows padded to 16 bytes "
                         f"for it (see operand layouts)")))
             if decision is not None:
-                rule = rule_name(rule_tf32_k_major_b)
+                rule = rule_name(layout_rule)
                 sentence = decision.sentence + (f" (the pass: @{transposed.name})"
                                                 if transposed is not None else "")
                 layouts.append((decision.operand, kernel.name, rule, sentence))
                 if transposed is not None:
+                    written = ("K-major" if decision.k_major else "row-major")
+                    gemm_kind = "TF32" if decision.k_major else "full-precision"
                     extra_boundaries.append(_pass_boundary(transposed, kernel, rule, (
-                        f"B of the TF32 GEMM @{kernel.name}, written K-major for it (see "
-                        f"operand layouts)")))
+                        f"B of the {gemm_kind} GEMM @{kernel.name}, written {written} for it "
+                        f"(see operand layouts)")))
                     inside = {i.name for i in kernel.body}
                     moved[kernel.name] = (transposed.name,
                                           {i.name for i in transposed.body} - inside)

@@ -179,6 +179,29 @@ def tf32_transpose_gain(flops: float, pass_bytes: int) -> tuple[float, float, fl
     return saved, flops / TF32_N_MAJOR_B_FLOPS, pass_bytes / TRANSPOSE_BYTES_PER_S + EXTRA_LAUNCH_S
 
 
+# -- full-precision float32 products of a K-major B (``rules.rule_fma_n_major_b``) -----------
+#
+# Full-precision float32 runs on the FMA units: ``tl.dot`` stages both tiles in shared memory
+# and each thread reads rows of B's tile along N. A B read K-major (``a @ bt.T``, a linear
+# layer's ``x @ w.T``) makes those reads strided. H200, the GEMM alone, default tiles
+# 128x128x32, 4 warps (``bench/exp_s15b.py``, ``bench/results/h200-s15-call2``), TFLOP/s with
+# B row-major / K-major: 4096^3 42.2 / 24.4, 6400x1552x3336 29.1 / 19.4 (cuBLAS 51.1, 45.8;
+# an A read M-major changed little: 41.4, 34.0).
+
+#: FLOP/s of the FMA product with B read N-major (the smaller of the two shapes' figures).
+FMA_N_MAJOR_B_FLOPS = 29e12
+#: FLOP/s with B read K-major.
+FMA_K_MAJOR_B_FLOPS = 19.4e12
+
+
+def fma_n_major_gain(flops: float, pass_bytes: int) -> tuple[float, float, float]:
+    """(seconds an N-major B saves, seconds of the product as it is, seconds of the pass) for
+    a full-precision float32 product of ``flops`` whose B is read K-major and whose
+    transposing pass reads and writes ``pass_bytes``."""
+    saved = flops * (1 / FMA_K_MAJOR_B_FLOPS - 1 / FMA_N_MAJOR_B_FLOPS)
+    return saved, flops / FMA_K_MAJOR_B_FLOPS, pass_bytes / TRANSPOSE_BYTES_PER_S + EXTRA_LAUNCH_S
+
+
 # -- float16 GEMM operands whose rows are not 16-byte aligned (``rules.rule_align_gemm_operands``)
 #
 # A row of ``C`` float16 elements that is not a multiple of 16 bytes long (``C % 8``) makes

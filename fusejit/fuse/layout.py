@@ -56,6 +56,23 @@ def reads_n_major(kernel: Kernel, operand: str) -> bool:
     return False
 
 
+def reads_k_major(kernel: Kernel, operand: str) -> bool:
+    """Whether the tiles of ``operand`` (B, ``[..., K, N]``) load with K contiguous: some
+    buffer it reads in full is contiguous along K, none along N."""
+    types = {p.name: p.type for p in kernel.params}
+    types.update({i.name: i.type for i in kernel.body})
+    shape = types[operand].shape
+    nd = len(shape)
+    if nd < 2 or shape[-1] < 2 or shape[-2] < 2 or reads_n_major(kernel, operand):
+        return False
+    origin = (0,) * nd
+    along_k = tuple(1 if i == nd - 2 else 0 for i in range(nd))
+    along_n = tuple(1 if i == nd - 1 else 0 for i in range(nd))
+    strides = [() if p.scalar else contiguous_strides(p.type.shape) for p in kernel.params]
+    return any(ok - o == 1 and on != o for _, (o, ok, on) in
+               load_sites(kernel, strides, (origin, along_k, along_n), (operand,)))
+
+
 def batch_views(kernel: Kernel, operand: str) -> tuple[str, list[Instr]]:
     """``operand`` without its batch views: the value under the trailing ``reshape`` and
     ``expand`` instructions that keep its last two dims (a ``[K, N]`` weight broadcast over a
@@ -101,22 +118,25 @@ def _copy(i: Instr, **change: Any) -> Instr:
 
 
 def transpose_operand(kernel: Kernel, matmul: str, base: str, views: list[Instr],
-                      used: set[str], pitch: int = 0) -> tuple[Kernel, Kernel]:
+                      used: set[str], pitch: int = 0, k_major: bool = True
+                      ) -> tuple[Kernel, Kernel]:
     """``kernel`` (a fused GEMM region whose params are named as the values they receive) split
     into a pointwise kernel writing ``base`` with its last two axes swapped, and the GEMM
     kernel reading that buffer transposed back, then ``views``, as operand B of ``matmul``
     (see the module docstring). ``used``: every value name of the program (new ones join).
     ``pitch``: the written buffer's rows that many elements apart (``row_pitch``; 0:
-    contiguous)."""
+    contiguous). ``k_major=False``: the pass writes ``base`` as it is, row-major (N
+    contiguous: for a B the product reads K-major, ``rules.rule_fma_n_major_b``), and the
+    GEMM reads that buffer directly."""
     types = {p.name: p.type for p in kernel.params}
     types.update({i.name: i.type for i in kernel.body})
     base_type = types[base]
     nd = len(base_type.shape)
-    perm = tuple(range(nd - 2)) + (nd - 1, nd - 2)
+    perm = tuple(range(nd - 2)) + (nd - 1, nd - 2) if k_major else tuple(range(nd))
     swapped = TensorType(base_type.dtype, tuple(base_type.shape[p] for p in perm))
     stem = base if NAME_PATTERN.match(base) else f"v{base}"
-    bt = unique_name(f"{stem}_t", used)
-    bk = unique_name(f"{stem}_kmajor", used)
+    bt = unique_name(f"{stem}_t" if k_major else f"{stem}_nmajor", used)
+    bk = unique_name(f"{stem}_kmajor", used) if k_major else bt
 
     # the pass: B's producers (the GEMM's prologue of B), then the transpose
     body = [_copy(i) for i in cone(kernel, base)]
@@ -127,7 +147,7 @@ def transpose_operand(kernel: Kernel, matmul: str, base: str, views: list[Instr]
 
     # the GEMM: B read back through the transpose of the pass's buffer, batch views re-applied
     mm = next(i for i in kernel.body if i.name == matmul)
-    front = [Instr(bk, "permute", (bt,), {"perm": perm}, base_type)]
+    front = [Instr(bk, "permute", (bt,), {"perm": perm}, base_type)] if k_major else []
     prev = bk
     for v in views:
         name = unique_name(f"{bk}_{v.op}", used)

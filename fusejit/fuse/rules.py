@@ -24,9 +24,11 @@ product when one tile spans the row.
 
 A rule takes a ``Candidate`` and returns None (legal) or a human sentence.
 
-Three rules decide on finished regions instead: ``rule_split_reduction`` (a reduction
+Four rules decide on finished regions instead: ``rule_split_reduction`` (a reduction
 region runs split), ``rule_tf32_k_major_b`` (a TF32 GEMM region gets its B transposed
-to K-major by a pointwise kernel of its own first) and ``rule_align_gemm_operands`` (a
+to K-major by a pointwise kernel of its own first), ``rule_fma_n_major_b`` (a
+full-precision float32 GEMM region gets a K-major B written row-major first) and
+``rule_align_gemm_operands`` (a
 float16 or TF32 GEMM's operands whose rows are not 16-byte aligned are copied to padded rows
 first);
 the rewrites are ``layout.py``.
@@ -51,7 +53,14 @@ from ..ir.domain import (
 from ..ir.ops import SPLITTABLE, VIEW
 from ..ir.program import Instr, Kernel
 from . import cost
-from .layout import batch_views, cone_params, operand_batch, operand_param, reads_n_major
+from .layout import (
+    batch_views,
+    cone_params,
+    operand_batch,
+    operand_param,
+    reads_k_major,
+    reads_n_major,
+)
 
 Shape = tuple[int, ...]
 
@@ -623,6 +632,9 @@ class LayoutDecision:
     #: elements between the rows of the K-major buffer when K is not a multiple of 4 (its
     #: rows padded to 16 bytes: the pass is a ``row_pitch`` kernel), else 0 (contiguous)
     pitch: int = 0
+    #: the layout the pass writes B in: K-major (``rule_tf32_k_major_b``) or row-major, N
+    #: contiguous (``rule_fma_n_major_b``)
+    k_major: bool = True
 
 
 def _us(seconds: float) -> str:
@@ -703,6 +715,65 @@ def rule_tf32_k_major_b(kernel: Kernel, domain: Any) -> LayoutDecision | None:
                           f"B (%{operand}) transposed to K-major{padded} before the TF32 GEMM: "
                           f"saves ~{_us(saved)} of ~{_us(gemm)}, the pass costs ~{_us(cost_s)}",
                           pitch)
+
+
+def rule_fma_n_major_b(kernel: Kernel, domain: Any) -> LayoutDecision | None:
+    """A full-precision float32 product whose B would load K-major gets B written row-major
+    (N contiguous) first, by a pointwise kernel of its own (a transposing copy), when that
+    saves more time than it costs.
+
+    Writes: B of ``a @ bt.T`` (a linear layer's ``x @ w.T``: ``bt`` a row-major ``[N, K]``
+    array, or computed from one by pointwise producers, which the pass then computes once
+    instead of the GEMM's prologue at every tile) to a contiguous ``[..., K, N]`` buffer (B's
+    own batch dims; a weight broadcast over a batch is written once); the GEMM reads that
+    buffer (``layout.transpose_operand`` with ``k_major=False``). Refuses: products too small
+    to gain (a decode-like product, bound by reading B once, is: the pass reads and writes B
+    again), B already N-major, other dtypes and precisions (TF32 wants the opposite:
+    ``rule_tf32_k_major_b``), and kernel blocks written by the user (used as written).
+
+    Why: full-precision float32 runs on the FMA units; ``tl.dot`` stages both tiles in
+    shared memory and each thread reads B's tile along N, strided when B arrived K-major.
+    H200, the GEMM alone (``bench/exp_s15b.py``, ``bench/results/h200-s15-call2``): 4096^3
+    42.2 TFLOP/s with B row-major, 24.4 K-major (cuBLAS 51.1); 6400x1552x3336 29.1 / 19.4
+    (``cost.FMA_N_MAJOR_B_FLOPS``, ``cost.FMA_K_MAJOR_B_FLOPS``, the smaller figures). The
+    pass pays when ``2 * batch * M * N * K * (1/19.4e12 - 1/29e12)`` seconds exceed its
+    reading and writing B at ``cost.TRANSPOSE_BYTES_PER_S`` plus one launch: from M of 72 at
+    N = K = 4096.
+
+    The numbers do not change: the same products are summed in the same order (the tiles'
+    K steps do not depend on where B's elements lie in memory).
+
+    Returns None when the rule does not concern the kernel (not a full-precision float32
+    product with a K-major B), else the decision, applied or not, with its sentence.
+    """
+    if getattr(domain, "kind", None) != "gemm":
+        return None
+    mm = next(i for i in kernel.body if i.name == domain.matmul)
+    if mm.dtype.name != "float32" or str(mm.attrs.get("precision", "ieee")) != "ieee":
+        return None
+    operand = mm.args[1]
+    if not reads_k_major(kernel, operand):
+        return None
+    base, views = batch_views(kernel, operand)
+    types = {p.name: p.type for p in kernel.params}
+    types.update({i.name: i.type for i in kernel.body})
+    shape = domain.shape
+    m, n = shape[-2], shape[-1]
+    k = types[mm.args[0]].shape[-1]
+    flops = 2.0 * operand_batch(shape) * m * n * k
+    written = types[base].nbytes
+    read = sum(p.type.nbytes for p in cone_params(kernel, base) if not p.scalar)
+    saved, gemm, cost_s = cost.fma_n_major_gain(flops, read + written)
+    if saved <= cost_s:
+        return LayoutDecision(mm.name, operand, base, tuple(views), False, saved, gemm, cost_s,
+                              f"B (%{operand}) read K-major by the full-precision GEMM: a "
+                              f"pass writing it row-major would cost ~{_us(cost_s)} and save "
+                              f"~{_us(saved)} of ~{_us(gemm)}; not worth it", k_major=False)
+    return LayoutDecision(mm.name, operand, base, tuple(views), True, saved, gemm, cost_s,
+                          f"B (%{operand}) written row-major (N contiguous) before the "
+                          f"full-precision GEMM, whose FMA tiles read B along N: saves "
+                          f"~{_us(saved)} of ~{_us(gemm)}, the pass costs ~{_us(cost_s)}",
+                          k_major=False)
 
 
 @dataclass(frozen=True)
