@@ -10,7 +10,11 @@ transposing pass runs) with the tile attributes edited in the fused text: tiles,
 warps, stages and the persistent form (``programs=``), against cuBLAS's bare product of the
 same operands (``CUPY_TF32=1`` for TF32, read by CuPy at import: one precision a process).
 
-Run on the GPU machine: ``python3 bench/exp_s15.py --precision tf32|ieee [--json FILE]``;
+``--precision ieee-row`` (third call): full precision with B row-major, as the GEMM reads it
+once ``rule_fma_n_major_b`` has written a K-major B so, at the shapes that ran at 0.40-0.65x
+of cuBLAS.
+
+Run on the GPU machine: ``python3 bench/exp_s15.py --precision tf32|ieee|ieee-row [--json FILE]``;
 ``--dry`` checks it on the CPU (NumPy for CuPy, the interpreter, sides cut to at most 64;
 ``tests/test_bench_matmul.py`` runs it).
 """
@@ -35,6 +39,11 @@ SHAPES = {
     "tf32": {"k0": (4096, 4096, 4096), "k1": (8192, 4096, 4096), "k2": (6000, 3000, 4000),
              "k3": (2048, 2048, 8192)},
     "ieee": {"k0": (4096, 4096, 4096), "k4": (6400, 1552, 3336), "k5": (2048, 2048, 2048)},
+    # (third call) B row-major, as the full-precision GEMM reads it (``rule_fma_n_major_b``
+    # writes a K-major B so first); shapes where the third call's plans ran at 0.40-0.65x of
+    # cuBLAS
+    "ieee-row": {"k0": (4096, 4096, 4096), "k4": (6400, 1552, 3336), "k6": (512, 4096, 4096),
+                 "k7": (2048, 512, 8192), "k8": (1000, 3000, 700)},
 }
 
 #: precision -> variant -> attributes edited into the gemm kernel (the rest as planned)
@@ -68,6 +77,20 @@ VARIANTS: dict[str, dict[str, dict[str, int]]] = {
         "128x128x64 w4 s2": {"block_k": 64, "num_stages": 2},
         "64x64x32 w4 s4": {"block_m": 64, "block_n": 64, "num_stages": 4},
     },
+    "ieee-row": {
+        "default": {},
+        "128x128x16 w4 s3": {"block_m": 128, "block_n": 128, "block_k": 16, "num_stages": 3},
+        "128x128x16 w4 s4": {"block_m": 128, "block_n": 128, "block_k": 16, "num_stages": 4},
+        "128x128x32 w8 s3": {"block_m": 128, "block_n": 128, "num_warps": 8},
+        "128x64x32 w4 s3": {"block_m": 128, "block_n": 64, "num_warps": 4},
+        "64x128x32 w4 s3": {"block_m": 64, "block_n": 128, "num_warps": 4},
+        "64x64x32 w4 s3": {"block_m": 64, "block_n": 64, "num_warps": 4},
+        "128x64x16 w4 s4": {"block_m": 128, "block_n": 64, "block_k": 16, "num_stages": 4,
+                            "num_warps": 4},
+        "64x64x16 w2 s4": {"block_m": 64, "block_n": 64, "block_k": 16, "num_stages": 4,
+                           "num_warps": 2},
+        "128x128x32 w4 s2": {"block_m": 128, "block_n": 128, "num_stages": 2},
+    },
 }
 
 
@@ -91,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dry", action="store_true",
                         help="no GPU: NumPy for CuPy, the interpreter, small sides (a check)")
-    parser.add_argument("--precision", choices=("tf32", "ieee"), default="tf32")
+    parser.add_argument("--precision", choices=("tf32", "ieee", "ieee-row"), default="tf32")
     parser.add_argument("--json", default="")
     parser.add_argument("--only", default="", help="regex over shape and variant names")
     args = parser.parse_args(argv)
@@ -109,12 +132,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry:
             m, n, k = min(m, 64), min(n, 64), min(k, 64)
         case = f"{name} {args.precision}"
-        bm.CASES[case] = (m, n, k, "float32", args.precision, "none")
-        bm.EXTRA[case] = {"batch": 1, "b_t": True}
+        precision = args.precision.removesuffix("-row")
+        bm.CASES[case] = (m, n, k, "float32", precision, "none")
+        bm.EXTRA[case] = {"batch": 1, "b_t": not args.precision.endswith("-row")}
         x = bm._inputs(cp, case)
         ref = bm._reference(cp, case, x)
         flops = bm._flops(case)
-        cublas = event_time(lambda a=x["a"], bt=x["bt"]: cp.matmul(a, bt.T)) * 1e6
+        operand_b = bm.operand_b(cp, x)
+        cublas = event_time(lambda a=x["a"], b=operand_b: cp.matmul(a, b)) * 1e6
         print(f"{case} {m}x{n}x{k}: cuBLAS bare {cublas:8.1f} us "
               f"{flops / cublas / 1e6:5.0f} TFLOP/s", flush=True)
         forget_plans()
