@@ -232,17 +232,20 @@ ALIGN_BYTES_PER_S = 3.0e12
 #: word copies (same file): 2.9e11 flops 715 -> 536, 2.2e11 1314 -> 494, 1.2e11 1186 -> 271,
 #: 2.8e10 (1023x1486x9171) 330 -> 135; but 1.6e10 (5000x721x2185) 107 -> 136, 1.0e10 (3
 #: batches of 223x1649x4703) 137 -> 180, 8.6e9 (32 batches of 257x521x1000) 111 -> 167 and
-#: 6.6e9 (2321x2782x515) 46.0 -> 43.9, where the model had the copies pay. The bound sits
-#: between 1.6e10 and 2.8e10 (it was 4e10 while the copies ran at 0.8e12 B/s).
-GEMM_ALIGN_MIN_FLOPS = 2e10
+#: 6.6e9 (2321x2782x515) 46.0 -> 43.9, where the model had the copies pay. The bound sat
+#: between 1.6e10 and 2.8e10 (it was 4e10 while the copies ran at 0.8e12 B/s). Fifteenth
+#: session, the same shapes with today's code on the H200 (``bench/exp_s7b.py``,
+#: ``bench/results/h200-s15-call2/exp_s7b_floor.txt``): 1.6e10 108 -> 70, 1.0e10 137 -> 83,
+#: 8.6e9 111 -> 83, but 6.6e9 46.5 -> 56.6 (on an H100 every one of them gained:
+#: ``bench/results/h100-s14-call3-exp_s7b_floor.txt``); so the bound now sits between 6.6e9
+#: and 8.6e9.
+GEMM_ALIGN_MIN_FLOPS = 8e9
 #: The same where every operand copied is read K-major (A, or a B stored transposed): each
 #: product above that lost to its copies read a misaligned B N-major, while on an H100
 #: (``bench/results/h100-s14-call1-exp_s7b_short.txt``) 7423x2185x257 with ``b.T``, both
 #: operands' rows 2-byte aligned and 8.3e9 flops, ran 123 us as read and 48 through the
-#: copies (36 the GEMM); the model's floor for small products, not a measured bound. On that
-#: H100 the H200's losing shapes gained too (5000x721x2185 111 -> 77 us, 32 x 257x521x1000
-#: 109 -> 86, ``bench/results/h100-s14-call3-exp_s7b_floor.txt``): the N-major bound above
-#: stays until an H200 run with today's code says otherwise.
+#: copies (36 the GEMM; on the H200 122 -> 57); the model's floor for small products, not a
+#: measured bound.
 GEMM_ALIGN_MIN_FLOPS_K_MAJOR = 5e9
 #: ``FUSEJIT_GEMM_ALIGN=1`` (default): copy misaligned operands where ``align_gain`` says it
 #: pays; ``0``: never; ``always`` (for tests and the fuzzer): every float16 or TF32 GEMM operand with

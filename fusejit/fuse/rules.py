@@ -822,8 +822,9 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
     torch.compile, which pads; at 1548x11932x3183 with ``b.T`` (both operands' rows 2-byte
     aligned) 122 against 445 (with the word copies, ``triton_emitter.pitched_copy``, whole
     plans 542 and 433). Products under ``cost.GEMM_ALIGN_MIN_FLOPS`` are left as they are:
-    there the copies were measured to lose (5000x721x2185: 107 -> 136 us), each time with a
-    misaligned B read N-major; where every copied operand is read K-major the bound is
+    there the copies were measured to lose (2321x2782x515: 46.5 -> 56.6 us on the H200),
+    each time with a misaligned B read N-major; where every copied operand is read K-major the
+    bound is
     ``cost.GEMM_ALIGN_MIN_FLOPS_K_MAJOR`` (7423x2185x257 ``b.T``: 123 -> 48 us on an H100).
     Above it the copies
     pay when ``cost.align_gain`` says so: the product's roofline time at the worst alignment
