@@ -137,6 +137,7 @@ CASES = {
     "batched_b": (lambda xp, a, bt: a @ xp.swapaxes(bt, -1, -2), [(2, 33, 40), (2, 48, 40)]),
     "b_prologue": (lambda xp, a, bt, s: a @ (bt * s).T, [(64, 40), (48, 40), (40,)]),
     "split_k": (lambda xp, a, bt: (a @ bt.T) * 2, [(20, 200), (32, 200)]),
+    "gram": (lambda xp, x: x @ x.T, [(48, 40)]),
 }
 
 
