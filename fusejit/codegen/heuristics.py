@@ -877,9 +877,13 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     if dtype == "float64":
         bm, bn, bk, warps, stages = 64, 64, 16, 4, 3
     elif dtype == "float32" and precision == "ieee":
-        # FMA units: 4 warps give each thread an 8 x 16 block of the tile (128 accumulators),
-        # about 13 FMAs per 16-byte shared-memory load (8 warps: under 6)
-        bm, bn, bk, warps, stages = 128, 128, 32, 4, 3
+        # FMA units: 64x64 tiles, 4 warps (32 accumulators a thread). H100, the GEMM alone with
+        # B row-major (bench/exp_s15.py --precision ieee-row, bench/results/h100-s15-call4),
+        # us with 128x128x32 (the earlier default) / 64x64x32: 4096^3 3267 / 3100 (cuBLAS 2674),
+        # 6400x1552x3336 2282 / 1513 (1445), 512x4096x4096 840 / 405 (384), 2048x512x8192
+        # 662 / 441 (351), 1000x3000x700 214 / 117 (111): 0.46-0.82x of cuBLAS -> 0.80-0.96x.
+        # 128x64 and 64x128 ran between them, block_k=16 no better, 2 stages slower.
+        bm, bn, bk, warps, stages = 64, 64, 32, 4, 3
     elif dtype == "float32":
         # TF32: H200, 4096^3 (bench/exp_matmul.py), TFLOP/s of 128x128 / 256x128 tiles: a
         # row-major B (the swapped product, whose wgmma is then 128 x 256) 210 / 270, a
@@ -913,13 +917,9 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         bm //= 2
     if bm * bn <= 64 * 64:
         warps = 4
-    if dtype == "float32" and precision == "ieee" and (k % 4 or n % 4) and bm * bn >= 128 * 64:
-        # rows not 16-byte aligned: the operand tiles load 4 bytes at a time, each element with
-        # its own address (about 100 more registers a thread), and 4 warps' 128 accumulators a
-        # thread spill (ptxas, 257x3467x585: 1572 bytes a thread; 0.27x of cuBLAS on an H100,
-        # bench/results/h100-s10-call3-matmul-20261211.md u4), 64 of a 128x64 tile a few bytes.
-        # 8 warps hold 64 or 32 each: none spilled (tests/test_cubin.py). Not yet timed.
-        warps = 8
+    # (full precision over rows not 16-byte aligned: its 128x128 tiles on 4 warps spilled, 1572
+    # bytes a thread at 257x3467x585, 0.27x of cuBLAS on an H100, and took 8 warps; its 64x64
+    # tiles hold 32 accumulators a thread: tests/test_cubin.py checks that nothing spills)
     size = np.dtype(dtype).itemsize
     loads = loads or (size, size)
     while stages > 2 and gemm_shared_bytes(bm, bn, bk, stages, loads) > GEMM_SHARED_LIMIT:

@@ -188,9 +188,14 @@ def tf32_transpose_gain(flops: float, pass_bytes: int) -> tuple[float, float, fl
 # B row-major / K-major: 4096^3 42.2 / 24.4, 6400x1552x3336 29.1 / 19.4 (cuBLAS 51.1, 45.8;
 # an A read M-major changed little: 41.4, 34.0).
 
-#: FLOP/s of the FMA product with B read N-major (the smaller of the two shapes' figures).
-FMA_N_MAJOR_B_FLOPS = 29e12
-#: FLOP/s with B read K-major.
+#: FLOP/s of the FMA product with B read N-major: with the 64x64 tiles chosen since
+#: (``heuristics.gemm_config``; H100, ``bench/results/h100-s15-call4``) 36-44 TFLOP/s at the
+#: five shapes timed, 39 at 2048x512x8192.
+FMA_N_MAJOR_B_FLOPS = 39e12
+#: FLOP/s with B read K-major: 19.4 at 6400x1552x3336 in 128x128 tiles; in 64x64 tiles 14
+#: (H200, 4 stages, ``bench/results/h200-s15-call1/exp_s15_ieee.txt``). The larger figure is
+#: kept: the model then undercounts the gain, and errs toward no pass where it is unmeasured
+#: (products of 48-128 rows).
 FMA_K_MAJOR_B_FLOPS = 19.4e12
 
 

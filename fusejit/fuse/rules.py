@@ -734,10 +734,11 @@ def rule_fma_n_major_b(kernel: Kernel, domain: Any) -> LayoutDecision | None:
     Why: full-precision float32 runs on the FMA units; ``tl.dot`` stages both tiles in
     shared memory and each thread reads B's tile along N, strided when B arrived K-major.
     H200, the GEMM alone (``bench/exp_s15b.py``, ``bench/results/h200-s15-call2``): 4096^3
-    42.2 TFLOP/s with B row-major, 24.4 K-major (cuBLAS 51.1); 6400x1552x3336 29.1 / 19.4
-    (``cost.FMA_N_MAJOR_B_FLOPS``, ``cost.FMA_K_MAJOR_B_FLOPS``, the smaller figures). The
-    pass pays when ``2 * batch * M * N * K * (1/19.4e12 - 1/29e12)`` seconds exceed its
-    reading and writing B at ``cost.TRANSPOSE_BYTES_PER_S`` plus one launch: from M of 72 at
+    42.2 TFLOP/s with B row-major, 24.4 K-major (cuBLAS 51.1); 6400x1552x3336 29.1 / 19.4;
+    whole plans with the pass on an H100 (``h100-s15-call3``): 0.28-0.69x of cuBLAS ->
+    0.40-1.10x at seven shapes (``cost.FMA_N_MAJOR_B_FLOPS``, ``cost.FMA_K_MAJOR_B_FLOPS``).
+    The pass pays when ``2 * batch * M * N * K * (1/19.4e12 - 1/39e12)`` seconds exceed its
+    reading and writing B at ``cost.TRANSPOSE_BYTES_PER_S`` plus one launch: from M of 48 at
     N = K = 4096.
 
     The numbers do not change: the same products are summed in the same order (the tiles'
