@@ -49,6 +49,18 @@ CRASH_CASES = {
 LAYOUT_SHAPES = {"4096^3": (4096, 4096, 4096), "6400x1552x3336": (6400, 1552, 3336)}
 
 
+def _operands(cp: Any, m: int, n: int, k: int, dry: bool, seed: int, b_stored_nk: bool
+              ) -> tuple[int, int, int, Any, Any]:
+    """(M, N, K, A [M, K], B [K, N] or, with ``b_stored_nk``, bt [N, K]) of standard normal
+    float32 values on the device, the sides cut to at most 48 (N 40) in a dry run."""
+    if dry:
+        m, n, k = min(m, 48), min(n, 40), min(k, 48)
+    rng = np.random.default_rng(seed)
+    a = cp.asarray(rng.standard_normal((m, k), dtype=np.float32))
+    b = cp.asarray(rng.standard_normal((n, k) if b_stored_nk else (k, n), dtype=np.float32))
+    return m, n, k, a, b
+
+
 def _one(m: int, n: int, k: int, dry: bool) -> dict[str, Any]:
     """A child: the TF32 product ``a @ bt.T`` of the case, its error and time."""
     from exp_s7b import backend_and_timer
@@ -111,11 +123,7 @@ def _layouts(dry: bool) -> list[dict[str, Any]]:
     backend = current()
     rows = []
     for name, (m, n, k) in LAYOUT_SHAPES.items():
-        if dry:
-            m, n, k = min(m, 48), min(n, 40), min(k, 48)
-        rng = np.random.default_rng(1)
-        a = cp.asarray(rng.standard_normal((m, k), dtype=np.float32))
-        b = cp.asarray(rng.standard_normal((k, n), dtype=np.float32))
+        m, n, k, a, b = _operands(cp, m, n, k, dry, 1, False)
         at, bt = cp.ascontiguousarray(a.T), cp.ascontiguousarray(b.T)
         copy_us = event_time(lambda x=bt: cp.ascontiguousarray(x.T)) * 1e6
         cublas = event_time(lambda x=a, w=b: cp.matmul(x, w)) * 1e6
@@ -167,11 +175,7 @@ def _rule(dry: bool) -> list[dict[str, Any]]:
     rate = cost.FMA_K_MAJOR_B_FLOPS
     rows = []
     for name, (m, n, k) in RULE_SHAPES.items():
-        if dry:
-            m, n, k = min(m, 48), min(n, 40), min(k, 48)
-        rng = np.random.default_rng(2)
-        a = cp.asarray(rng.standard_normal((m, k), dtype=np.float32))
-        bt = cp.asarray(rng.standard_normal((n, k), dtype=np.float32))
+        m, n, k, a, bt = _operands(cp, m, n, k, dry, 2, True)
         cublas = event_time(lambda x=a, w=bt: cp.matmul(x, w.T)) * 1e6
         flops = 2.0 * m * n * k
         line = f"ieee a @ bt.T {name:16s} cuBLAS {cublas:8.1f} us |"

@@ -166,7 +166,7 @@ def test_values_with_b_written_row_major_first(interpret_backend, forced, name):
     k = shapes[0][-1]
     scale = float(np.abs(exact).max())
     np.testing.assert_allclose(np.asarray(got, F64), exact, rtol=0,
-                               atol=_tolerance(k) * scale * 2)
+                               atol=_tolerance(k) * scale)
 
 
 def test_numpy_backend_runs_the_same_plan(numpy_backend, forced):

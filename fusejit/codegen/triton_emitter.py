@@ -653,9 +653,9 @@ class _Emitter:
         #: the kept points the row blocks cover: ``domain.rows``, padded when ``kept_run`` is
         self.padded_rows = (self.domain.rows // run * next_pow2(run) if run
                             else self.domain.rows)
-        #: whether the row kernel's tiles are row windows (``_open_window``)
-        self._window = False
-        self._window_per_word = 0
+        #: elements per 16-byte word when the row kernel's tiles are row windows
+        #: (``_open_window``), else 0
+        self._window = 0
         self.windowed = set()
 
     def var_name(self, name: str) -> str:
@@ -1171,7 +1171,7 @@ class _Emitter:
         key = ("window_store_masks", flat)
         if key in fn.memo_tile:
             return fn.memo_tile[key]
-        per_word, n = self._window_per_word, self.domain.reduce_size
+        per_word, n = self._window, self.domain.reduce_size
         row_mask = fn.masks[1]
         words = fn.emit(2, f"{flat} // {per_word}", "words",
                         "the 16-byte word of each lane: one value a word")
@@ -1796,8 +1796,7 @@ class _Emitter:
         for name in ("row_at", "word_at", "words_end"):
             fn.level[name] = 1
         fn.used.update({"row_at", "word_at", "words_end", "in_words"})
-        self._window = True
-        self._window_per_word = per_word
+        self._window = per_word
 
     def _open_tile(self, fn: _Fn, start: str, looped: bool, col_masked: bool,
                    row_mask: str | None) -> Coords:

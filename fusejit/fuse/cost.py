@@ -171,12 +171,19 @@ TRANSPOSE_BYTES_PER_S = 2 * 4096 * 4096 * 4 / 35.9e-6
 EXTRA_LAUNCH_S = 5.14e-6
 
 
+def layout_pass_gain(flops: float, pass_bytes: int, rate_as_is: float, rate_after: float
+                     ) -> tuple[float, float, float]:
+    """(seconds the pass saves, seconds of the product as it is, seconds of the pass) for a
+    product of ``flops`` (2 * batch * M * N * K) running at ``rate_as_is`` FLOP/s, or at
+    ``rate_after`` once a transposing pass that reads and writes ``pass_bytes`` has rewritten
+    its B."""
+    saved = flops * (1 / rate_as_is - 1 / rate_after)
+    return saved, flops / rate_as_is, pass_bytes / TRANSPOSE_BYTES_PER_S + EXTRA_LAUNCH_S
+
+
 def tf32_transpose_gain(flops: float, pass_bytes: int) -> tuple[float, float, float]:
-    """(seconds a K-major B saves, seconds of the swapped product, seconds of the pass) for a
-    TF32 product of ``flops`` (2 * batch * M * N * K) whose transposing pass reads and writes
-    ``pass_bytes``."""
-    saved = flops * (1 / TF32_N_MAJOR_B_FLOPS - 1 / TF32_K_MAJOR_B_FLOPS)
-    return saved, flops / TF32_N_MAJOR_B_FLOPS, pass_bytes / TRANSPOSE_BYTES_PER_S + EXTRA_LAUNCH_S
+    """``layout_pass_gain`` of a TF32 product whose N-major B a pass writes K-major."""
+    return layout_pass_gain(flops, pass_bytes, TF32_N_MAJOR_B_FLOPS, TF32_K_MAJOR_B_FLOPS)
 
 
 # -- full-precision float32 products of a K-major B (``rules.rule_fma_n_major_b``) -----------
@@ -200,11 +207,9 @@ FMA_K_MAJOR_B_FLOPS = 19.4e12
 
 
 def fma_n_major_gain(flops: float, pass_bytes: int) -> tuple[float, float, float]:
-    """(seconds an N-major B saves, seconds of the product as it is, seconds of the pass) for
-    a full-precision float32 product of ``flops`` whose B is read K-major and whose
-    transposing pass reads and writes ``pass_bytes``."""
-    saved = flops * (1 / FMA_K_MAJOR_B_FLOPS - 1 / FMA_N_MAJOR_B_FLOPS)
-    return saved, flops / FMA_K_MAJOR_B_FLOPS, pass_bytes / TRANSPOSE_BYTES_PER_S + EXTRA_LAUNCH_S
+    """``layout_pass_gain`` of a full-precision float32 product whose K-major B a pass writes
+    row-major."""
+    return layout_pass_gain(flops, pass_bytes, FMA_K_MAJOR_B_FLOPS, FMA_N_MAJOR_B_FLOPS)
 
 
 # -- float16 GEMM operands whose rows are not 16-byte aligned (``rules.rule_align_gemm_operands``)

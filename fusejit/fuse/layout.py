@@ -37,40 +37,36 @@ from .plan import unique_name
 Shape = tuple[int, ...]
 
 
-def reads_n_major(kernel: Kernel, operand: str) -> bool:
-    """Whether the tiles of ``operand`` (B, ``[..., K, N]``) load with N contiguous: some buffer
-    it reads in full (its offset moves along both K and N) is contiguous along N."""
+def _b_load_steps(kernel: Kernel, operand: str) -> list[tuple[int, int, int]]:
+    """For each buffer that the tiles of ``operand`` (B, ``[..., K, N]``) load: its offset at
+    the origin, one step along K and one along N (C-contiguous buffers assumed); nothing for
+    a B of fewer than 2 rows or columns."""
     types = {p.name: p.type for p in kernel.params}
     types.update({i.name: i.type for i in kernel.body})
     shape = types[operand].shape
     nd = len(shape)
     if nd < 2 or shape[-1] < 2 or shape[-2] < 2:
-        return False
+        return []
     origin = (0,) * nd
     along_k = tuple(1 if i == nd - 2 else 0 for i in range(nd))
     along_n = tuple(1 if i == nd - 1 else 0 for i in range(nd))
     strides = [() if p.scalar else contiguous_strides(p.type.shape) for p in kernel.params]
-    for _, (o, ok, on) in load_sites(kernel, strides, (origin, along_k, along_n), (operand,)):
-        if ok != o and on - o == 1:
-            return True
-    return False
+    return [steps for _, steps in
+            load_sites(kernel, strides, (origin, along_k, along_n), (operand,))]
+
+
+def reads_n_major(kernel: Kernel, operand: str) -> bool:
+    """Whether the tiles of ``operand`` (B, ``[..., K, N]``) load with N contiguous: some buffer
+    it reads in full (its offset moves along both K and N) is contiguous along N."""
+    return any(ok != o and on - o == 1 for o, ok, on in _b_load_steps(kernel, operand))
 
 
 def reads_k_major(kernel: Kernel, operand: str) -> bool:
     """Whether the tiles of ``operand`` (B, ``[..., K, N]``) load with K contiguous: some
     buffer it reads in full is contiguous along K, none along N."""
-    types = {p.name: p.type for p in kernel.params}
-    types.update({i.name: i.type for i in kernel.body})
-    shape = types[operand].shape
-    nd = len(shape)
-    if nd < 2 or shape[-1] < 2 or shape[-2] < 2 or reads_n_major(kernel, operand):
-        return False
-    origin = (0,) * nd
-    along_k = tuple(1 if i == nd - 2 else 0 for i in range(nd))
-    along_n = tuple(1 if i == nd - 1 else 0 for i in range(nd))
-    strides = [() if p.scalar else contiguous_strides(p.type.shape) for p in kernel.params]
-    return any(ok - o == 1 and on != o for _, (o, ok, on) in
-               load_sites(kernel, strides, (origin, along_k, along_n), (operand,)))
+    steps = _b_load_steps(kernel, operand)
+    return (not any(ok != o and on - o == 1 for o, ok, on in steps)
+            and any(ok - o == 1 and on != o for o, ok, on in steps))
 
 
 def batch_views(kernel: Kernel, operand: str) -> tuple[str, list[Instr]]:

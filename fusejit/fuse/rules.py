@@ -641,6 +641,21 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.3g} us"
 
 
+def _b_pass_sizes(kernel: Kernel, domain: Any, mm: Instr
+                  ) -> tuple[str, list[Instr], int, float, int]:
+    """What a pass rewriting B of the product ``mm`` would handle: the value it writes (B
+    without its batch views), those views, the product's K, its flops and the bytes the pass
+    reads (B's producers' buffers) and writes (B once)."""
+    base, views = batch_views(kernel, mm.args[1])
+    types = {p.name: p.type for p in kernel.params}
+    types.update({i.name: i.type for i in kernel.body})
+    shape = domain.shape
+    k = types[mm.args[0]].shape[-1]
+    flops = 2.0 * operand_batch(shape) * shape[-2] * shape[-1] * k
+    read = sum(p.type.nbytes for p in cone_params(kernel, base) if not p.scalar)
+    return base, views, k, flops, read + types[base].nbytes
+
+
 def rule_tf32_k_major_b(kernel: Kernel, domain: Any) -> LayoutDecision | None:
     """A float32 TF32 product whose B would load N-major gets B written K-major first, by a
     pointwise kernel of its own (a transposing copy), when that saves more time than it costs.
@@ -684,16 +699,8 @@ def rule_tf32_k_major_b(kernel: Kernel, domain: Any) -> LayoutDecision | None:
     operand = mm.args[1]
     if not reads_n_major(kernel, operand):
         return None
-    base, views = batch_views(kernel, operand)
-    types = {p.name: p.type for p in kernel.params}
-    types.update({i.name: i.type for i in kernel.body})
-    shape = domain.shape
-    m, n = shape[-2], shape[-1]
-    k = types[mm.args[0]].shape[-1]
-    flops = 2.0 * operand_batch(shape) * m * n * k
-    written = types[base].nbytes
-    read = sum(p.type.nbytes for p in cone_params(kernel, base) if not p.scalar)
-    saved, gemm, cost_s = cost.tf32_transpose_gain(flops, read + written)
+    base, views, k, flops, pass_bytes = _b_pass_sizes(kernel, domain, mm)
+    saved, gemm, cost_s = cost.tf32_transpose_gain(flops, pass_bytes)
     what = f"B (%{operand}) read N-major, multiplied as (B^T A^T)^T"
 
     def decline(why: str) -> LayoutDecision:
@@ -755,16 +762,8 @@ def rule_fma_n_major_b(kernel: Kernel, domain: Any) -> LayoutDecision | None:
     operand = mm.args[1]
     if not reads_k_major(kernel, operand):
         return None
-    base, views = batch_views(kernel, operand)
-    types = {p.name: p.type for p in kernel.params}
-    types.update({i.name: i.type for i in kernel.body})
-    shape = domain.shape
-    m, n = shape[-2], shape[-1]
-    k = types[mm.args[0]].shape[-1]
-    flops = 2.0 * operand_batch(shape) * m * n * k
-    written = types[base].nbytes
-    read = sum(p.type.nbytes for p in cone_params(kernel, base) if not p.scalar)
-    saved, gemm, cost_s = cost.fma_n_major_gain(flops, read + written)
+    base, views, _, flops, pass_bytes = _b_pass_sizes(kernel, domain, mm)
+    saved, gemm, cost_s = cost.fma_n_major_gain(flops, pass_bytes)
     if saved <= cost_s:
         return LayoutDecision(mm.name, operand, base, tuple(views), False, saved, gemm, cost_s,
                               f"B (%{operand}) read K-major by the full-precision GEMM: a "
