@@ -14,7 +14,12 @@ same operands (``CUPY_TF32=1`` for TF32, read by CuPy at import: one precision a
 once ``rule_fma_n_major_b`` has written a K-major B so, at the shapes that ran at 0.40-0.65x
 of cuBLAS.
 
-Run on the GPU machine: ``python3 bench/exp_s15.py --precision tf32|ieee|ieee-row [--json FILE]``;
+``--precision ieee-small`` (sixteenth session): full precision with B row-major where the tiles
+under-fill the GPU (the sixteenth session's first call, H100, whole plans: 128x4096x4096 at
+0.60x of cuBLAS, 512x4096x4096 and 2048x512x8192 at 0.79x): split K, smaller tiles, fewer
+warps, so that more programs share each SM's FMA units.
+
+Run on the GPU machine: ``python3 bench/exp_s15.py --precision tf32|ieee|ieee-row|ieee-small [--json FILE]``;
 ``--dry`` checks it on the CPU (NumPy for CuPy, the interpreter, sides cut to at most 64;
 ``tests/test_bench_matmul.py`` runs it).
 """
@@ -44,6 +49,8 @@ SHAPES = {
     # cuBLAS
     "ieee-row": {"k0": (4096, 4096, 4096), "k4": (6400, 1552, 3336), "k6": (512, 4096, 4096),
                  "k7": (2048, 512, 8192), "k8": (1000, 3000, 700)},
+    "ieee-small": {"s1": (128, 4096, 4096), "s2": (256, 4096, 4096), "s3": (512, 4096, 4096),
+                   "s4": (2048, 512, 8192), "s5": (64, 2048, 8192)},
 }
 
 #: precision -> variant -> attributes edited into the gemm kernel (the rest as planned)
@@ -91,6 +98,17 @@ VARIANTS: dict[str, dict[str, dict[str, int]]] = {
                            "num_warps": 2},
         "128x128x32 w4 s2": {"block_m": 128, "block_n": 128, "num_stages": 2},
     },
+    "ieee-small": {
+        "default": {},
+        "split 2": {"split_k": 2},
+        "split 4": {"split_k": 4},
+        "32x64x32 w2": {"block_m": 32, "block_n": 64, "num_warps": 2},
+        "32x64x32 w4": {"block_m": 32, "block_n": 64, "num_warps": 4},
+        "64x32x32 w2": {"block_m": 64, "block_n": 32, "num_warps": 2},
+        "64x64x32 w2": {"num_warps": 2},
+        "32x64x32 w2 split 2": {"block_m": 32, "block_n": 64, "num_warps": 2, "split_k": 2},
+        "64x64x16 w4 s4": {"block_k": 16, "num_stages": 4},
+    },
 }
 
 
@@ -114,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dry", action="store_true",
                         help="no GPU: NumPy for CuPy, the interpreter, small sides (a check)")
-    parser.add_argument("--precision", choices=("tf32", "ieee", "ieee-row"), default="tf32")
+    parser.add_argument("--precision", choices=("tf32", "ieee", "ieee-row", "ieee-small"),
+                        default="tf32")
     parser.add_argument("--json", default="")
     parser.add_argument("--only", default="", help="regex over shape and variant names")
     args = parser.parse_args(argv)
@@ -132,9 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry:
             m, n, k = min(m, 64), min(n, 64), min(k, 64)
         case = f"{name} {args.precision}"
-        precision = args.precision.removesuffix("-row")
+        precision = args.precision.removesuffix("-row").removesuffix("-small")
         bm.CASES[case] = (m, n, k, "float32", precision, "none")
-        bm.EXTRA[case] = {"batch": 1, "b_t": not args.precision.endswith("-row")}
+        bm.EXTRA[case] = {"batch": 1, "b_t": args.precision in ("tf32", "ieee")}
         x = bm._inputs(cp, case)
         ref = bm._reference(cp, case, x)
         flops = bm._flops(case)
@@ -150,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and not re.search(args.only, f"{case} {variant}"):
                 continue
             if args.dry:  # tiles the small sides can take
-                change = {key: min(v, 32) if key.startswith("block") else v
+                change = {key: min(v, 32) if key.startswith("block") else
+                          min(v, 2) if key == "split_k" else v
                           for key, v in change.items() if key != "programs"}
             try:
                 plan = plan_for(fj.parse(edit_gemm(text, change)))

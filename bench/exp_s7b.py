@@ -13,7 +13,13 @@ flops and ``cost.TF32_ALIGN_MIN_INTENSITY`` flops per byte copied; each line als
 the default (``FUSEJIT_GEMM_ALIGN=1``) chooses, and cuBLAS's bare TF32 product
 (``CUPY_TF32=1``, set before CuPy is imported) is timed beside it.
 
-Run on the GPU machine: ``python3 bench/exp_s7b.py [--set tf32]``; ``--dry`` checks it on the
+``--set ieee`` (sixteenth session): full-precision float32 products whose rows are not 16-byte
+aligned (the 20261212 draw's u12, 6410x1550x3337 with bias and GELU, ran at 0.71x of
+torch.compile on an H100 where the aligned 6400x1552x3336 runs at 0.97x of cuBLAS), with the
+copies forced on (the rule makes them for full precision only under ``always``), beside
+cuBLAS's bare product.
+
+Run on the GPU machine: ``python3 bench/exp_s7b.py [--set tf32|ieee]``; ``--dry`` checks it on the
 CPU (NumPy for CuPy, the interpreter, sides cut to at most 40, one wall-clock run each;
 ``tests/test_bench_matmul.py`` runs it).
 """
@@ -71,6 +77,18 @@ TF32_SHAPES = {
     "s9": (64, 1001, 250, 1, False, "none"),
     "s10": (1023, 1023, 8191, 1, True, "none"),
 }
+#: the same for full-precision float32 (sixteenth session): the draw's u12, its aligned
+#: neighbour, misaligned A alone and B alone, a short K, a small M and a batch
+IEEE_SHAPES = {
+    "u12": (6410, 1550, 3337, 1, False, "bias_gelu"),
+    "u12 aligned": (6400, 1552, 3336, 1, False, "bias_gelu"),
+    "f1 A": (4096, 4096, 4093, 1, False, "none"),
+    "f2 B": (4096, 4093, 4096, 1, False, "none"),
+    "f3": (257, 3467, 585, 1, False, "none"),
+    "f4": (1001, 3001, 701, 1, False, "residual"),
+    "f5": (2047, 513, 8191, 1, False, "none"),
+    "f6": (257, 521, 1001, 16, False, "none"),
+}
 
 
 def backend_and_timer(dry: bool) -> tuple[Any, Any]:
@@ -112,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dry", action="store_true",
                         help="no GPU: NumPy for CuPy, the interpreter, small sides (a check)")
-    parser.add_argument("--set", choices=("f16", "tf32"), default="f16")
+    parser.add_argument("--set", choices=("f16", "tf32", "ieee"), default="f16")
     parser.add_argument("--only", default="", help="regex over shape names")
     args = parser.parse_args(argv)
-    tf32 = args.set == "tf32"
+    tf32, ieee = args.set == "tf32", args.set == "ieee"
     if tf32:
         os.environ["CUPY_TF32"] = "1"  # (read by CuPy: before it is imported)
     import fusejit as fj
@@ -123,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     from fusejit.runtime import current, forget_plans
     cp, event_time = backend_and_timer(args.dry)
     backend = current()
-    dtype, precision = ("float32", "tf32") if tf32 else ("float16", "ieee")
-    for name, (m, n, k, batch, bt, epilogue) in (TF32_SHAPES if tf32 else SHAPES).items():
+    dtype, precision = ("float32", "tf32") if tf32 else \
+        ("float32", "ieee") if ieee else ("float16", "ieee")
+    shapes = TF32_SHAPES if tf32 else IEEE_SHAPES if ieee else SHAPES
+    for name, (m, n, k, batch, bt, epilogue) in shapes.items():
         if args.only and not re.search(args.only, name):
             continue
         if args.dry:
@@ -133,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         bm.EXTRA[name] = {"batch": batch, "b_t": bt}
         x = bm._inputs(cp, name)
         flops = bm._flops(name)
-        if tf32:
+        if tf32 or ieee:
             os.environ["FUSEJIT_GEMM_ALIGN"] = "1"
             forget_plans()
             chosen = fj.plan(bm._fusejit_program(fj, name, x)).program.kernels

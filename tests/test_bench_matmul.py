@@ -67,7 +67,8 @@ def test_scaled_down_cases_match_the_reference(seed, monkeypatch):
         assert bm._error(np, got, ref) < tol, case
 
 
-@pytest.mark.parametrize("which, shapes, dtype", [("f16", 13, "f16"), ("tf32", 14, "f32")])
+@pytest.mark.parametrize("which, shapes, dtype",
+                         [("f16", 13, "f16"), ("tf32", 14, "f32"), ("ieee", 8, "f32")])
 def test_exp_s7b_dry_run_times_each_kernel_with_the_copies_off_and_on(tmp_path, which, shapes,
                                                                        dtype):
     """``bench/exp_s7b.py --dry [--set tf32]`` (NumPy for CuPy, the interpreter, sides cut to
@@ -90,7 +91,7 @@ def test_exp_s7b_dry_run_times_each_kernel_with_the_copies_off_and_on(tmp_path, 
     assert all(f"align_{dtype}" not in line for line in off)
     assert all(f"align_{dtype}" in line and "matmul" in line for line in on)
     chosen = [line for line in lines if "the default makes" in line]
-    assert len(chosen) == (shapes if which == "tf32" else 0)
+    assert len(chosen) == (shapes if which in ("tf32", "ieee") else 0)
     assert all("the default makes 0 copies; cuBLAS bare" in line for line in chosen)
 
 
@@ -129,10 +130,10 @@ def test_exp_s15_dry_run_times_every_float32_tile_variant(tmp_path):
     import subprocess
     env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
     root = _PATH.parent.parent
-    for precision, shapes in (("tf32", 4), ("ieee", 3)):
+    for precision, shapes, only in (("tf32", 4, ""), ("ieee", 3, ""), ("ieee-small", 1, "^s1 ")):
         out = tmp_path / f"s15-{precision}.json"
         done = subprocess.run([sys.executable, str(root / "bench" / "exp_s15.py"), "--dry",
-                               "--precision", precision, "--json", str(out)],
+                               "--precision", precision, "--json", str(out), "--only", only],
                               capture_output=True, text=True, timeout=600, env=env, cwd=root)
         assert done.returncode == 0, done.stderr[-2000:]
         rows = json.loads(out.read_text())
@@ -146,6 +147,8 @@ def test_exp_s15_dry_run_times_every_float32_tile_variant(tmp_path):
             change = exp_s15.VARIANTS[precision][r["variant"]]
             for key in ("num_stages", "num_warps", "group_m"):
                 assert key not in change or r["attrs"][key] == change[key], r
+            # (the dry run's 64 x 64 sides take at most two K chunks)
+            assert "split_k" not in change or r["attrs"]["split_k"] == min(change["split_k"], 2)
 
 
 def test_exp_s8_dry_run_times_every_tile_shape(tmp_path):

@@ -859,7 +859,10 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
         return None
     mm = next(i for i in kernel.body if i.name == domain.matmul)
     tf32 = mm.dtype.name == "float32" and str(mm.attrs.get("precision", "ieee")) == "tf32"
-    if mm.dtype.name != "float16" and not tf32:
+    # (full-precision float32 only on request: FUSEJIT_GEMM_ALIGN=always, for the
+    # experiment that decides whether its FMA tiles gain from aligned rows)
+    fma = mm.dtype.name == "float32" and not tf32 and cost.gemm_align_mode() == "always"
+    if mm.dtype.name != "float16" and not tf32 and not fma:
         return None
     types = {p.name: p.type for p in kernel.params}
     types.update({i.name: i.type for i in kernel.body})
