@@ -223,13 +223,60 @@ def test_tf32_products_where_copies_do_not_pay_are_left(a_shape, b_shape, b_expr
     assert why in plan.explain(), plan.explain()
 
 
-@pytest.mark.parametrize("precision", ["", "tf32x3"])
-def test_float32_products_in_full_precision_are_not_copied(precision):
-    """Padded rows gave full-precision float32 products nothing measurable (257x3467x585:
-    72 -> 72 us); ``tf32x3`` is unmeasured."""
+def test_full_precision_copies_a_alone_from_the_measured_size():
+    """Full-precision float32 (the FMA kernel): A's misaligned rows are copied from
+    ``cost.FMA_ALIGN_MIN_FLOPS`` on (H100: 6410x1550x3337 2065 -> 1891 us, 4096x4096x4093
+    3230 -> 3105); B's never (4096x4093x4096 lost, 3230 -> 3352), smaller products not
+    (257x3467x585 73 -> 84 us)."""
+    from fusejit.fuse import cost
+    plan = _plan((6410, 3337), (3337, 1550), dtype="f32")
+    assert [k.name.split("_")[0] for k in plan.program.kernels] == ["align", "matmul"]
+    assert plan.program.kernels[0].row_pitch == 3340
+    assert "%a's rows (13348 bytes, 4-byte aligned) copied" in plan.explain()
+    plan = _plan((4096, 4096), (4096, 4093), dtype="f32")  # B's rows alone misaligned
+    assert [k.kind for k in plan.program.kernels] == ["gemm"]
+    assert "align_gemm_operands" not in plan.explain()
+    plan = _plan((257, 585), (585, 3467), dtype="f32")
+    assert [k.kind for k in plan.program.kernels] == ["gemm"]
+    assert "under the 5e+10 from which its A is copied" in plan.explain()
+    assert 2 * 4096 * 4096 * 4093 > cost.FMA_ALIGN_MIN_FLOPS > 2 * 2047 * 513 * 8191
+    # A read M-major (a transposed view) is left: only row-major A was measured
+    text = ("func @main(%at: f32[3337,6410], %b: f32[3337,1550]) -> f32[6410,1550] {\n"
+            "  %a = permute %at perm=[1,0] : f32[6410,3337]\n"
+            "  %y = matmul %a, %b : f32[6410,1550]\n  return %y\n}\n")
+    assert [k.kind for k in plan_for(fj.parse(text)).program.kernels] == ["gemm"]
+
+
+@pytest.mark.parametrize("precision", ["tf32x3"])
+def test_float32_products_in_tf32x3_are_not_copied(precision):
+    """``tf32x3`` is unmeasured: left as it is."""
     plan = _plan((3001, 1537), (1537, 2047), dtype="f32", precision=precision)
     assert [k.kind for k in plan.program.kernels] == ["gemm"]
     assert "align_gemm_operands" not in plan.explain()
+
+
+@pytest.mark.parametrize("backend", ["numpy", "interpret"])
+@pytest.mark.parametrize("case", [(1, 37, 45, 29, False, "none"), (2, 20, 33, 17, True, "bias")])
+def test_full_precision_values_with_the_copies_forced(backend, case, monkeypatch):
+    """``FUSEJIT_GEMM_ALIGN=always`` copies both full-precision operands; the values stay
+    float32's (relative error under ``4 sqrt(K) eps``)."""
+    monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", "always")
+    fj.set_backend(backend)
+    batch, m, n, k, transposed, epilogue = case
+    lead = (batch,) if batch > 1 else ()
+    a_np = rng.standard_normal((*lead, m, k)).astype(np.float32)
+    b_np = rng.standard_normal((*lead, n, k) if transposed else (*lead, k, n)).astype(np.float32)
+    b_view = np.swapaxes(b_np, -1, -2) if transposed else b_np
+    y = fj.asarray(a_np) @ (fj.swapaxes(fj.asarray(b_np), -1, -2) if transposed
+                            else fj.asarray(b_np))
+    ref = a_np.astype(np.float64) @ b_view.astype(np.float64)
+    if epilogue == "bias":
+        bias = rng.standard_normal(n).astype(np.float32)
+        y, ref = y + bias, ref + bias
+    names = [kk.name.split("_")[0] for kk in fj.plan(y).program.kernels]
+    assert names.count("align") >= 1 and names[-1] == "matmul", names
+    got = np.asarray(y.numpy(), np.float64)
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 4 * np.sqrt(k) * 2.0 ** -23
 
 
 def test_the_tf32_gemm_reads_the_copies_through_tma(monkeypatch):

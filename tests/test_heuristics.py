@@ -303,6 +303,26 @@ def test_gemms_of_few_rows_split_k_to_fill_the_gpu_three_times() -> None:
     assert 16 * split(224, 241, 9669, "float32", "tf32") <= sms
 
 
+def test_full_precision_gemms_split_k_to_four_programs_an_sm() -> None:
+    """Full-precision float32 (FMA) over fewer than two waves of 64x64 tiles splits K so that
+    about four 4-warp programs run per SM, in at most 4 chunks (H100 figures in
+    ``gemm_config``); products of at most 16 rows keep their own rule."""
+    def split(m, n, k):
+        return heuristics.gemm_config(m, n, k, 1, "float32", "ieee").split_k
+    sms = heuristics.SMS
+    assert split(128, 4096, 4096) == min(4, 4 * sms // 128)
+    assert split(256, 4096, 4096) == 4 * sms // 256 == 2
+    assert split(2048, 512, 8192) == 2
+    assert split(512, 4096, 4096) == 1  # 512 tiles
+    assert split(4096, 4096, 4096) == 1
+    assert split(64, 2048, 8192) == 4
+    assert split(128, 4096, 512) == 2  # 16 K steps: 8 in each of 2 chunks
+    assert split(128, 4096, 480) == 1  # 15 K steps: not split
+    assert split(8, 4096, 4096) == -(-3 * sms // 64)  # the few-rows rule
+    # float16 is not touched by it
+    assert heuristics.gemm_config(128, 4096, 4096, 1, "float16").split_k == 1
+
+
 def test_int8_products_take_k_tiles_of_at_least_32() -> None:
     """Triton's int8 ``tl.dot`` needs K >= 32: the heuristic's tiles and an edited block_k."""
     assert heuristics.gemm_config(4, 5, 1, 1, "int8").block_k == 32

@@ -943,6 +943,14 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     if tiles and (tiles < SMS // 2 or (thin and tiles < SMS)) and steps >= 16:
         per_tile = -(-3 * SMS // tiles) if thin else SMS // tiles
         split = max(1, min(GEMM_MAX_SPLIT_K, per_tile, steps // 8))
+    if dtype == "float32" and precision == "ieee" and not thin and tiles and steps >= 16:
+        # the FMA units want about four 4-warp programs an SM: up to two waves of tiles split
+        # K to that many programs, in at most 4 chunks. H100, B row-major, the GEMM alone
+        # (bench/exp_s15.py --precision ieee-small, bench/results/h100-s16-call4), us unsplit
+        # / split: 128x4096x4096 128 / 108 (4 chunks; cuBLAS 100), 256x4096x4096 222 / 203
+        # (2; 186), 2048x512x8192 441 / 408 (2; 354); 512x4096x4096 (512 tiles) 404 / 393 at
+        # 2 chunks, within noise, so left whole; 64x2048x8192 kept its 4 (77 us; 2: 145)
+        split = max(split, min(4, 4 * SMS // tiles, steps // 8))
     return GemmConfig(bm, bn, bk, warps, stages, 8, split, "heuristic")
 
 

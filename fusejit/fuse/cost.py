@@ -257,9 +257,18 @@ GEMM_ALIGN_MIN_FLOPS = 8e9
 #: copies (36 the GEMM; on the H200 122 -> 57); the model's floor for small products, not a
 #: measured bound.
 GEMM_ALIGN_MIN_FLOPS_K_MAJOR = 5e9
+#: Fewest flops of a full-precision float32 product whose A (read row-major, K contiguous) is
+#: copied to rows padded to 16 bytes; its B is never copied (no time model: the FMA kernel
+#: gained a few percent where A's rows were misaligned and lost where B's were). H100, whole
+#: plans, copies off -> on (``bench/exp_s7b.py --set ieee``, ``bench/results/h100-s16-call4``):
+#: 6410x1550x3337 with bias and GELU (6.6e10) 2065 -> 1891 us, 4096x4096x4093 (1.4e11, A
+#: alone misaligned) 3230 -> 3105; but 4096x4093x4096 (B alone) 3230 -> 3352, and each product
+#: of 4.3e9 flops or less lost (257x3467x585 73 -> 84, 1001x3001x701 132 -> 144, 16 x
+#: 257x521x1001 196 -> 237), as did 2047x513x8191 (1.7e10) 967 -> 1019.
+FMA_ALIGN_MIN_FLOPS = 5e10
 #: ``FUSEJIT_GEMM_ALIGN=1`` (default): copy misaligned operands where ``align_gain`` says it
-#: pays; ``0``: never; ``always`` (for tests and the fuzzer): every float16 or TF32 GEMM operand with
-#: misaligned rows that the rule can copy, whatever its size (read when a plan is built).
+#: pays; ``0``: never; ``always`` (for tests and the fuzzer): every float16 or float32 GEMM operand
+#: with misaligned rows that the rule can copy, whatever its size (read when a plan is built).
 GEMM_ALIGN_MODES = ("0", "1", "always")
 
 

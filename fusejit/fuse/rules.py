@@ -802,7 +802,7 @@ def _row_alignment(row_bytes: int) -> int:
 
 def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str] = frozenset()
                              ) -> AlignDecision | None:
-    """A float16 or TF32 product whose operand rows are not 16-byte aligned gets those operands
+    """A float16 or float32 product whose operand rows are not 16-byte aligned gets those operands
     copied to buffers with rows padded to a multiple of 16 bytes first, by pointwise kernels of
     their own (``row_pitch``), when that saves more time than the copies cost.
 
@@ -813,8 +813,8 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
     ``ceil(C / 8) * 8`` elements apart (``layout.align_operand``); the GEMM reads it through
     the same views, so its tiles load 16 bytes at a time (and through TMA where they qualify).
     Leaves: an operand computed in the GEMM's prologue (its loads are the prologue's), aligned
-    rows, other dtypes and precisions (float32 in full precision and float64 run on other
-    units and gained nothing measurable from padded rows; ``tf32x3`` is unmeasured), and
+    rows, other dtypes and precisions (float64 runs on the FMA units like full-precision
+    float32 and is unmeasured; ``tf32x3`` is unmeasured), and
     kernel blocks written by the user (used as written). The product's own rows are written
     where they fall (an output is returned as it is computed).
 
@@ -848,6 +848,11 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
     TF32 B that could be transposed to K-major is ``rule_tf32_k_major_b``'s (it runs first;
     its K-major copy has aligned rows when it is made).
 
+    Full-precision float32 (the FMA kernel): only A, read row-major, is copied, from
+    ``cost.FMA_ALIGN_MIN_FLOPS`` on, without a time model: on an H100 the copies gained 4-9%
+    above that size where A's rows were misaligned, and lost where B's were or the product
+    was smaller (``cost.FMA_ALIGN_MIN_FLOPS`` has the figures).
+
     ``padded``: params whose buffers already have rows padded to 16 bytes (a K-major B that
     ``rule_tf32_k_major_b`` wrote with a ``row_pitch``).
 
@@ -858,17 +863,21 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
     if getattr(domain, "kind", None) != "gemm":
         return None
     mm = next(i for i in kernel.body if i.name == domain.matmul)
-    tf32 = mm.dtype.name == "float32" and str(mm.attrs.get("precision", "ieee")) == "tf32"
-    # (full-precision float32 only on request: FUSEJIT_GEMM_ALIGN=always, for the
-    # experiment that decides whether its FMA tiles gain from aligned rows)
-    fma = mm.dtype.name == "float32" and not tf32 and cost.gemm_align_mode() == "always"
+    precision = str(mm.attrs.get("precision", "ieee"))
+    tf32 = mm.dtype.name == "float32" and precision == "tf32"
+    fma = mm.dtype.name == "float32" and precision == "ieee"
     if mm.dtype.name != "float16" and not tf32 and not fma:
         return None
+    mode = cost.gemm_align_mode()
+    # (full precision: A alone, read row-major, unless forced; reads_n_major takes an
+    # operand's last axis as its "N": A's K)
+    fma_operands = mm.args if mode == "always" else \
+        [mm.args[0]] if reads_n_major(kernel, mm.args[0]) else []
     types = {p.name: p.type for p in kernel.params}
     types.update({i.name: i.type for i in kernel.body})
     copies: dict[str, tuple[int, int]] = {}  # param -> (its alignment, padded row)
     after = 16  # the worst alignment left once the copies are made
-    for operand in mm.args:
+    for operand in (fma_operands if fma else mm.args):
         base = operand_param(kernel, operand)
         reads = [base] if base is not None else \
             [p.name for p in cone_params(kernel, operand) if not p.scalar]
@@ -899,7 +908,6 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
     what = " and ".join(f"%{name}'s rows ({types[name].shape[-1] * types[name].dtype.itemsize} "
                         f"bytes, {a}-byte aligned)" for name, (a, _) in copies.items())
     params, pitches = tuple(copies), tuple(pitch for _, pitch in copies.values())
-    mode = cost.gemm_align_mode()
     if mode == "0":
         return AlignDecision(mm.name, params, pitches, False, saved, gemm, cost_s,
                              f"{what} read as they are: FUSEJIT_GEMM_ALIGN=0")
@@ -907,6 +915,8 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
         return AlignDecision(mm.name, params, pitches, True, saved, gemm, cost_s,
                              f"{what} copied to rows padded to 16 bytes before the GEMM: "
                              f"FUSEJIT_GEMM_ALIGN=always")
+    if fma:
+        return _fma_decision(mm.name, what, params, pitches, flops, sizes)
     if tf32:
         b_base = operand_param(kernel, mm.args[1])
         b_n_major = reads_n_major(kernel, mm.args[1])
@@ -928,6 +938,23 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
     return AlignDecision(mm.name, params, pitches, True, saved, gemm, cost_s,
                          f"{what} copied to rows padded to 16 bytes before the GEMM: saves "
                          f"~{_us(saved)} of ~{_us(gemm)}, the copies cost ~{_us(cost_s)}")
+
+
+def _fma_decision(matmul: str, what: str, params: tuple[str, ...], pitches: tuple[int, ...],
+                  flops: float, sizes: list[int]) -> AlignDecision:
+    """``rule_align_gemm_operands`` for a full-precision float32 product whose A has misaligned
+    rows (its default mode): copy from ``cost.FMA_ALIGN_MIN_FLOPS`` on (no time model:
+    ``saved`` and ``gemm`` are 0)."""
+    cost_s = cost.align_copies_seconds(sizes)
+    if flops < cost.FMA_ALIGN_MIN_FLOPS:
+        return AlignDecision(matmul, params, pitches, False, 0.0, 0.0, cost_s,
+                             f"{what} read as they are: a full-precision product of "
+                             f"{flops:.2g} flops, under the {cost.FMA_ALIGN_MIN_FLOPS:.0e} from "
+                             f"which its A is copied to 16-byte rows")
+    return AlignDecision(matmul, params, pitches, True, 0.0, 0.0, cost_s,
+                         f"{what} copied to rows padded to 16 bytes before the full-precision "
+                         f"GEMM: its FMA tiles ran 4-9% faster so at 6.6e10-1.4e11 flops "
+                         f"(measured), the copy costs ~{_us(cost_s)}")
 
 
 def _tf32_n_major_decision(matmul: str, what: str, params: tuple[str, ...],
