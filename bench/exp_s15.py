@@ -19,7 +19,12 @@ under-fill the GPU (the sixteenth session's first call, H100, whole plans: 128x4
 0.60x of cuBLAS, 512x4096x4096 and 2048x512x8192 at 0.79x): split K, smaller tiles, fewer
 warps, so that more programs share each SM's FMA units.
 
-Run on the GPU machine: ``python3 bench/exp_s15.py --precision tf32|ieee|ieee-row|ieee-small [--json FILE]``;
+``--precision ieee-epi`` (sixteenth session): full precision, B row-major, the GEMM kernel with
+each epilogue at 6400x1552x3336 (the second call timed the plan with bias and GELU at 1860 us
+where the GEMM alone had run 1513 in the fifteenth session), at the default tiles and two others.
+
+Run on the GPU machine: ``python3 bench/exp_s15.py --precision P [--json FILE]`` (P one of
+tf32, ieee, ieee-row, ieee-small, ieee-epi);
 ``--dry`` checks it on the CPU (NumPy for CuPy, the interpreter, sides cut to at most 64;
 ``tests/test_bench_matmul.py`` runs it).
 """
@@ -49,6 +54,9 @@ SHAPES = {
     # cuBLAS
     "ieee-row": {"k0": (4096, 4096, 4096), "k4": (6400, 1552, 3336), "k6": (512, 4096, 4096),
                  "k7": (2048, 512, 8192), "k8": (1000, 3000, 700)},
+    "ieee-epi": {"e0 none": (6400, 1552, 3336, "none"), "e1 bias_gelu": (6400, 1552, 3336, "bias_gelu"),
+                 "e2 bias_relu": (6400, 1552, 3336, "bias_relu"),
+                 "e3 residual": (6400, 1552, 3336, "residual")},
     "ieee-small": {"s1": (128, 4096, 4096), "s2": (256, 4096, 4096), "s3": (512, 4096, 4096),
                    "s4": (2048, 512, 8192), "s5": (64, 2048, 8192)},
 }
@@ -98,6 +106,11 @@ VARIANTS: dict[str, dict[str, dict[str, int]]] = {
                            "num_warps": 2},
         "128x128x32 w4 s2": {"block_m": 128, "block_n": 128, "num_stages": 2},
     },
+    "ieee-epi": {
+        "default": {},
+        "128x64x32 w8": {"block_m": 128, "block_n": 64, "num_warps": 8},
+        "64x64x32 w4 s4": {"num_stages": 4},
+    },
     "ieee-small": {
         "default": {},
         "split 2": {"split_k": 2},
@@ -132,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dry", action="store_true",
                         help="no GPU: NumPy for CuPy, the interpreter, small sides (a check)")
-    parser.add_argument("--precision", choices=("tf32", "ieee", "ieee-row", "ieee-small"),
+    parser.add_argument("--precision", choices=("tf32", "ieee", "ieee-row", "ieee-small",
+                                                "ieee-epi"),
                         default="tf32")
     parser.add_argument("--json", default="")
     parser.add_argument("--only", default="", help="regex over shape and variant names")
@@ -147,12 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     cp, event_time = backend_and_timer(args.dry)
     backend = current()
     rows: list[dict[str, Any]] = []
-    for name, (m, n, k) in SHAPES[args.precision].items():
+    for name, (m, n, k, *epilogue) in SHAPES[args.precision].items():
         if args.dry:
             m, n, k = min(m, 64), min(n, 64), min(k, 64)
         case = f"{name} {args.precision}"
-        precision = args.precision.removesuffix("-row").removesuffix("-small")
-        bm.CASES[case] = (m, n, k, "float32", precision, "none")
+        precision = args.precision.split("-")[0]
+        bm.CASES[case] = (m, n, k, "float32", precision, epilogue[0] if epilogue else "none")
         bm.EXTRA[case] = {"batch": 1, "b_t": args.precision in ("tf32", "ieee")}
         x = bm._inputs(cp, case)
         ref = bm._reference(cp, case, x)

@@ -140,3 +140,62 @@ def test_row_window_experiment_runs_dry(tmp_path):
         reduction = r["workload"].startswith(("sum", "var"))
         on = r["window"] == "stores" or (r["window"] == "loads" and reduction)
         assert r["windowed_source"] == (on and "aligned" not in r["workload"]), r
+
+
+def test_shortrun_experiment_runs_dry(tmp_path):
+    """``bench/exp_s16_shortrun.py --dry`` (the interpreter, (2, 16, 16, 3) and (2, 512, 3)):
+    every variant of the short-run reductions (the emitted split kernel, its edits, the
+    hand-written run-fastest and flat tiles at several blocks, warps and chunks) gives the
+    reference's values and leaves its counters zero; the min's emitted index needs no
+    merging (skipped), the sum's does; the default configurations compile for sm_90."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    out = tmp_path / "shortrun.json"
+    done = subprocess.run([sys.executable, str(_BENCH / "exp_s16_shortrun.py"), "--dry",
+                           "--json", str(out)], capture_output=True, text=True, timeout=600,
+                          env=env, cwd=_BENCH.parent)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    assert done.stdout.strip().splitlines()[-1].endswith(", 0 failed"), done.stdout[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    for workload in ("sum nhwc f32", "min axis1 f64"):
+        mine = {r["variant"]: r for r in rows if r["workload"] == workload}
+        for name in ("fusejit plan", "fusejit realize", "emitted", "emitted w8", "run_fastest",
+                     "flat", "flat_fixed"):
+            assert mine[name]["ok"], mine[name]
+        timed = [r for r in mine.values() if "us" in r]
+        assert len(timed) >= 18 and all(r["ok"] for r in timed), timed
+        assert all(r["counters_zero"] for r in timed if "counters_zero" in r)
+        assert ("skipped" in mine["merged"]) == workload.startswith("min"), mine["merged"]
+    assert rows[-1]["variant"] == "flat_fixed no NaN" and rows[-1]["ok"]
+
+
+def test_s16_ln_experiment_runs_dry(tmp_path):
+    """``bench/exp_s16_ln.py --dry``: every sub-block variant of the cooperative layer norm
+    (the chunk held as 2, 4 or 8 tensors, the weight and bias a sub-block at a time, the first
+    sub-block's loaded after the arrival) is made from the emitted source and compiles for
+    sm_90 at the three GPU shapes (quarters in no more registers than emitted); in the
+    interpreter at small shapes each is within 1e-4 of the float64 layer norm with its row's
+    chunks given up and with every chunk through its own epilogue, counters left zero."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    out = tmp_path / "s16_ln.json"
+    done = subprocess.run([sys.executable, str(_BENCH / "exp_s16_ln.py"), "--dry", "--json",
+                           str(out)], capture_output=True, text=True, timeout=600, env=env,
+                          cwd=_BENCH.parent)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    assert done.stdout.strip().splitlines()[-1].endswith(", 0 failed"), done.stdout[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    variants = _load("exp_s16_ln").VARIANTS
+    compiled = {(r["shape"], r["variant"]): r for r in rows if not r["shape"].startswith("dry")}
+    assert len(compiled) == 3 * len(variants), sorted(compiled)
+    assert all(r.get("regs", 0) > 0 for r in compiled.values()), compiled
+    target = "256x262144"
+    assert compiled[(target, "quarters")]["regs"] <= compiled[(target, "emitted")]["regs"]
+    dry = [r for r in rows if r["shape"].startswith("dry")]
+    assert len(dry) == 3 * len(variants) and all(r["ok"] for r in dry), dry
