@@ -112,6 +112,7 @@ VARIANTS: dict[str, dict[str, dict[str, int]]] = {
     },
     "ieee-epi": {
         "default": {},
+        "relay": {"relay": 1},
         "128x64x32 w8": {"block_m": 128, "block_n": 64, "num_warps": 8},
         "64x64x32 w4 s4": {"num_stages": 4},
     },

@@ -277,6 +277,34 @@ def nonan_source(src: str) -> str:
     return src.replace(", propagate_nan=tl.PropagateNan.ALL", "")
 
 
+def identity_source(src: str, p: Problem) -> str:
+    """(third call) The emitted kernel with its masked load filled with the reduction's
+    identity (``other=``) and the ``tl.where`` that put the identity in dropped: run_fastest
+    has neither, and its layout is the emitted one's (the same TTGIR blocked layout)."""
+    load = re.search(r"(v_in0 = tl\.load\(p_in0 \+ off_v_in0, mask=[^,]+, )other=0\)", src)
+    where = re.search(r"^( +)x_v0 = tl\.where\([^,]+, v_in0, [^)]+\)$", src, re.M)
+    if load is None or where is None:
+        raise ValueError("no masked load of %in0 followed by a where")
+    ident = "0" if p.op == "sum" else "INF"
+    src = src[:load.start()] + f"{load[1]}other={ident})" + src[load.end():]
+    where = re.search(r"^( +)x_v0 = tl\.where\([^,]+, v_in0, [^)]+\)$", src, re.M)
+    assert where is not None
+    return src[:where.start()] + f"{where[1]}x_v0 = v_in0" + src[where.end():]
+
+
+def ranges_source(src: str) -> str:
+    """(third call) The emitted kernel's run index as ``tl.arange`` and its outer point as the
+    program id, where it computed both from ``kept_pad`` with a modulo and a division (a tile
+    holds one padded run: block_m equals the run's padded size)."""
+    found = re.search(r"^( +)kept_pad = pid \* (\d+) \+ tl\.arange\(0, (\d+)\)\[:, None\].*\n"
+                      r"\1run = kept_pad % \d+.*\n\1run_outer = kept_pad // \d+\n", src, re.M)
+    if found is None or found[2] != found[3]:
+        raise ValueError("no kept_pad lines of one padded run a tile")
+    ind, size = found[1], found[3]
+    lines = f"{ind}run = tl.arange(0, {size})[:, None]\n{ind}run_outer = pid\n"
+    return src[:found.start()] + lines + src[found.end():]
+
+
 def emitted_tiles(src: str) -> tuple[int, int, int, int]:
     """(block_m, block_n, chunk of reduced points, chunks) read from an emitted split kernel."""
     tile = re.search(r"acc_v0 = tl\.full\(\[(\d+), (\d+)\]", src)
@@ -332,6 +360,18 @@ def variants(kernel_emitted: Any, p: Problem, dry: bool) -> list[tuple[str, Any,
         except ValueError as exc:
             nonan = exc
         out.append(("emitted no NaN", nonan, what, True))
+    for label, edit in (("identity", lambda t: identity_source(t, p)), ("ranges", ranges_source),
+                        ("identity+ranges", lambda t: ranges_source(identity_source(t, p)))):
+        try:
+            edited: Any = dataclasses.replace(kernel_emitted, source=edit(src))
+        except ValueError as exc:
+            edited = exc
+        out.append((f"emitted {label}", edited, what, True))
+        if not isinstance(edited, Exception):
+            out.append((f"emitted {label} w{w4.num_warps}",
+                        dataclasses.replace(edited, launches=(w4,)),
+                        f"{bm}x{bn} tiles, {w4.num_warps} warps, chunk {chunk}, {programs} "
+                        f"programs", False))
     itemsize = np.dtype(p.dtype).itemsize
     vector = 0 if dry else 32 * 8 * 16 // itemsize  # 16 bytes a thread at 8 warps
     w = launch.num_warps
