@@ -946,8 +946,18 @@ class GemmEmitter(_Emitter):
         mode = heuristics.gemm_relay_mode()
         if mode == "always" or (mode == "special" and self.target == "cuda"):
             return relay
+        if mode == "serialized" and self.target == "cuda" and self._fma():
+            # (no wgmma to serialize: the FMA main loop itself ran slower with the special
+            # function's code reading the accumulator's registers. H100, 6400x1552x3336 with
+            # bias and GELU, the GEMM alone (bench/exp_s15.py --precision ieee-epi,
+            # bench/results/h100-s16-call18): 1855 us, relayed 1518; bare 1504, cuBLAS 1431)
+            return relay
         self.relayable = self.target == "cuda" and mode == "serialized"
         return None
+
+    def _fma(self) -> bool:
+        """Whether the product runs on the FMA units: float32 in full precision."""
+        return self.dtype == F32 and self.precision == "ieee"
 
     def _relay_candidate(self) -> int | None:
         """The output a relay would go through: a tensor-core product with an epilogue (one
@@ -978,8 +988,10 @@ class GemmEmitter(_Emitter):
             out, dtype = self.out_name[relay], self.types[self.kernel.yields[relay]].dtype
             why = "relay=1" if self.kernel.attrs.get("relay") else \
                 f"GEMM_RELAY_PRODUCT={heuristics.GEMM_RELAY_PRODUCT}"
+            cause = "its special functions slowed the FMA main loop when they read the " \
+                "accumulator" if self._fma() else "ptxas would serialize the main loop's wgmma"
             self.summary = (*self.summary, f"      the epilogue reads the product back from "
-                            f"{out} ({why}: ptxas would serialize the main loop's wgmma)")
+                            f"{out} ({why}: {cause})")
             flat = self._tile_flat(fn, coords, 1 in (self.m, self.n))
             mask = fn.masks[2]
             store_mask, load_mask = (f", mask={mask}", f", mask={mask}, other=0") if mask \

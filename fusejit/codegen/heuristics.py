@@ -235,6 +235,13 @@ def reduction_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: in
 #: 8x512 57.5, 8x256 32.6, 8x128 30.3; sum of 300x10000x12 float32, 16x256 43.7, 16x128 40.5.
 SHORT_RUN_TILE = {4: 2048}
 SHORT_RUN_TILE_OTHER = 1024
+#: ``num_warps`` of a split reduction's partials over a short inner kept run, by element size
+#: (others: 8). float64 (1024-element tiles): 4, eight elements a thread where 8 warps gave
+#: four. H100, min over axis 1 of 512x16384x3 float64 (``bench/exp_s16_shortrun.py``, three
+#: runs, ``bench/results/h100-s16-call4``, ``-call8``, ``-call18``), % of the copy rate with 8 /
+#: 4 warps: 78.4 / 85.4, 76.2 / 81.4, 76.7 / 84.7. float32 channel sums of 128x224x224x3
+#: (4x1024 tiles) lost with 4 (82.1 / 73.6); float16 and the one-launch form are unmeasured.
+SHORT_RUN_SPLIT_WARPS = {8: 4}
 
 
 def short_run_tiles(inner: int, rows: int, cols: int, itemsize: int, tile: int
@@ -339,7 +346,7 @@ def split_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int,
     tile = TILE_ELEMENTS // (2 if itemsize >= 8 else 1)
     if outer and inner:
         bm, bn = short_run_tiles(inner, rows, cols, itemsize, tile // state)
-        return bm, bn, 8
+        return bm, bn, SHORT_RUN_SPLIT_WARPS.get(itemsize, 8)
     if outer:
         bm = max(1, min(next_pow2(rows), SPLIT_OUTER_KEPT))
         bn = max(1, min(next_pow2(cols), tile // state // bm))
@@ -659,6 +666,9 @@ def split_candidates(target: str, rows: int, cols: int, outer: bool, itemsize: i
 #: ``relay=1``), "special" (whenever the epilogue computes a special function), "always"
 #: (any epilogue) or "never". Measured on the H200 (MLP layer 1, TFLOP/s, never / relayed):
 #: GELU 457 / 519 (serialized without), tanh 579 / 527 and GELU in float32 434 / 379 (not).
+#: Under "serialized", a full-precision float32 product (FMA units, no wgmma) with a special
+#: function in its epilogue is relayed on cuda: H100, 6400x1552x3336 with bias and GELU, 1855
+#: us as read from the accumulator, 1518 relayed (bare 1504).
 GEMM_RELAY_PRODUCT = os.environ.get("FUSEJIT_GEMM_RELAY", "serialized")
 GEMM_RELAY_MODES = ("serialized", "special", "always", "never")
 
