@@ -199,3 +199,22 @@ def test_s16_ln_experiment_runs_dry(tmp_path):
     assert compiled[(target, "quarters")]["regs"] <= compiled[(target, "emitted")]["regs"]
     dry = [r for r in rows if r["shape"].startswith("dry")]
     assert len(dry) == 3 * len(variants) and all(r["ok"] for r in dry), dry
+
+
+def test_fuzz_trace_runs_a_seed_program_by_program(tmp_path):
+    """``bench/fuzz_trace.py``: each program of a fuzz seed checked in turn on a backend, its
+    index and resident memory printed before it runs; a clean range ends "0 failed"."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(_BENCH / "fuzz_trace.py"), "16403", "0", "12",
+                           "--backend", "numpy", "--show-from", "11"],
+                          capture_output=True, text=True, timeout=600, env=env,
+                          cwd=_BENCH.parent)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "done: programs 0-11, 0 failed"
+    shown = [line for line in lines if line.startswith("[")]
+    assert shown and all("GB resident" in line for line in shown)
+    assert any(line.startswith("def program(xp") for line in lines)
