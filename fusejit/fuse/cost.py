@@ -326,9 +326,10 @@ def align_gain(flops: float, nbytes: int, before: int, after: int, stores: int,
 #   copies paid only where the product is long beside them (748 -> 587, 178 -> 163, but
 #   160 -> 172 and a decode-like 5x4251x7665 b.T 69 -> 189): ``tf32_align_gain``, a
 #   roofline at ``TF32_MISALIGNED_SHARE`` of the TF32 rate against the copies.
-# Full precision ("ieee") float32 products gained nothing measurable from padded rows
-# (257x3467x585 + residual 72 -> 72 us, 1000x1001x999 69 -> 64 before the copies' ~15), and
-# ``tf32x3`` was not measured: both are left as they are.
+# Full precision ("ieee") float32 products gained nothing measurable from padded rows at
+# small sizes (257x3467x585 + residual 72 -> 72 us, 1000x1001x999 69 -> 64 before the copies'
+# ~15); large ones copy A alone (``FMA_ALIGN_MIN_FLOPS``, below). ``tf32x3`` was not
+# measured: it is left as it is.
 
 #: Fewest flops of a TF32 product whose misaligned N-major B is copied (with its A).
 TF32_ALIGN_MIN_FLOPS = 5e8
