@@ -960,7 +960,8 @@ class GemmEmitter(_Emitter):
         return self.dtype == F32 and self.precision == "ieee"
 
     def _relay_candidate(self) -> int | None:
-        """The output a relay would go through: a tensor-core product with an epilogue (one
+        """The output a relay would go through: a ``tl.dot`` product (tensor cores, or the FMA
+        units in full precision) with an epilogue (one
         with a special function, unless ``GEMM_RELAY_PRODUCT`` is "always"), and an output of
         the product's shape whose dtype holds the product exactly; else None."""
         if not gemm_uses_dot(self.dtype.name):
