@@ -869,15 +869,16 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
     if mm.dtype.name != "float16" and not tf32 and not fma:
         return None
     mode = cost.gemm_align_mode()
-    # (full precision: A alone, read row-major, unless forced; reads_n_major takes an
-    # operand's last axis as its "N": A's K)
-    fma_operands = mm.args if mode == "always" else \
-        [mm.args[0]] if reads_n_major(kernel, mm.args[0]) else []
+    operands = list(mm.args)
+    if fma and mode != "always":
+        # (full precision: A alone, read row-major; reads_n_major takes an operand's last
+        # axis as its "N": A's K)
+        operands = operands[:1] if reads_n_major(kernel, operands[0]) else []
     types = {p.name: p.type for p in kernel.params}
     types.update({i.name: i.type for i in kernel.body})
     copies: dict[str, tuple[int, int]] = {}  # param -> (its alignment, padded row)
     after = 16  # the worst alignment left once the copies are made
-    for operand in (fma_operands if fma else mm.args):
+    for operand in operands:
         base = operand_param(kernel, operand)
         reads = [base] if base is not None else \
             [p.name for p in cone_params(kernel, operand) if not p.scalar]
@@ -916,12 +917,20 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
                              f"{what} copied to rows padded to 16 bytes before the GEMM: "
                              f"FUSEJIT_GEMM_ALIGN=always")
     if fma:
-        return _fma_decision(mm.name, what, params, pitches, flops, sizes)
+        return _floor_decision(
+            mm.name, what, params, pitches, flops, sizes, cost.FMA_ALIGN_MIN_FLOPS,
+            "a full-precision product", "its A is copied to 16-byte rows",
+            "full-precision GEMM: its FMA tiles ran 4-9% faster so at 6.6e10-1.4e11 flops "
+            "(measured)")
     if tf32:
         b_base = operand_param(kernel, mm.args[1])
         b_n_major = reads_n_major(kernel, mm.args[1])
         if b_n_major and b_base in copies:
-            return _tf32_n_major_decision(mm.name, what, params, pitches, flops, sizes)
+            return _floor_decision(
+                mm.name, what, params, pitches, flops, sizes, cost.TF32_ALIGN_MIN_FLOPS,
+                "a TF32 product", "copies to 16-byte rows are made",
+                "TF32 GEMM: a B read N-major through misaligned rows made such products 3-5x "
+                "slower (measured)")
         saved, gemm, cost_s = cost.tf32_align_gain(flops, moved, before, b_n_major, sizes)
     elif flops < (floor := cost.GEMM_ALIGN_MIN_FLOPS_K_MAJOR
                   if not (reads_n_major(kernel, mm.args[1])
@@ -940,37 +949,19 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
                          f"~{_us(saved)} of ~{_us(gemm)}, the copies cost ~{_us(cost_s)}")
 
 
-def _fma_decision(matmul: str, what: str, params: tuple[str, ...], pitches: tuple[int, ...],
-                  flops: float, sizes: list[int]) -> AlignDecision:
-    """``rule_align_gemm_operands`` for a full-precision float32 product whose A has misaligned
-    rows (its default mode): copy from ``cost.FMA_ALIGN_MIN_FLOPS`` on (no time model:
-    ``saved`` and ``gemm`` are 0)."""
+def _floor_decision(matmul: str, what: str, params: tuple[str, ...], pitches: tuple[int, ...],
+                    flops: float, sizes: list[int], floor: float, product: str, from_what: str,
+                    why: str) -> AlignDecision:
+    """``rule_align_gemm_operands``'s decision where a measured size decides, without a time
+    model (``saved`` and ``gemm`` are 0): copy from ``floor`` flops on. Full precision
+    (``cost.FMA_ALIGN_MIN_FLOPS``) and a TF32 product whose row-major B has misaligned rows
+    (``cost.TF32_ALIGN_MIN_FLOPS``); ``product``, ``from_what`` and ``why`` word the
+    sentences."""
     cost_s = cost.align_copies_seconds(sizes)
-    if flops < cost.FMA_ALIGN_MIN_FLOPS:
+    if flops < floor:
         return AlignDecision(matmul, params, pitches, False, 0.0, 0.0, cost_s,
-                             f"{what} read as they are: a full-precision product of "
-                             f"{flops:.2g} flops, under the {cost.FMA_ALIGN_MIN_FLOPS:.0e} from "
-                             f"which its A is copied to 16-byte rows")
+                             f"{what} read as they are: {product} of {flops:.2g} flops, under "
+                             f"the {floor:.0e} from which {from_what}")
     return AlignDecision(matmul, params, pitches, True, 0.0, 0.0, cost_s,
-                         f"{what} copied to rows padded to 16 bytes before the full-precision "
-                         f"GEMM: its FMA tiles ran 4-9% faster so at 6.6e10-1.4e11 flops "
-                         f"(measured), the copy costs ~{_us(cost_s)}")
-
-
-def _tf32_n_major_decision(matmul: str, what: str, params: tuple[str, ...],
-                           pitches: tuple[int, ...], flops: float, sizes: list[int]
-                           ) -> AlignDecision:
-    """``rule_align_gemm_operands`` for a TF32 product whose row-major B has misaligned rows
-    (its default mode): copy from ``cost.TF32_ALIGN_MIN_FLOPS`` on (no time model: ``saved``
-    and ``gemm`` are 0)."""
-    cost_s = cost.align_copies_seconds(sizes)
-
-    def decide(apply: bool, sentence: str) -> AlignDecision:
-        return AlignDecision(matmul, params, pitches, apply, 0.0, 0.0, cost_s, sentence)
-    if flops < cost.TF32_ALIGN_MIN_FLOPS:
-        return decide(False, f"{what} read as they are: a TF32 product of {flops:.2g} flops, "
-                             f"under the {cost.TF32_ALIGN_MIN_FLOPS:.0e} from which copies to "
-                             f"16-byte rows are made")
-    return decide(True, f"{what} copied to rows padded to 16 bytes before the TF32 GEMM: a B "
-                        f"read N-major through misaligned rows made such products 3-5x slower "
-                        f"(measured), the copies cost ~{_us(cost_s)}")
+                         f"{what} copied to rows padded to 16 bytes before the {why}, the "
+                         f"copies cost ~{_us(cost_s)}")
