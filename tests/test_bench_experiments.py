@@ -218,3 +218,18 @@ def test_fuzz_trace_runs_a_seed_program_by_program(tmp_path):
     shown = [line for line in lines if line.startswith("[")]
     assert shown and all("GB resident" in line for line in shown)
     assert any(line.startswith("def program(xp") for line in lines)
+
+
+def test_s17_epilogue_experiment_compiles_every_variant(tmp_path):
+    """``bench/exp_s17_epi.py --dry``: every source edit of the float16 GEMM's bias + ReLU
+    epilogue (the bias hoisted, one NaN-propagating maximum, TMA stores whole and in halves)
+    applies to the persistent kernel fusejit emits, and each compiles for sm_90."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(_BENCH / "exp_s17_epi.py"), "--dry"],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=_BENCH.parent)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 10 and all(line.endswith(": compiled") for line in lines), lines
