@@ -1478,16 +1478,37 @@ def _zero_sign_by_order(values: list[Any], floats: list[int], result: Any) -> bo
 
 
 def _too_large(step: Step, values: list[Any], limit: int | None) -> bool:
-    """Whether the operands of ``step`` broadcast to more than ``limit`` elements."""
+    """Whether the result of ``step`` would hold more than ``limit`` elements: its operands
+    broadcast together, or a matrix product's batch, rows and columns.
+
+    Checked before NumPy runs the step: a product of (n, k) and (k, m) operands has n * m
+    elements, which broadcasting the two shapes does not tell (they need not broadcast at
+    all), and a fuzz process once drew one of several GB on the host."""
     if limit is None:
         return False
     shapes = [_shape(values[a.index]) for a in step.args if isinstance(a, Ref)]
     if len(shapes) < 2:
         return False
+    if _op_name(step) in ("matmul", "@"):
+        return _product_elements(shapes[0], shapes[1], step.kind == "matmul_t") > limit
     try:
         return math.prod(np.broadcast_shapes(*shapes)) > limit
     except ValueError:
         return False
+
+
+def _product_elements(a: tuple[int, ...], b: tuple[int, ...], b_swapped: bool) -> int:
+    """Elements of ``a @ b`` (``b`` with its last two axes swapped first when ``b_swapped``),
+    by NumPy's rules; 0 when the shapes do not multiply (NumPy refuses the step anyway)."""
+    if b_swapped and len(b) >= 2:
+        b = b[:-2] + (b[-1], b[-2])
+    rows = a[-2:-1] if len(a) >= 2 else ()
+    cols = b[-1:] if len(b) >= 2 else ()
+    try:
+        batch = np.broadcast_shapes(a[:-2], b[:-2])
+    except ValueError:
+        return 0
+    return math.prod(batch) * math.prod(rows) * math.prod(cols)
 
 
 def _draw_step(draw: Any, st: Any, op_pool: tuple[str, ...], dtype_pool: tuple[np.dtype, ...],

@@ -638,3 +638,26 @@ def test_a_product_meeting_a_zero_among_terms_that_overflow_is_not_drawn() -> No
     rows = np.stack([terms[:40], terms[:40] + 1])  # a zero in row 0 only, no overflow anywhere
     by_row = Step("function", "prod", (Ref(0),), (("axis", 1),))
     assert not _rounding_sensitive(by_row, [rows], [True], np.prod(rows, axis=1))
+
+
+def test_a_matrix_product_is_sized_by_its_rows_and_columns_before_numpy_runs_it() -> None:
+    """A product's result is batch x rows x columns, which broadcasting its operands' shapes
+    does not give: (3000, 2) @ (2, 2000) was not counted, and a cuda fuzz process with
+    ``--products`` (seed 16403 on a cold H100, ``bench/results/h100-s17-call1/fuzz_trace.txt``)
+    went from 0.46 to 8 GB of host memory drawing a step."""
+    from fusejit.testing import _too_large
+    a, b = np.zeros((3000, 2)), np.zeros((2, 2000))
+    bt = np.zeros((2000, 2))
+    batched = np.zeros((5, 1, 40, 2))
+    values = [a, b, bt, batched, np.zeros((3, 2, 60))]
+    for step, elements in (
+            (Step("operator", "@", (Ref(0), Ref(1))), 3000 * 2000),
+            (Step("function", "matmul", (Ref(0), Ref(1))), 3000 * 2000),
+            (Step("matmul_t", "matmul", (Ref(0), Ref(2))), 3000 * 2000),
+            (Step("function", "matmul", (Ref(3), Ref(4))), 5 * 3 * 40 * 60),
+            (Step("function", "matmul", (Ref(1), Ref(2))), 2 * 2)):
+        assert _too_large(step, values, elements - 1), step
+        assert not _too_large(step, values, elements), step
+    # a 1-D operand adds no axis: (2000, 2) @ (2,) has 2000 elements
+    assert not _too_large(Step("function", "matmul", (Ref(2), Ref(5))), values + [np.zeros(2)], 2000)
+    assert _too_large(Step("function", "matmul", (Ref(2), Ref(5))), values + [np.zeros(2)], 1999)
