@@ -94,16 +94,28 @@ DRY_BLOCK = 256
 EPS = 1e-5
 #: max abs error against the float64 layer norm (outputs of unit scale, at most ~30)
 TOLERANCE = 1e-4
-#: name -> (sub-blocks, the first sub-block's weight and bias loaded after the arrival)
-VARIANTS: dict[str, tuple[int, bool]] = {
-    "emitted": (1, False),
-    "halves": (2, False),
-    "quarters": (4, False),
-    "eighths": (8, False),
-    "emitted, w/b after arrival": (1, True),
-    "halves, w/b after arrival": (2, True),
-    "quarters, w/b after arrival": (4, True),
-    "eighths, w/b after arrival": (8, True),
+#: name -> (sub-blocks, the first sub-block's weight and bias loaded after the arrival,
+#: ptxas's register cap: ``Launch.max_registers``, 0 for none)
+VARIANTS: dict[str, tuple[int, bool, int]] = {
+    "emitted": (1, False, 0),
+    "halves": (2, False, 0),
+    "quarters": (4, False, 0),
+    "eighths": (8, False, 0),
+    "emitted, w/b after arrival": (1, True, 0),
+    "halves, w/b after arrival": (2, True, 0),
+    "quarters, w/b after arrival": (4, True, 0),
+    "eighths, w/b after arrival": (8, True, 0),
+}
+#: ``--set registers`` (seventeenth session): the emitted kernel and sub-blocks with ptxas's
+#: registers capped (128 a thread: four programs of 4 warps an SM, as quarters reached by
+#: themselves; 96: five)
+REGISTER_VARIANTS: dict[str, tuple[int, bool, int]] = {
+    "emitted": (1, False, 0),
+    "emitted, 128 registers": (1, False, 128),
+    "emitted, 96 registers": (1, False, 96),
+    "halves, 128 registers": (2, False, 128),
+    "quarters": (4, False, 0),
+    "quarters, 96 registers": (4, False, 96),
 }
 PASSES = 5
 
@@ -355,10 +367,13 @@ def variant_sources(emitted: Any, dry: bool) -> dict[str, Any]:
     """name -> the EmittedKernel of each variant (or the ValueError saying why not)."""
     fn = emitted.launches[0].fn_name
     out: dict[str, Any] = {}
-    for name, (s, early) in VARIANTS.items():
+    for name, (s, early, registers) in VARIANTS.items():
         try:
             src = sub_blocks(emitted.source, fn, s, early)
-            out[name] = dataclasses.replace(emitted, source=spin_once(src) if dry else src)
+            launches = tuple(dataclasses.replace(la, max_registers=registers)
+                             for la in emitted.launches)
+            out[name] = dataclasses.replace(emitted, source=spin_once(src) if dry else src,
+                                            launches=launches)
         except ValueError as exc:
             out[name] = exc
     return out
@@ -476,10 +491,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry", action="store_true",
                         help="no GPU: compile for sm_90, run small shapes in the interpreter")
     parser.add_argument("--json", default="")
+    parser.add_argument("--set", choices=("sub-blocks", "registers"), default="sub-blocks",
+                        help="registers: the REGISTER_VARIANTS (capped registers)")
     parser.add_argument("--jobs", type=int, default=0,
                         help="compiling processes (default: the CPU count, at most 16)")
     args = parser.parse_args(argv)
     t_start = time.perf_counter()
+    global VARIANTS
+    if args.set == "registers":
+        VARIANTS = REGISTER_VARIANTS
 
     import fusejit as fj
     from fusejit.runtime import kernel_cache
@@ -581,7 +601,8 @@ def main(argv: list[str] | None = None) -> int:
         mine: list[dict[str, Any]] = []
         for name, e in vs.items():
             row = {"shape": f"{rows}x{cols}", "variant": name, "bytes": moved,
-                   "sub_blocks": VARIANTS[name][0], "early": VARIANTS[name][1]}
+                   "sub_blocks": VARIANTS[name][0], "early": VARIANTS[name][1],
+                   "max_registers": VARIANTS[name][2]}
             try:
                 if isinstance(e, Exception):
                     raise e

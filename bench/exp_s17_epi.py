@@ -12,6 +12,9 @@ launches the emitted kernel and edits of its source, one difference at a time:
 * ``hoist``: the bias tile loaded before the K loop (its latency overlaps the loop);
 * ``nanmax``: ``tl.maximum(v, s, propagate_nan=tl.PropagateNan.ALL)`` (one ``max.NaN``
   instruction; the same values, NaN included);
+* ``maxfix``: ``where(v == s, v, tl.maximum(v, s, propagate_nan=ALL))``: NumPy's float16
+  choice on equal operands (the first: a signed zero's sign) kept, still one select fewer;
+* ``ws``: the persistent loop warp-specialized (``tl.range(..., warp_specialize=True)``);
 * ``tma_store``: the output tile written by a TMA descriptor store (asynchronous, from shared
   memory) in place of ``tl.store`` of the pointer tile; ``tma_store_sub``: the same in two
   halves of 128 x 128 (less shared memory, as Triton's persistent tutorial's
@@ -20,8 +23,15 @@ launches the emitted kernel and edits of its source, one difference at a time:
   without ``tma_store``.
 
 Every variant's output is compared with the emitted kernel's: the edits do not change any
-value, so equality is exact. Each line gives microseconds (CUDA events, median of rounds),
-TFLOP/s and the share of the bare emitted kernel's time.
+value, so equality is exact (``same_signs``: the signs of zeros too). Each variant is timed
+in 3 passes over all of them (CUDA events, median of rounds; the median pass reported): the
+card's clock drifts over a run of GEMMs at full power. Each line gives microseconds, TFLOP/s
+and the share of the bare emitted kernel's time.
+
+First, a probe of what the hardware's ``max.NaN`` gives on zeros of both signs: fusejit's
+pointwise ``maximum(a, b)`` kernel with ``nanmax`` applied, on a = [-0, +0, nan, 1],
+b = [+0, -0, 1, nan], float16 and float32 (NumPy keeps the first of equal float16 operands
+and the second of equal float32 ones).
 
 Run on the GPU machine: ``python3 bench/exp_s17_epi.py [--json FILE] [--only REGEX]``;
 ``--dry`` emits every variant for small sides and compiles it for sm_90 on the CPU
@@ -45,8 +55,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 SHAPES = {"w16k": (16384, 1024, 4096), "sq8k": (8192, 8192, 8192), "m4k": (8192, 4096, 4096)}
 DRY_SHAPES = {"dry": (4096, 2048, 256)}  # persistent with TMA loads, as the GPU shapes
 
-VARIANTS = ("emitted", "hoist", "nanmax", "hoist+nanmax", "tma_store", "tma_store_sub",
-            "hoist+nanmax+tma_store", "hoist+nanmax+tma_store_sub", "ws")
+VARIANTS = ("emitted", "hoist", "nanmax", "maxfix", "tma_store_sub", "nanmax+tma_store_sub",
+            "maxfix+tma_store_sub", "ws", "maxfix+ws")
+#: each variant timed in this many passes over all of them (the median reported)
+PASSES = 3
 
 
 def _plan(m: int, n: int, k: int, epilogue: bool) -> Any:
@@ -75,8 +87,18 @@ def hoist(src: str) -> str:
 
 def nanmax(src: str) -> str:
     """NumPy's maximum as one NaN-propagating ``tl.maximum``."""
-    out, n = re.subn(r"tl\.where\((\w+) != \1, \1, tl\.where\(\1 >= (\w+), \1, \2\)\)",
+    out, n = re.subn(r"tl\.where\((\w+) != \1, \1, tl\.where\(\1 >=? (\w+), \1, \2\)\)",
                      r"tl.maximum(\1, \2, propagate_nan=tl.PropagateNan.ALL)", src)
+    assert n, "no maximum"
+    return out
+
+
+def maxfix(src: str) -> str:
+    """NumPy's maximum as one NaN-propagating ``tl.maximum`` with NumPy's choice on equal
+    operands kept (float16 keeps the first: the sign of a zero): ``where(a == b, a, max)``."""
+    out, n = re.subn(r"tl\.where\((\w+) != \1, \1, tl\.where\(\1 >= (\w+), \1, \2\)\)",
+                     r"tl.where(\1 == \2, \1, tl.maximum(\1, \2, propagate_nan=tl.PropagateNan.ALL))",
+                     src)
     assert n, "no maximum"
     return out
 
@@ -116,6 +138,8 @@ def variant_source(src: str, name: str, m: int, n: int) -> str:
             src = hoist(src)
         elif part == "nanmax":
             src = nanmax(src)
+        elif part == "maxfix":
+            src = maxfix(src)
         elif part in ("tma_store", "tma_store_sub"):
             src = tma_store(src, m, n, part.endswith("_sub"))
         elif part == "ws":
@@ -141,8 +165,6 @@ def main(argv: list[str] | None = None) -> int:
                 kernel = _plan(m, n, k, epi)
                 emitted = emit_kernel(kernel, None, "cuda")
                 for v in names:
-                    if v == "ws":
-                        continue  # Hopper warp specialization: tried on the GPU's Triton only
                     src = variant_source(emitted.source, v, m, n)
                     e = dataclasses.replace(emitted, source=src)
                     for c in compile_all(e, 90, True):
@@ -159,14 +181,30 @@ def main(argv: list[str] | None = None) -> int:
     fj.set_backend("cuda")
     backend = current()
     dev = backend.device()
+    for dt in (np.float16, np.float32):  # the probe
+        x = cp.asarray(np.array([-0.0, 0.0, np.nan, 1.0], dt))
+        y = cp.asarray(np.array([0.0, -0.0, 1.0, np.nan], dt))
+        (kernel,) = fj.plan(fj.maximum(fj.asarray(x), fj.asarray(y))).program.kernels
+        e = emit_kernel(kernel, None, "cuda")
+        e = dataclasses.replace(e, source=nanmax(e.source))
+        info = backend.kernel_info(kernel, e, (array_spec(x), array_spec(y)), dev)
+        outs, launch = backend.bind_launches(info, [x, y])
+        launch()
+        got = cp.asnumpy(outs[0])
+        want = np.maximum(cp.asnumpy(x), cp.asnumpy(y))
+        print(f"probe {np.dtype(dt).name}: max.NaN gives {got.tolist()} signbit "
+              f"{np.signbit(got).tolist()}, NumPy {want.tolist()} signbit "
+              f"{np.signbit(want).tolist()}", flush=True)
+        results.append({"probe": np.dtype(dt).name, "got": [str(v) for v in got.tolist()],
+                        "signbit": np.signbit(got).tolist(), "numpy_signbit": np.signbit(want).tolist()})
     rng = np.random.default_rng(0)
     for name, (m, n, k) in shapes.items():
         a = cp.asarray(rng.standard_normal((m, k), np.float32) / 8, dtype=cp.float16)
         b = cp.asarray(rng.standard_normal((k, n), np.float32) / 8, dtype=cp.float16)
         c = cp.asarray(rng.standard_normal(n, np.float32), dtype=cp.float16)
         flops = 2.0 * m * n * k
-        base_us = None
         reference = None
+        mine: list[tuple[dict[str, Any], Any]] = []
         for epi, names in ((False, ("emitted", "tma_store")), (True, VARIANTS)):
             kernel = _plan(m, n, k, epi)
             emitted = emit_kernel(kernel, None, "cuda")
@@ -175,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
                 label = f"{name} {'bias_relu' if epi else 'bare'} {v}"
                 if args.only and not re.search(args.only, label):
                     continue
-                row: dict[str, Any] = {"shape": name, "mnk": [m, n, k], "epilogue": epi, "variant": v}
+                row: dict[str, Any] = {"shape": name, "mnk": [m, n, k], "epilogue": epi,
+                                       "variant": v, "label": label, "times": []}
                 try:
                     src = variant_source(emitted.source, v, m, n)
                     e = dataclasses.replace(emitted, source=src)
@@ -194,22 +233,28 @@ def main(argv: list[str] | None = None) -> int:
                         row["max_abs_vs_cupy"] = float(np.abs(reference.astype(np.float32)
                                                               - want).max())
                     elif epi and reference is not None:
-                        row["equal"] = bool(np.array_equal(cp.asnumpy(outs[0]), reference,
-                                                           equal_nan=True))
-                    us = event_time(launch) * 1e6
+                        got = cp.asnumpy(outs[0])
+                        row["equal"] = bool(np.array_equal(got, reference, equal_nan=True))
+                        row["same_signs"] = bool(np.array_equal(np.signbit(got),
+                                                                np.signbit(reference)))
                 except Exception as exc:  # noqa: BLE001  (reported per variant)
                     row["error"] = f"{type(exc).__name__}: {exc}"[:300]
                     print(f"{label:40s} error {row['error']}", flush=True)
                     results.append(row)
                     continue
-                if not epi and v == "emitted":
-                    base_us = us
-                row.update(us=us, tflops=flops / us / 1e6,
-                           of_bare=(base_us / us) if base_us else None)
-                extra = "".join(f" {key}={row[key]}" for key in ("equal", "max_abs_vs_cupy") if key in row)
-                print(f"{label:40s} {us:9.1f} us {row['tflops']:6.1f} TFLOP/s "
-                      f"{row['of_bare'] or 0:6.3f} of bare{extra}", flush=True)
-                results.append(row)
+                mine.append((row, launch))
+        for _ in range(PASSES):  # interleaved: the card's clock drift is shared by every variant
+            for row, launch in mine:
+                row["times"].append(event_time(launch, rounds=5, reps=10) * 1e6)
+        base_us = float(np.median(mine[0][0]["times"])) if mine else 0.0
+        for row, _ in mine:
+            us = float(np.median(row["times"]))
+            row.update(us=us, tflops=flops / us / 1e6, of_bare=base_us / us)
+            extra = "".join(f" {key}={row[key]}" for key in ("equal", "same_signs", "max_abs_vs_cupy")
+                            if key in row)
+            print(f"{row['label']:40s} {us:9.1f} us {row['tflops']:6.1f} TFLOP/s "
+                  f"{row['of_bare']:6.3f} of bare{extra}", flush=True)
+            results.append(row)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0

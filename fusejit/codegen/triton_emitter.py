@@ -104,6 +104,9 @@ class Launch:
     signature: dict[str, str]
     #: Triton's software-pipelining depth for the function's loops (0: Triton's default)
     num_stages: int = 0
+    #: a cap on registers per thread given to ptxas (Triton's ``maxnreg``; 0: ptxas chooses),
+    #: so that more programs fit on an SM
+    max_registers: int = 0
 
 
 @dataclass

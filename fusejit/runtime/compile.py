@@ -110,6 +110,7 @@ def compile_launch(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool
     """
     spec = "".join("d" if d else "n" for d in divisible)
     stages = f"-s{launch.num_stages}" if launch.num_stages else ""
+    stages += f"-r{launch.max_registers}" if launch.max_registers else ""
     key = f"{kc.source_hash(emitted.source)}-{launch.fn_name}-{launch.num_warps}{stages}-{spec}-sm{cc}"
     key += f"-triton{kc.triton_version()}"
     path = kc.cache_dir() / "cubin" / f"{key}.entry"
@@ -140,6 +141,8 @@ def _compile(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool, ...]
     options = {"num_warps": launch.num_warps, "enable_fp_fusion": False}
     if launch.num_stages:
         options["num_stages"] = launch.num_stages
+    if launch.max_registers:
+        options["maxnreg"] = launch.max_registers
     compiled = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=options)
     name = compiled.metadata.name
     scratch = int(getattr(compiled.metadata, "global_scratch_size", 0) or 0)
