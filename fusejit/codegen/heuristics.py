@@ -30,7 +30,7 @@ has one candidate: the heuristic's.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -318,6 +318,47 @@ class CoopTiles:
     block: int
     num_warps: int
     why: str = field(default="", compare=False)
+    #: the chunk held as this many tiles, the epilogue finishing one before the next
+    #: (``coop_sub_blocks``)
+    sub_blocks: int = 1
+    #: registers per thread ptxas may use (0: it chooses)
+    max_registers: int = 0
+
+
+#: Reductions whose cooperative chunk is held as ``COOP_SUB_BLOCKS`` tiles under a cap of
+#: ``COOP_MAX_REGISTERS`` (``coop_sub_blocks``).
+#: (``FUSEJIT_COOP_SUB_BLOCKS=1`` at import: one tile, no cap, as before.)
+COOP_SUB_BLOCK_OPS = frozenset({"sum", "m2"})
+COOP_SUB_BLOCKS = max(1, int(os.environ.get("FUSEJIT_COOP_SUB_BLOCKS", "2") or 2))
+COOP_MAX_REGISTERS = 128
+
+
+def coop_sub_blocks(target: str, tiles: CoopTiles, ops: set[str], itemsize: int) -> CoopTiles:
+    """``tiles`` with its chunk held as two halves and ptxas's registers capped at 128, for a
+    chunk whose widest value is 4 bytes and whose reductions are sums and m2s (a layer norm,
+    an RMS norm, a normalization by a sum; float16 inputs computed in float32 too); else
+    ``tiles``.
+
+    A layer norm's cooperative program holds its 64 values a thread, then in the epilogue all
+    64 of the weight and 64 of the bias at once: 167 registers, three programs of 4 warps an
+    SM where four fit at 128. Held as halves, each half finished (weight, bias, store) before
+    the next, it needs 149; capped at 128 it spills 8-16 bytes. H100, ``python3
+    bench/exp_s16_ln.py --set registers`` (``bench/results/h100-s18-call1``, fraction of a
+    copy's rate): 256x2**18 81.7% -> 84.7%, 64x2**16 65.3% -> 77.8%, 512x2**17 84.4% ->
+    84.4%. The cap alone, on the emitted single tile, spills 64-96 bytes and gains nothing
+    (81.0%, 66.2%, 80.2%); at 96 registers everything loses (52-78%). Quarters reach 128
+    registers by themselves but lose at 64x2**16 (59.6%). Softmax's cooperative kernel (max
+    and sumexp partials, 91% of copy) keeps one tile: not measured split. 8-byte values
+    (chunks of 4096 doubles, the same registers) were not measured either."""
+    if COOP_SUB_BLOCKS == 1 or tiles.sub_blocks != 1 or itemsize != 4 or not ops \
+            or not ops <= COOP_SUB_BLOCK_OPS or tiles.block < 2 * COOP_SUB_BLOCKS:
+        return tiles
+    why = (f"{tiles.why}, as {COOP_SUB_BLOCKS} tiles of {tiles.block // COOP_SUB_BLOCKS}, "
+           f"each written before the next")
+    if target == "cuda":
+        why += f", at most {COOP_MAX_REGISTERS} registers a thread (4 programs an SM)"
+    return replace(tiles, sub_blocks=COOP_SUB_BLOCKS, why=why,
+                   max_registers=COOP_MAX_REGISTERS if target == "cuda" else 0)
 
 
 def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int) -> CoopTiles | None:

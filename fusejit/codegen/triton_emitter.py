@@ -54,6 +54,7 @@ from .heuristics import (
     GemmConfig,
     SplitTiles,
     choose_split,
+    coop_sub_blocks,
     cooperative_tiles,
     next_pow2,
     pointwise_candidates,
@@ -204,6 +205,21 @@ def _as_int64(value: int) -> int:
 def _same_strides(strides: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     """Whether a buffer of ``shape`` with ``strides`` is C-contiguous (size-1 dims ignored)."""
     return all(s == c for s, c, d in zip(strides, contiguous_strides(shape), shape) if d != 1)
+
+
+@dataclass
+class _HeldTile:
+    """One of the tiles a cooperative program holds its chunk in: its coordinates and the
+    masks that ``_open_tile`` left open for it."""
+
+    coords: Coords
+    masks: dict[int, str | None]
+    col_mask: str | None
+
+    def use(self, fn: _Fn) -> None:
+        """Make this tile the open one of ``fn`` (its masks guard what is emitted next)."""
+        fn.masks = dict(self.masks)
+        fn.col_mask = self.col_mask
 
 
 @dataclass
@@ -1373,7 +1389,11 @@ class _Emitter:
                                       self._itemsize(), self._state())[0]
         if looped.persistent:
             return None
-        return cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize())
+        t = cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize())
+        if t is None:
+            return None
+        ops = {r.op for r in stages[0]}
+        return coop_sub_blocks(self.target, t, ops, self._itemsize())
 
     def cooperative_reduction(self, t: CoopTiles) -> tuple[list[_Fn], list[Launch]]:
         """Each row over ``t.chunks`` programs that read their chunk once (``heuristics``,
@@ -1427,11 +1447,20 @@ class _Emitter:
         out.append('    tl.atomic_xchg(counters, 0, sem="relaxed")')
         out.append(f"pid = ticket // {n_split}{'.to(tl.int64)' if self.idx64 else ''}  # the row")
         out.append(f"chunk = ticket % {n_split}  # its chunk of {bn} elements, of {n_split}")
+        n_sub = t.sub_blocks
+        sub = bn // n_sub
+        self._bn = sub
         row_mask = self._open_rows(fn, 1, rows)
-        coords = self._open_tile(fn, f"chunk * {bn} + ", False, cols % bn != 0, row_mask)
+        tiles: list[_HeldTile] = []
+        for k in range(n_sub):  # (the chunk as one tile, or as n_sub held side by side)
+            start = f"chunk * {bn} + " + (f"{k * sub} + " if k else "")
+            suffix = f"_{k}" if n_sub > 1 else ""
+            fn.used.update({f"cols{suffix}", f"col_mask{suffix}", f"mask{suffix}"})
+            coords = self._open_tile(fn, start, False, cols % bn != 0, row_mask, suffix)
+            tiles.append(_HeldTile(coords, dict(fn.masks), fn.col_mask))
         at = f"rows * {n_split} + chunk"  # (a row's partials side by side: one or two lines)
-        for r in computed:  # (of the one tile the program holds)
-            vs = self._reduce_tile(fn, r, fn.value(r.args[0], coords), None, partial=True)
+        for r in computed:  # (of the tiles the program holds)
+            vs = self._chunk_partial(fn, r, tiles, bn)
             for part, v in zip(slots[r.name], vs if isinstance(vs, tuple) else (vs,)):
                 out.append(f"tl.store({part} + {at}, {v})  # partial of %{r.name}")
         out.append("tl.debug_barrier()  # every thread's partials are stored before the arrival")
@@ -1448,13 +1477,16 @@ class _Emitter:
         stats_name, finish_name = f"{self.name}_stats", f"{self.name}_finish"
         stats = self._coop_stats(stats_name, stage, computed, riders, sum_riders, slots,
                                  part_names, n_split, bn)
-        self._bm, self._bn = 1, bn  # (the stats function's tile was its partials')
+        self._bm, self._bn = 1, sub  # (the stats function's tile was its partials')
         out.append(f"if arrived >= {n_split}:  # every partial of the row is stored: "
                    f"the chunk held is written")
         mark = len(out)
         self._call_stats(fn, stage, stats_name, "pid", part_names)
-        self._reuse_chunk_exps(fn, stage, coords)
-        self._store_domain_outputs(fn, coords)
+        if n_sub == 1:
+            self._reuse_chunk_exps(fn, stage, tiles[0].coords)
+        for tile in tiles:  # (each tile's outputs whole before the next: one tile's loads live)
+            tile.use(fn)
+            self._store_domain_outputs(fn, tile.coords)
         out.append(f'settled = tl.atomic_add(counters + {settled} + pid, 1, sem="relaxed")'
                    f"  # (it publishes nothing)")
         out[mark:] = ["    " + line for line in out[mark:]]
@@ -1479,7 +1511,30 @@ class _Emitter:
                        f"then writes the chunk (a chunk given up is re-read by the row's last "
                        f"program)"]
         launch = self._partials_launch(fn, part_names, (rows * n_split, 1, 1), num_warps)
-        return [fn, stats, finish], [launch]
+        return [fn, stats, finish], [replace(launch, max_registers=t.max_registers)]
+
+    def _chunk_partial(self, fn: _Fn, r: Instr, tiles: list[_HeldTile], chunk: int) -> Any:
+        """The partial(s) of reduction ``r`` over a cooperative program's chunk of ``chunk``
+        columns, held as ``tiles``: of the one tile (``_reduce_tile``), or of several, a sum
+        as the sum of the tiles' sums and an m2 as ``_chunk_m2``'s (``coop_sub_blocks``)."""
+        if r.op == "m2":
+            xs = []
+            for tile in tiles:
+                tile.use(fn)
+                xs.append(fn.value(r.args[0], tile.coords))
+            return self._chunk_m2(fn, r, list(zip(xs, tiles)), chunk)
+        if len(tiles) == 1:
+            return self._reduce_tile(fn, r, fn.value(r.args[0], tiles[0].coords), None,
+                                     partial=True)
+        if r.op != "sum":
+            raise AssertionError(f"a chunk held as tiles reduces sums and m2s, not {r.op}")
+        parts = []
+        for tile in tiles:
+            tile.use(fn)
+            parts.append(self._reduce_tile(fn, r, fn.value(r.args[0], tile.coords), None,
+                                           partial=True))
+        return fn.emit(1, " + ".join(parts), f"part_{self.var_name(r.name)}",
+                       _instr_text(r) + " (partial: the sum of its tiles' sums)")
 
     def _reuse_chunk_exps(self, fn: _Fn, stage: list[Instr], coords: Coords) -> None:
         """In a cooperative row's fast path: each ``exp(a - max(a))`` of the region (softmax's
@@ -1802,9 +1857,13 @@ class _Emitter:
         self._window = per_word
 
     def _open_tile(self, fn: _Fn, start: str, looped: bool, col_masked: bool,
-                   row_mask: str | None) -> Coords:
-        """Open a ``[BLOCK_M, BLOCK_N]`` tile at reduced offset ``start``; its domain coordinates."""
+                   row_mask: str | None, suffix: str = "") -> Coords:
+        """Open a ``[BLOCK_M, BLOCK_N]`` tile at reduced offset ``start``; its domain coordinates.
+        ``suffix``: on the names of its index and masks (one of several tiles held at once)."""
+        if suffix and self._window:
+            raise AssertionError("a row window is one tile")
         d = self.domain
+        cols_, col_mask, mask = f"cols{suffix}", f"col_mask{suffix}", f"mask{suffix}"
         bn, cols = self._bn, d.reduce_size
         tgt = fn.body if looped else fn.out
         cast = ".to(tl.int64)" if self.idx64 else ""
@@ -1813,30 +1872,30 @@ class _Emitter:
         if window:
             flat = fn.emit(2, f"word_at + {start}tl.arange(0, {bn})[None, :]", "idx",
                            "flat domain index, from the row's first 16-byte word")
-            tgt.append(f"cols = {flat} - row_at  # flat reduced index (outside the row at "
+            tgt.append(f"{cols_} = {flat} - row_at  # flat reduced index (outside the row at "
                        f"the window's ends)")
             within = f"({flat} < words_end) & {row_mask}" if row_mask else f"{flat} < words_end"
             tgt.append(f"in_words = {within}  # whole words: the loads' mask")
         else:
-            tgt.append(f"cols = {start}tl.arange(0, {bn})[None, :]{cast}  # flat reduced index")
-        fn.level["cols"] = 2
+            tgt.append(f"{cols_} = {start}tl.arange(0, {bn})[None, :]{cast}  # flat reduced index")
+        fn.level[cols_] = 2
         masks = []
         if col_masked:
-            tgt.append(f"col_mask = (cols >= 0) & (cols < {cols})" if window
-                       else f"col_mask = cols < {cols}")
-            masks.append("col_mask")
+            tgt.append(f"{col_mask} = ({cols_} >= 0) & ({cols_} < {cols})" if window
+                       else f"{col_mask} = {cols_} < {cols}")
+            masks.append(col_mask)
         if row_mask:
             masks.append(row_mask)
         tile_mask = None
         if len(masks) == 2:
-            tgt.append(f"mask = {row_mask} & col_mask")
-            tile_mask = "mask"
+            tgt.append(f"{mask} = {row_mask} & {col_mask}")
+            tile_mask = mask
         elif masks:
             tile_mask = masks[0]
         fn.masks = {0: None, 1: row_mask, 2: tile_mask}
-        fn.col_mask = "col_mask" if col_masked else None
+        fn.col_mask = col_mask if col_masked else None
         red_shape = tuple(d.shape[i] for i in d.reduced)
-        red_dims = fn.unravel("cols", red_shape) if red_shape else ()
+        red_dims = fn.unravel(cols_, red_shape) if red_shape else ()
         it_k, it_r = iter(fn.row_dims), iter(red_dims)
         dims = tuple(next(it_r) if i in d.reduced else next(it_k) for i in range(len(d.shape)))
         if d.kind == "outer_reduction":
@@ -1844,7 +1903,7 @@ class _Emitter:
         fn.window = flat if window else None
         if window:
             return Coords(d.shape, flat, dims)
-        flat = fn.emit(2, f"rows * {cols} + cols" if cols != 1 else "rows", "idx",
+        flat = fn.emit(2, f"rows * {cols} + {cols_}" if cols != 1 else "rows", "idx",
                        "flat domain index")
         return Coords(d.shape, flat, dims)
 
@@ -2058,33 +2117,54 @@ class _Emitter:
 
     def _two_pass_tile(self, fn: _Fn, r: Instr, x: str, partial: bool = False) -> Any:
         """m2 of a row held in registers: its mean, then the squared deviations (no re-read).
-        ``partial``: of one chunk of the row (a cooperative row's), as its (sum, m2): the
-        stats function takes the count from the chunk's place in the row (chunk ``chunk`` of
-        ``self._bn`` columns; Triton 3.6 miscompiled the count as a sum of the column mask
-        beside the other sums of the chunk: "operand does not dominate") and divides the sum
-        by it as this chunk does, so a sum of the same operand shares the partial."""
+        ``partial``: of one chunk of the row held as this one tile (``_chunk_m2``)."""
+        if partial:
+            return self._chunk_m2(fn, r, [(x, None)], self._bn)
         dt = self._acc_dtype(r)
-        hint = ("part_" if partial else "") + self.var_name(r.name)
+        hint = self.var_name(r.name)
         t = self._masked(fn, r, x, dt)
         mask = fn.masks[2]
         total = "tl.reduce({}, 1, tl.standard._sum_combine)[:, None]"
-        if partial:
-            size, bn = self.domain.reduce_size, self._bn
-            count = (f"tl.minimum({size} - chunk * {bn}, {bn}).to({TL[dt]})" if mask
-                     else f"{bn}")
-            n = fn.emit(1, f"tl.full([{self._bm}, 1], {count}, {TL[dt]})", f"{hint}_n")
-            chunk_sum = fn.emit(1, total.format(t), f"{hint}_sum")
-            mean = fn.emit(1, f"{chunk_sum} / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
-        else:
-            mean = fn.emit(1, total.format(t) + f" / {self.domain.reduce_size}", f"{hint}_mean")
+        mean = fn.emit(1, total.format(t) + f" / {self.domain.reduce_size}", f"{hint}_mean")
         dev = f"{t} - {mean}"
         d = fn.emit(2, f"tl.where({mask}, {dev}, 0)" if mask else dev, f"{hint}_dev")
         v = total.format(f"{d} * {d}")
-        if partial:
-            return chunk_sum, fn.emit(1, v, f"{hint}_m2", _instr_text(r) + " (partial)")
         if dt != r.dtype:
             v = f"({v}).to({TL[r.dtype]})"
         return fn.emit(1, v, hint, _instr_text(r))
+
+    def _chunk_m2(self, fn: _Fn, r: Instr, xs: list[tuple[str, _HeldTile | None]],
+                  chunk: int) -> tuple[str, str]:
+        """(sum, m2) of a cooperative program's chunk of ``chunk`` columns, held as the tiles
+        of ``xs`` (each value with its tile, None: the open tile): the chunk's sum (of the
+        tiles' sums), its mean, then the squared deviations of every tile from that one mean.
+        The stats function takes the count from the chunk's place in the row (Triton 3.6
+        miscompiled the count as a sum of the column mask beside the other sums of the chunk:
+        "operand does not dominate") and divides the sum by it as this chunk does, so a sum
+        of the same operand shares the partial."""
+        dt = self._acc_dtype(r)
+        hint = "part_" + self.var_name(r.name)
+        total = "tl.reduce({}, 1, tl.standard._sum_combine)[:, None]"
+        held = []
+        for x, tile in xs:
+            if tile is not None:
+                tile.use(fn)
+            held.append((self._masked(fn, r, x, dt), tile, fn.masks[2]))
+        size = self.domain.reduce_size
+        count = (f"tl.minimum({size} - chunk * {chunk}, {chunk}).to({TL[dt]})" if held[0][2]
+                 else f"{chunk}")
+        n = fn.emit(1, f"tl.full([{self._bm}, 1], {count}, {TL[dt]})", f"{hint}_n")
+        chunk_sum = fn.emit(1, " + ".join(total.format(t) for t, _, _ in held), f"{hint}_sum")
+        mean = fn.emit(1, f"{chunk_sum} / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
+        squares = []
+        for t, tile, mask in held:
+            if tile is not None:
+                tile.use(fn)
+            dev = f"{t} - {mean}"
+            d = fn.emit(2, f"tl.where({mask}, {dev}, 0)" if mask else dev, f"{hint}_dev")
+            squares.append(total.format(f"{d} * {d}"))
+        return chunk_sum, fn.emit(1, " + ".join(squares), f"{hint}_m2",
+                                  _instr_text(r) + " (partial)")
 
     def _exp(self, fn: _Fn, arg: str, dt: np.dtype, level: int, hint: str) -> str:
         """exp of an expression in ``dt``, lowered as the ``exp`` op is on this target."""
