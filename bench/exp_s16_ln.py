@@ -352,21 +352,38 @@ def small_chunks(block: int) -> Iterator[None]:
 
 def plan_shape(rows: int, cols: int) -> tuple[Any, Any, str]:
     """(the layer norm's Kernel, its emitted cuda source, the plan's tiling line) for float32
-    ``rows x cols`` with a weight and a bias (planned on host zeros: nothing runs)."""
+    ``rows x cols`` with a weight and a bias (planned on host zeros: nothing runs), emitted
+    as the sixteenth session did: the chunk as one tile, whatever ``coop_sub_blocks`` says
+    now (its choice is the variant ``fusejit now``)."""
     import fusejit as fj
     from fusejit.codegen import emit_kernel
-    with fj.using_backend("interpret"):
-        args = [fj.asarray(np.zeros(s, np.float32)) for s in ((rows, cols), (cols,), (cols,))]
-        plan = fj.plan(fj.layer_norm(args[0], args[1], args[2], eps=EPS))
-    tiling = next((ln.strip() for ln in plan.explain().splitlines() if "tiling:" in ln), "")
-    (kernel,) = plan.program.kernels
-    return kernel, emit_kernel(kernel, None, "cuda"), tiling
+    from fusejit.codegen import heuristics as h
+    from fusejit.runtime import forget_plans
+    saved = h.COOP_SUB_BLOCK_OPS
+    h.COOP_SUB_BLOCK_OPS = frozenset()
+    forget_plans()
+    try:
+        with fj.using_backend("interpret"):
+            args = [fj.asarray(np.zeros(s, np.float32)) for s in ((rows, cols), (cols,), (cols,))]
+            plan = fj.plan(fj.layer_norm(args[0], args[1], args[2], eps=EPS))
+        tiling = next((ln.strip() for ln in plan.explain().splitlines() if "tiling:" in ln), "")
+        (kernel,) = plan.program.kernels
+        return kernel, emit_kernel(kernel, None, "cuda"), tiling
+    finally:
+        h.COOP_SUB_BLOCK_OPS = saved
+        forget_plans()
 
 
-def variant_sources(emitted: Any, dry: bool) -> dict[str, Any]:
-    """name -> the EmittedKernel of each variant (or the ValueError saying why not)."""
+def variant_sources(emitted: Any, dry: bool, kernel: Any = None) -> dict[str, Any]:
+    """name -> the EmittedKernel of each variant (or the ValueError saying why not); with
+    ``kernel``, also ``fusejit now``: the kernel as emitted today."""
     fn = emitted.launches[0].fn_name
     out: dict[str, Any] = {}
+    if kernel is not None:  # the kernel as fusejit emits it today (``coop_sub_blocks``)
+        from fusejit.codegen import emit_kernel
+        now = emit_kernel(kernel, None, "cuda")
+        out["fusejit now"] = dataclasses.replace(now, source=spin_once(now.source)) if dry \
+            else now
     for name, (s, early, registers) in VARIANTS.items():
         try:
             src = sub_blocks(emitted.source, fn, s, early)
@@ -533,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
             rows_out.append({"shape": f"{rows}x{cols}", "skipped": tiling})
             continue
         print(f"{rows}x{cols}: {tiling}", flush=True)
-        shapes.append(((rows, cols), kernel, emitted, variant_sources(emitted, False)))
+        shapes.append(((rows, cols), kernel, emitted, variant_sources(emitted, False, kernel)))
     jobs = [(e, divisible(e, k)) for _, k, _, vs in shapes for e in vs.values()
             if not isinstance(e, Exception)]
     workers = args.jobs or min(16, os.cpu_count() or 1)
@@ -560,10 +577,11 @@ def main(argv: list[str] | None = None) -> int:
         for rows, cols in DRY_SHAPES:
             with small_chunks(DRY_BLOCK):
                 kernel, emitted, tiling = plan_shape(rows, cols)
+                variants = variant_sources(emitted, True, kernel)
             if "cooperative rows" not in tiling:
                 raise SystemExit(f"dry {rows}x{cols}: not the cooperative kernel: {tiling}")
             chunks, _ = coop_layout(emitted.source)
-            for name, e in variant_sources(emitted, True).items():
+            for name, e in variants.items():
                 row = {"shape": f"dry {rows}x{cols}", "variant": name, "chunks": chunks}
                 try:
                     if isinstance(e, Exception):

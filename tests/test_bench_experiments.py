@@ -191,12 +191,16 @@ def test_s16_ln_experiment_runs_dry(tmp_path):
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
     assert done.stdout.strip().splitlines()[-1].endswith(", 0 failed"), done.stdout[-2000:]
     rows = json.loads(out.read_text())["rows"]
-    variants = _load("exp_s16_ln").VARIANTS
+    variants = [*_load("exp_s16_ln").VARIANTS, "fusejit now"]
     compiled = {(r["shape"], r["variant"]): r for r in rows if not r["shape"].startswith("dry")}
     assert len(compiled) == 3 * len(variants), sorted(compiled)
     assert all(r.get("regs", 0) > 0 for r in compiled.values()), compiled
     target = "256x262144"
     assert compiled[(target, "quarters")]["regs"] <= compiled[(target, "emitted")]["regs"]
+    # today's kernel (``coop_sub_blocks``: halves, at most 128 registers) fits four programs
+    # of 4 warps an SM at every shape
+    assert all(compiled[(shape, "fusejit now")]["regs"] <= 128
+               for shape in ("256x262144", "64x65536", "512x131072"))
     dry = [r for r in rows if r["shape"].startswith("dry")]
     assert len(dry) == 3 * len(variants) and all(r["ok"] for r in dry), dry
 
@@ -234,3 +238,22 @@ def test_s17_epilogue_experiment_compiles_every_variant(tmp_path):
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 11 and all(line.endswith(": compiled") for line in lines), lines
+
+
+def test_s18_halves_experiment_plans_every_workload_both_ways(tmp_path):
+    """``bench/exp_s18_halves.py --dry``: every workload it times on the GPU is planned as a
+    cooperative row kernel with the chunk as one tile and as halves (the plan's tiling says
+    which), so the GPU run compares the two kernels it means to."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(_BENCH / "exp_s18_halves.py"), "--dry"],
+                          capture_output=True, text=True, timeout=600, env=env,
+                          cwd=_BENCH.parent)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    lines = done.stdout.strip().splitlines()
+    assert lines[-1].endswith(", 0 failed")
+    halves = [ln for ln in lines if " ways 2: " in ln and "softmax" not in ln]
+    assert halves and all("as 2 tiles of 4096" in ln for ln in halves), halves
+    assert all("as 2 tiles" not in ln for ln in lines if " ways 1: " in ln or "softmax" in ln)

@@ -1,0 +1,192 @@
+"""Cooperative rows held as halves under 128 registers, against one tile (eighteenth session;
+issue 9, wide rows).
+
+``heuristics.coop_sub_blocks`` now holds the chunk of a cooperative row whose reductions are
+sums and m2s as two tiles, each finished before the next, with ptxas capped at 128 registers
+(four programs an SM). ``bench/exp_s16_ln.py --set registers`` measured that edit of the
+emitted float32 layer norm at three shapes; this times what fusejit emits, both ways, on the
+families the choice reaches and on shapes that experiment did not: float32 layer norm with a
+weight and a bias (also ragged rows of 150,001), without them, RMS norm, a normalization by
+the row's sum, and softmax as a control (never split: its time must not move). (A float16
+layer norm over rows of 2**16 or 2**18 is planned as the looped row kernel, not the
+cooperative one: nothing to compare; rows of 2**15 float32, 128 KB, run in one program.)
+
+For each workload and each way (``COOP_SUB_BLOCKS`` 1: one tile, no cap; 2: today's
+default), the plan is made fresh (``runtime.forget_plans``) and its launches alone are timed
+by CUDA events (``exp_reductions.event_time``: median of 7 rounds of 20 launches) in 3
+interleaved passes (one then two, two then one, one then two), the median reported, as a
+share of a copy's rate measured in the same run (``suite.copy_bandwidth``, bytes read plus
+written; a workload's bytes are its inputs read once and its outputs written once). Both
+outputs are checked against a float64 reference computed by CuPy (max abs error at most
+``TOLERANCE`` of the output's dtype, scaled by the largest output).
+
+    python3 bench/exp_s18_halves.py [--json FILE] [--only REGEX]
+    python3 bench/exp_s18_halves.py --dry   # no GPU: each workload planned and emitted
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+EPS = 1e-5
+TOLERANCE = {"float32": 2e-5, "float16": 4e-3}
+PASSES = ((1, 2), (2, 1), (1, 2))
+
+
+def _ln(xp: Any, x: Any, w: Any = None, b: Any = None) -> Any:
+    mu = x.mean(axis=-1, keepdims=True)
+    y = (x - mu) / xp.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + EPS)
+    return y if w is None else y * w + b
+
+
+def _rms(xp: Any, x: Any, w: Any) -> Any:
+    return x / xp.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * w
+
+
+def _softmax(xp: Any, x: Any) -> Any:
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+#: name -> (shape, dtype, inputs "x" / "xwb" / "xw", fusejit, reference on float64 arrays)
+WORKLOADS: dict[str, tuple[tuple[int, int], str, str, Callable[..., Any], Callable[..., Any]]] = {}
+for _shape in ((256, 1 << 18), (64, 1 << 16), (512, 1 << 17), (256, 150_001)):
+    WORKLOADS[f"layer_norm {_shape[0]}x{_shape[1]}"] = (
+        _shape, "float32", "xwb", lambda fj, x, w, b: fj.layer_norm(x, w, b, eps=EPS), _ln)
+WORKLOADS["layer_norm no w/b 256x262144"] = (
+    (256, 1 << 18), "float32", "x", lambda fj, x: fj.layer_norm(x, eps=EPS), _ln)
+for _shape in ((256, 1 << 18), (64, 1 << 16)):
+    WORKLOADS[f"rms_norm {_shape[0]}x{_shape[1]}"] = (
+        _shape, "float32", "xw", lambda fj, x, w: fj.rms_norm(x, w), _rms)
+WORKLOADS["x / sum 256x262144"] = (
+    (256, 1 << 18), "float32", "x", lambda fj, x: x / x.sum(axis=-1, keepdims=True),
+    lambda xp, x: x / x.sum(axis=-1, keepdims=True))
+WORKLOADS["softmax (control) 256x262144"] = (
+    (256, 1 << 18), "float32", "x", lambda fj, x: fj.softmax(x, axis=-1), _softmax)
+
+
+def inputs(xp: Any, shape: tuple[int, int], dtype: str, kinds: str, seed: int = 0) -> list[Any]:
+    """x ~ 4 N(0, 1) + 1 (rows x cols); w, b ~ N(0, 1) (cols)."""
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(shape, dtype=np.float32) * 4 + 1]
+    arrays += [rng.standard_normal(shape[1], dtype=np.float32) for _ in kinds[1:]]
+    return [xp.asarray(a.astype(dtype)) for a in arrays]
+
+
+def set_ways(n: int) -> None:
+    """``COOP_SUB_BLOCKS`` = ``n`` for what is planned next (plans and emissions forgotten)."""
+    from fusejit.codegen import heuristics
+    from fusejit.runtime import forget_plans
+    heuristics.COOP_SUB_BLOCKS = n
+    forget_plans()
+
+
+def tiling(plan: Any) -> str:
+    """The plan's tiling lines, joined."""
+    return " | ".join(ln.strip() for ln in plan.explain().splitlines() if "tiling:" in ln)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", default="")
+    parser.add_argument("--only", default="")
+    parser.add_argument("--dry", action="store_true")
+    args = parser.parse_args(argv)
+    import fusejit as fj
+    from fusejit.ir.graph import structural_key
+    from fusejit.runtime import current
+    picked = {k: v for k, v in WORKLOADS.items() if re.search(args.only, k)}
+    t_start = time.perf_counter()
+    failed = 0
+    if args.dry:
+        for name, (shape, dtype, kinds, fn, _) in picked.items():
+            for n in (1, 2):
+                set_ways(n)
+                with fj.using_backend("interpret"):
+                    zs = [fj.asarray(np.zeros(shape if k == "x" else shape[1], dtype))
+                          for k in kinds]
+                    plan = fj.plan(fn(fj, *zs))
+                text = tiling(plan)
+                ok = "cooperative rows" in text
+                failed += not ok
+                print(f"{name:30s} ways {n}: {text}", flush=True)
+        print(f"done in {time.perf_counter() - t_start:.1f} s, {failed} failed")
+        return 1 if failed else 0
+
+    import cupy as cp
+    from exp_reductions import event_time
+    from suite import copy_bandwidth
+    fj.set_backend("cuda")
+    backend = current()
+    copy = copy_bandwidth(cp)
+    rate = max(v for k, v in copy.items() if k.endswith("_gbps"))
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    dev = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    print(f"{dev}: copy {rate:.0f} GB/s (read + written)", flush=True)
+    rows: list[dict[str, Any]] = []
+    for name, (shape, dtype, kinds, fn, ref) in picked.items():
+        xs = inputs(cp, shape, dtype, kinds)
+        want = ref(cp, *[a.astype(cp.float64) for a in xs])
+        scale = float(cp.abs(want).max())
+        bound: dict[int, Any] = {}
+        times: dict[int, list[float]] = {1: [], 2: []}
+        rec: dict[str, Any] = {"workload": name, "dtype": dtype}
+        try:
+            for n in (1, 2):
+                set_ways(n)
+                ts = [fj.asarray(a) for a in xs]
+                out = fn(fj, *ts)
+                plan = fj.plan(out)
+                rec[f"tiling_{n}"] = tiling(plan)
+                buffers = [leaf.buffer for leaf in structural_key([out._node])[1]]
+                got = backend.execute(plan.program, buffers, plan)[0]
+                err = float(cp.abs(got.astype(cp.float64) - want).max())
+                rec[f"err_{n}"] = err
+                ok = err <= TOLERANCE[dtype] * max(scale, 1.0)
+                rec[f"ok_{n}"] = ok
+                failed += not ok
+                bound[n] = (plan, buffers)
+                moved = sum(a.nbytes for a in xs) + got.nbytes
+            for order in PASSES:
+                for n in order:
+                    plan, buffers = bound[n]
+                    times[n].append(event_time(
+                        lambda plan=plan, buffers=buffers: backend.execute(plan.program,
+                                                                           buffers, plan)))
+            for n in (1, 2):
+                t = float(np.median(times[n]))
+                rec[f"us_{n}"] = t * 1e6
+                rec[f"share_{n}"] = moved / t / 1e9 / rate
+            rec["gain"] = rec["us_1"] / rec["us_2"]
+            print(f"{name:30s} one tile {rec['us_1']:8.1f} us {100 * rec['share_1']:5.1f}%   "
+                  f"halves {rec['us_2']:8.1f} us {100 * rec['share_2']:5.1f}%   "
+                  f"x{rec['gain']:.3f}   err {rec['err_1']:.1e} / {rec['err_2']:.1e} "
+                  f"{'ok' if rec['ok_1'] and rec['ok_2'] else 'WRONG'}", flush=True)
+            print(f"    halves: {rec['tiling_2']}", flush=True)
+        except Exception as exc:  # noqa: BLE001  (report, go on)
+            rec["error"] = f"{type(exc).__name__}: {exc}"[:400]
+            print(f"{name:30s} failed: {rec['error']}", flush=True)
+            failed += 1
+        rows.append(rec)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"device": dev, "copy_gbps": rate,
+                                                   "rows": rows}, indent=1))
+    set_ways(2)
+    print(f"done in {time.perf_counter() - t_start:.1f} s, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
