@@ -1479,22 +1479,43 @@ def _zero_sign_by_order(values: list[Any], floats: list[int], result: Any) -> bo
 
 def _too_large(step: Step, values: list[Any], limit: int | None) -> bool:
     """Whether the result of ``step`` would hold more than ``limit`` elements: its operands
-    broadcast together, or a matrix product's batch, rows and columns.
+    broadcast together, or a matrix product's batch, rows and columns; or whether a product's
+    batch holds more than ``PRODUCT_BATCH_LIMIT`` matrices.
 
     Checked before NumPy runs the step: a product of (n, k) and (k, m) operands has n * m
     elements, which broadcasting the two shapes does not tell (they need not broadcast at
     all), and a fuzz process once drew one of several GB on the host."""
-    if limit is None:
-        return False
     shapes = [_shape(values[a.index]) for a in step.args if isinstance(a, Ref)]
     if len(shapes) < 2:
         return False
     if _op_name(step) in ("matmul", "@"):
-        return _product_elements(shapes[0], shapes[1], step.kind == "matmul_t") > limit
+        if _product_batch(shapes[0], shapes[1]) > PRODUCT_BATCH_LIMIT:
+            return True  # (whatever the limit: see PRODUCT_BATCH_LIMIT)
+        return limit is not None and \
+            _product_elements(shapes[0], shapes[1], step.kind == "matmul_t") > limit
+    if limit is None:
+        return False
     try:
         return math.prod(np.broadcast_shapes(*shapes)) > limit
     except ValueError:
         return False
+
+
+#: Most matrices in one drawn product's batch. The interpreter runs a GEMM's programs one at
+#: a time, one (or more) per matrix of the batch, about 8 ms each: a drawn (32, 666, 1, 1)
+#: product with its own transpose (21,312 one-element products, ``--products`` seed 18001 on
+#: interpret) ran for minutes and stalled the fuzz. A batch of this many still covers every
+#: batch layout.
+PRODUCT_BATCH_LIMIT = 256
+
+
+def _product_batch(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """Matrices in the batch of ``a @ b`` (1 without batch axes or when they do not
+    broadcast)."""
+    try:
+        return math.prod(np.broadcast_shapes(a[:-2], b[:-2]))
+    except ValueError:
+        return 1
 
 
 def _product_elements(a: tuple[int, ...], b: tuple[int, ...], b_swapped: bool) -> int:

@@ -661,3 +661,15 @@ def test_a_matrix_product_is_sized_by_its_rows_and_columns_before_numpy_runs_it(
     # a 1-D operand adds no axis: (2000, 2) @ (2,) has 2000 elements
     assert not _too_large(Step("function", "matmul", (Ref(2), Ref(5))), values + [np.zeros(2)], 2000)
     assert _too_large(Step("function", "matmul", (Ref(2), Ref(5))), values + [np.zeros(2)], 1999)
+
+
+def test_a_matrix_product_of_too_many_small_matrices_is_not_drawn() -> None:
+    """A product's batch is bounded (``PRODUCT_BATCH_LIMIT``) whatever its elements: the
+    interpreter runs a GEMM's programs one at a time, and a drawn (32, 666, 1, 1) product with
+    its transpose (21,312 programs, ``--products`` seed 18001) stalled the fuzz for minutes."""
+    from fusejit.testing import PRODUCT_BATCH_LIMIT, _too_large
+    many, few = np.zeros((32, 666, 1, 1)), np.zeros((2, PRODUCT_BATCH_LIMIT // 2, 3, 3))
+    step = Step("matmul_t", "matmul", (Ref(0), Ref(0)))
+    assert _too_large(step, [many], 10**9)
+    assert not _too_large(step, [few], 10**9)
+    assert _too_large(step, [np.zeros((3, PRODUCT_BATCH_LIMIT // 2, 3, 3))], 10**9)
