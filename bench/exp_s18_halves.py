@@ -7,7 +7,9 @@ sums and m2s as two tiles, each finished before the next, with ptxas capped at 1
 emitted float32 layer norm at three shapes; this times what fusejit emits, both ways, on the
 families the choice reaches and on shapes that experiment did not: float32 layer norm with a
 weight and a bias (also ragged rows of 150,001), without them, RMS norm, a normalization by
-the row's sum, and softmax as a control (never split: its time must not move). (A float16
+the row's sum; and softmax and log-softmax, whose partials (max, sumexp) are held as tiles
+only when asked (``COOP_SUB_BLOCK_OPS`` with max and sumexp: the "halves" way of the softmax
+workloads here), to decide whether they should be by default. (A float16
 layer norm over rows of 2**16 or 2**18 is planned as the looped row kernel, not the
 cooperative one: nothing to compare; rows of 2**15 float32, 128 KB, run in one program.)
 
@@ -73,8 +75,13 @@ for _shape in ((256, 1 << 18), (64, 1 << 16)):
 WORKLOADS["x / sum 256x262144"] = (
     (256, 1 << 18), "float32", "x", lambda fj, x: x / x.sum(axis=-1, keepdims=True),
     lambda xp, x: x / x.sum(axis=-1, keepdims=True))
-WORKLOADS["softmax (control) 256x262144"] = (
-    (256, 1 << 18), "float32", "x", lambda fj, x: fj.softmax(x, axis=-1), _softmax)
+for _shape in ((256, 1 << 18), (64, 1 << 16), (256, 150_001)):
+    WORKLOADS[f"softmax {_shape[0]}x{_shape[1]}"] = (
+        _shape, "float32", "x", lambda fj, x: fj.softmax(x, axis=-1), _softmax)
+WORKLOADS["log_softmax 256x262144"] = (
+    (256, 1 << 18), "float32", "x", lambda fj, x: fj.log_softmax(x, axis=-1),
+    lambda xp, x: x - x.max(axis=-1, keepdims=True) - xp.log(
+        xp.exp(x - x.max(axis=-1, keepdims=True)).sum(axis=-1, keepdims=True)))
 
 
 def inputs(xp: Any, shape: tuple[int, int], dtype: str, kinds: str, seed: int = 0) -> list[Any]:
@@ -85,11 +92,19 @@ def inputs(xp: Any, shape: tuple[int, int], dtype: str, kinds: str, seed: int = 
     return [xp.asarray(a.astype(dtype)) for a in arrays]
 
 
-def set_ways(n: int) -> None:
-    """``COOP_SUB_BLOCKS`` = ``n`` for what is planned next (plans and emissions forgotten)."""
+_BASE_OPS: Any = None
+
+
+def set_ways(n: int, softmax: bool = False) -> None:
+    """``COOP_SUB_BLOCKS`` = ``n`` for what is planned next (plans and emissions forgotten);
+    ``softmax``: softmax's partials (max, sumexp) held as tiles too (off by default)."""
+    global _BASE_OPS
     from fusejit.codegen import heuristics
     from fusejit.runtime import forget_plans
+    if _BASE_OPS is None:
+        _BASE_OPS = heuristics.COOP_SUB_BLOCK_OPS
     heuristics.COOP_SUB_BLOCKS = n
+    heuristics.COOP_SUB_BLOCK_OPS = _BASE_OPS | ({"max", "sumexp"} if softmax else set())
     forget_plans()
 
 
@@ -113,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry:
         for name, (shape, dtype, kinds, fn, _) in picked.items():
             for n in (1, 2):
-                set_ways(n)
+                set_ways(n, "softmax" in name)
                 with fj.using_backend("interpret"):
                     zs = [fj.asarray(np.zeros(shape if k == "x" else shape[1], dtype))
                           for k in kinds]
@@ -145,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         rec: dict[str, Any] = {"workload": name, "dtype": dtype}
         try:
             for n in (1, 2):
-                set_ways(n)
+                set_ways(n, "softmax" in name)
                 ts = [fj.asarray(a) for a in xs]
                 out = fn(fj, *ts)
                 plan = fj.plan(out)

@@ -272,6 +272,61 @@ def test_sums_and_variances_of_float32_rows_hold_their_chunk_as_halves(cooperati
     assert ("cols_1 = chunk * 16 + 8 + " in small.source) == halves
 
 
+@pytest.fixture
+def softmax_halves(cooperative, monkeypatch):
+    """Cooperative rows with softmax's partials (max, sumexp) held as halves too (off by
+    default, not measured yet: ``bench/exp_s18_halves.py`` times it)."""
+    monkeypatch.setattr(heuristics, "COOP_SUB_BLOCK_OPS",
+                        heuristics.COOP_SUB_BLOCK_OPS | {"max", "sumexp"})
+
+
+@pytest.mark.parametrize("width", [37, 64])
+@pytest.mark.parametrize("name", ["softmax", "softmax_and_statistics", "prologue"])
+def test_softmax_rows_held_as_halves_match_numpy(softmax_halves, name, width):
+    """The chunk's max over its tiles' maxes, each tile's exps from that max, and the fast
+    path's numerator rescaled tile by tile (``_chunk_sumexp``, ``_reuse_chunk_exps``)."""
+    fn, make = CASES[name]
+    arrays = make(width)
+    (emitted,) = _cooperative_kernels(fn, arrays)
+    assert "cols_1 = chunk * 16 + 8 + " in emitted.source and "the chunk's max" in emitted.source
+    with np.errstate(all="ignore"):
+        expected = fn(np, *arrays)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for got, want in zip(_run(fn, arrays), expected):
+        assert_matches_numpy(got.numpy(), np.asarray(want))
+
+
+def test_softmax_halves_keep_special_values(softmax_halves):
+    """NaN, infinite maxima and whole tiles or chunks of -inf, in either tile of the fast
+    path's chunk (32..39 and 40..47 of rows of 45: the second tile ragged)."""
+    x = (_rng(5).standard_normal((9, 45)) * 8).astype(np.float32)
+    x[0, 33] = np.inf  # the row's max infinite, in the fast path's first tile
+    x[1, 41] = np.inf  # ... in its second tile
+    x[2, 32:40] = -np.inf  # the first tile all -inf in a finite row
+    x[3, 40:] = -np.inf  # the second tile all -inf
+    x[4, 32:] = -np.inf  # the whole chunk
+    x[5, :] = -np.inf
+    x[6, 43] = np.nan
+    x[7, 36] = 80.0  # the row's max in the first tile, far above the rest
+    x[8, 44] = 80.0  # in the second tile
+    (emitted,) = _cooperative_kernels(_softmax, [x])
+    assert "cols_1" in emitted.source and "rescaled to the row's max" in emitted.source
+    with np.errstate(all="ignore"):
+        expected = _softmax(np, x)
+    (got,) = _run(_softmax, [x])
+    assert_matches_numpy(got.numpy(), expected)
+
+
+@pytest.mark.parametrize("width", [1 << 18, 150_001])
+def test_softmax_halves_compile_for_sm90(softmax_halves, width):
+    arrays = [np.resize(CASES["softmax"][1](8)[0], (3, width))]
+    (emitted,) = _cooperative_kernels(_softmax, arrays, target="cuda")
+    assert "cols_1 = chunk * 8192 + 4096 + " in emitted.source
+    assert emitted.launches[0].max_registers == 128
+    for c in compile_all(emitted, 90, True):
+        assert c.cubin[:4] == b"\x7fELF"
+
+
 def test_forget_plans_makes_a_switched_heuristic_take_effect(cooperative, monkeypatch):
     """``runtime.forget_plans``: a realize after it emits under the switches now set (its plan
     and emitted sources are gone), where one before it reused the cached looped kernel."""

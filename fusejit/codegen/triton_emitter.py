@@ -644,9 +644,10 @@ class _Emitter:
         self.row_max: dict[str, str | None] = {}
         #: the per-row shift each looped m2 accumulates against, by name
         self.shift: dict[str, str | None] = {}
-        #: a cooperative row's sumexp partials, by name: the chunk's exp(x - chunk max) tile
-        #: and chunk max (``_reuse_chunk_exps`` writes exp(x - row max) from them)
-        self.chunk_exps: dict[str, tuple[str, str]] = {}
+        #: a cooperative row's sumexp partials, by name: per tile of the chunk its
+        #: exp(x - chunk max), and the chunk max (``_reuse_chunk_exps`` writes exp(x - row
+        #: max) from them)
+        self.chunk_exps: dict[str, tuple[list[str], str]] = {}
         self.name = function_name(kernel.name)
         self.domain: Domain = region_domain(kernel)
         self.types = {p.name: p.type for p in kernel.params}
@@ -1482,10 +1483,9 @@ class _Emitter:
                    f"the chunk held is written")
         mark = len(out)
         self._call_stats(fn, stage, stats_name, "pid", part_names)
-        if n_sub == 1:
-            self._reuse_chunk_exps(fn, stage, tiles[0].coords)
-        for tile in tiles:  # (each tile's outputs whole before the next: one tile's loads live)
+        for k, tile in enumerate(tiles):  # (each tile's outputs whole before the next)
             tile.use(fn)
+            self._reuse_chunk_exps(fn, stage, tile.coords, k)
             self._store_domain_outputs(fn, tile.coords)
         out.append(f'settled = tl.atomic_add(counters + {settled} + pid, 1, sem="relaxed")'
                    f"  # (it publishes nothing)")
@@ -1526,6 +1526,8 @@ class _Emitter:
         if len(tiles) == 1:
             return self._reduce_tile(fn, r, fn.value(r.args[0], tiles[0].coords), None,
                                      partial=True)
+        if r.op == "sumexp":
+            return self._chunk_sumexp(fn, r, tiles)
         if r.op != "sum":
             raise AssertionError(f"a chunk held as tiles reduces sums and m2s, not {r.op}")
         parts = []
@@ -1536,7 +1538,38 @@ class _Emitter:
         return fn.emit(1, " + ".join(parts), f"part_{self.var_name(r.name)}",
                        _instr_text(r) + " (partial: the sum of its tiles' sums)")
 
-    def _reuse_chunk_exps(self, fn: _Fn, stage: list[Instr], coords: Coords) -> None:
+    def _chunk_sumexp(self, fn: _Fn, r: Instr, tiles: list[_HeldTile]) -> tuple[str, str]:
+        """(max, sum of exp(x - max)) of a cooperative program's chunk held as ``tiles``: the
+        chunk's max over its tiles' maxes (NaN-propagating), then each tile's exps from that
+        one max, counted as ``_sumexp_tile`` counts one tile's (equal values 1)."""
+        dt = self._acc_dtype(r)
+        hint = "part_" + self.var_name(r.name)
+        held = []
+        for tile in tiles:
+            tile.use(fn)
+            held.append(self._masked(fn, r, fn.value(r.args[0], tile.coords), dt))
+        maxes = []
+        for tile, t in zip(tiles, held):
+            tile.use(fn)
+            maxes.append(self._row_max(fn, t, dt, f"{hint}_max"))
+        m = maxes[0]
+        for other in maxes[1:]:
+            m = fn.emit(1, f"tl.maximum({m}, {other}, propagate_nan=tl.PropagateNan.ALL)",
+                        f"{hint}_max", "the chunk's max")
+        exps, sums = [], []
+        for tile, t in zip(tiles, held):
+            tile.use(fn)
+            e = self._exp(fn, f"{t} - {m}", dt, 2, f"{hint}_exp")
+            e = fn.emit(2, f"tl.where({t} == {m}, 1, {e})", f"{hint}_exp")
+            exps.append(e)
+            if fn.masks[2]:
+                e = fn.emit(2, f"tl.where({fn.masks[2]}, {e}, 0)", f"{hint}_exp")
+            sums.append(f"tl.reduce({e}, 1, tl.standard._sum_combine)[:, None]")
+        self.chunk_exps[r.name] = (exps, m)
+        return m, fn.emit(1, " + ".join(sums), f"{hint}_sum", _instr_text(r) + " (partial)")
+
+    def _reuse_chunk_exps(self, fn: _Fn, stage: list[Instr], coords: Coords,
+                          tile: int = 0) -> None:
         """In a cooperative row's fast path: each ``exp(a - max(a))`` of the region (softmax's
         numerator) as ``exp(a - chunk max) * exp(chunk max - row max)``, from the exps that the
         chunk's sumexp partial of ``a`` computed. One exp per element instead of two (the
@@ -1544,7 +1577,8 @@ class _Emitter:
         of the copy rate with two, 84-86% with one); as close to the float64 softmax as
         NumPy's float32 one (``tests/test_cooperative_rows.py``). Equal values (both
         infinite) keep NumPy's answer: the chunk's exp counts 1 there (``_sumexp_tile``) and
-        exp(inf - inf) is NaN, as exp(x - max) is."""
+        exp(inf - inf) is NaN, as exp(x - max) is. ``tile``: which of the chunk's tiles
+        ``coords`` is (``coop_sub_blocks``)."""
         maxes = {r.name: r.args[0] for r in stage if r.op == "max"}
         partials = {r.args[0]: r.name for r in stage
                     if r.op == "sumexp" and r.name in self.chunk_exps}
@@ -1561,13 +1595,17 @@ class _Emitter:
             if maxes.get(big) != a or a not in partials:
                 continue
             sumexp = partials[a]
-            e, chunk_max = self.chunk_exps[sumexp]
+            exps, chunk_max = self.chunk_exps[sumexp]
+            e = exps[tile]
             if self._acc_dtype(self.defs[sumexp]) != instr.type.dtype:
                 continue  # (float16 exps are rounded to float16 in the region: not the same)
             row_max = fn.row_value(big)
             hint = self.var_name(instr.name)
-            scale = self._exp(fn, f"{chunk_max} - {row_max}", instr.type.dtype, 1,
-                              f"{hint}_scale")
+            key = (instr.name, "chunk scale")
+            scale = fn.memo_row.get(key)
+            if scale is None:  # (one per chunk, whatever its tiles)
+                scale = fn.memo_row[key] = self._exp(fn, f"{chunk_max} - {row_max}",
+                                                     instr.type.dtype, 1, f"{hint}_scale")
             var = fn.emit(2, f"{e} * {scale}", hint, _instr_text(instr)
                           + ": the chunk's exps, rescaled to the row's max")
             fn.memo_tile[(instr.name, coords.key())] = var
@@ -2194,7 +2232,7 @@ class _Emitter:
         e = self._exp(fn, f"{t} - {m}", dt, 2, f"{hint}_exp")
         if partial:
             e = fn.emit(2, f"tl.where({t} == {m}, 1, {e})", f"{hint}_exp")
-            self.chunk_exps[r.name] = (e, m)
+            self.chunk_exps[r.name] = ([e], m)
         mask = fn.masks[2]
         if mask:
             e = fn.emit(2, f"tl.where({mask}, {e}, 0)", f"{hint}_exp")
