@@ -618,9 +618,10 @@ def main(argv: list[str] | None = None) -> int:
         bound: dict[str, Any] = {}
         mine: list[dict[str, Any]] = []
         for name, e in vs.items():
+            subs, early, cap = VARIANTS.get(name, (0, False, e.launches[0].max_registers
+                                                     if not isinstance(e, Exception) else 0))
             row = {"shape": f"{rows}x{cols}", "variant": name, "bytes": moved,
-                   "sub_blocks": VARIANTS[name][0], "early": VARIANTS[name][1],
-                   "max_registers": VARIANTS[name][2]}
+                   "sub_blocks": subs, "early": early, "max_registers": cap}
             try:
                 if isinstance(e, Exception):
                     raise e

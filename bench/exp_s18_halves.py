@@ -1,9 +1,12 @@
 """Cooperative rows held as halves under 128 registers, against one tile (eighteenth session;
 issue 9, wide rows).
 
-``heuristics.coop_sub_blocks`` now holds the chunk of a cooperative row whose reductions are
+``heuristics.coop_sub_blocks`` holds the chunk of a cooperative row whose reductions are
 sums and m2s as two tiles, each finished before the next, with ptxas capped at 128 registers
-(four programs an SM). ``bench/exp_s16_ln.py --set registers`` measured that edit of the
+(four programs an SM). The "halves" way here splits every workload's chunk, also where
+``coop_sub_blocks`` chose one tile after this experiment's first run (H100,
+``bench/results/h100-s18-call3``: ragged rows, rows without a vector along them, softmax).
+``bench/exp_s16_ln.py --set registers`` measured that edit of the
 emitted float32 layer norm at three shapes; this times what fusejit emits, both ways, on the
 families the choice reaches and on shapes that experiment did not: float32 layer norm with a
 weight and a bias (also ragged rows of 150,001), without them, RMS norm, a normalization by
@@ -105,6 +108,9 @@ def set_ways(n: int, softmax: bool = False) -> None:
         _BASE_OPS = heuristics.COOP_SUB_BLOCK_OPS
     heuristics.COOP_SUB_BLOCKS = n
     heuristics.COOP_SUB_BLOCK_OPS = _BASE_OPS | ({"max", "sumexp"} if softmax else set())
+    # (the halves everywhere, where coop_sub_blocks would keep one tile too)
+    heuristics.COOP_SUB_BLOCK_MIN_ROW_OPERANDS = 0 if n > 1 else 1
+    heuristics.COOP_SUB_BLOCK_RAGGED = n > 1
     forget_plans()
 
 
@@ -198,7 +204,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps({"device": dev, "copy_gbps": rate,
                                                    "rows": rows}, indent=1))
-    set_ways(2)
     print(f"done in {time.perf_counter() - t_start:.1f} s, {failed} failed")
     return 1 if failed else 0
 

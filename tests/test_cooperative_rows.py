@@ -248,16 +248,16 @@ def test_cooperative_tiles_on_a_gpu():
 
 @pytest.mark.parametrize("name, halves", [("layer_norm", True), ("rms_norm", True),
                                           ("softmax", False), ("layer_norm_float64", False),
-                                          ("layer_norm_float16", True)])
+                                          ("layer_norm_float16", True), ("centered_ints", False)])
 def test_sums_and_variances_of_float32_rows_hold_their_chunk_as_halves(cooperative, name,
                                                                        halves):
     """``heuristics.coop_sub_blocks``: on ``cuda``, a cooperative float32 row whose reductions
     are sums and m2s (layer norm, RMS norm) holds its chunk of 8192 as two tiles of 4096, each
     written whole (weight, bias, store) before the next, under a cap of 128 registers (four
-    programs an SM; measured 81.7 -> 84.7% of the copy rate at 256x2**18 on an H100); softmax
-    (max and sumexp partials) and other widths of value keep one tile, no cap. The plan's
-    tiling says so (float16 rows too: their values are float32). On ``interpret`` the same
-    split (no cap) is what the tests above run."""
+    programs an SM; measured 81.9 -> 84.7% of the copy rate at 256x2**18 on an H100); softmax
+    (max and sumexp partials), other widths of value, rows without a vector along them
+    (``centered_ints``) and ragged rows keep one tile, no cap. The plan's tiling says so
+    (float16 rows too: their values are float32). On ``interpret`` the same split, no cap."""
     fn, make = CASES[name]
     arrays = [np.resize(a, (a.shape[0], 1 << 18) if a.ndim == 2 else (1 << 18,))
               for a in make(8)]
@@ -270,14 +270,42 @@ def test_sums_and_variances_of_float32_rows_hold_their_chunk_as_halves(cooperati
     (small,) = _cooperative_kernels(fn, make(64), target="interpret")
     assert small.launches[0].max_registers == 0
     assert ("cols_1 = chunk * 16 + 8 + " in small.source) == halves
+    if halves:  # ragged rows (150,001 = 18 chunks of 8192 and a partial one): one tile
+        ragged = [np.resize(a, (a.shape[0], 150_001) if a.ndim == 2 else (150_001,))
+                  for a in make(8)]
+        (e,) = _cooperative_kernels(fn, ragged, target="cuda")
+        assert "cols_1" not in e.source and e.launches[0].max_registers == 0
 
 
 @pytest.fixture
 def softmax_halves(cooperative, monkeypatch):
-    """Cooperative rows with softmax's partials (max, sumexp) held as halves too (off by
-    default, not measured yet: ``bench/exp_s18_halves.py`` times it)."""
+    """Every cooperative chunk held as halves: softmax's partials (max, sumexp) too, ragged
+    rows too, rows without a weight too (``coop_sub_blocks`` leaves those as one tile on
+    its measurements; the code path is checked here whatever it chooses)."""
     monkeypatch.setattr(heuristics, "COOP_SUB_BLOCK_OPS",
                         heuristics.COOP_SUB_BLOCK_OPS | {"max", "sumexp"})
+    monkeypatch.setattr(heuristics, "COOP_SUB_BLOCK_MIN_ROW_OPERANDS", 0)
+    monkeypatch.setattr(heuristics, "COOP_SUB_BLOCK_RAGGED", True)
+
+
+@pytest.mark.parametrize("width", [37, 64])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_case_held_as_halves_matches_numpy(softmax_halves, name, width):
+    """The cases above with every float32-valued chunk held as two tiles (ragged rows: the
+    second tile of the last chunk partly or wholly past the row's end)."""
+    fn, make = CASES[name]
+    arrays = make(width)
+    (emitted,) = _cooperative_kernels(fn, arrays)
+    # (one tile where the widest value is not 4 bytes: float16 softmax's exps, float64,
+    # the integers' int64 sums)
+    one_tile = {"softmax_float16", "layer_norm_float64", "sum_and_var_ints", "centered_ints"}
+    assert ("cols_1 = " in emitted.source) == (name not in one_tile), name
+    with np.errstate(all="ignore"):
+        expected = fn(np, *arrays)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for _ in range(2):
+        for got, want in zip(_run(fn, arrays), expected):
+            assert_matches_numpy(got.numpy(), np.asarray(want))
 
 
 @pytest.mark.parametrize("width", [37, 64])

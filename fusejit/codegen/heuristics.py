@@ -331,27 +331,37 @@ class CoopTiles:
 COOP_SUB_BLOCK_OPS = frozenset({"sum", "m2"})
 COOP_SUB_BLOCKS = max(1, int(os.environ.get("FUSEJIT_COOP_SUB_BLOCKS", "2") or 2))
 COOP_MAX_REGISTERS = 128
+#: Vectors along the row the epilogue must read for the split to pay, and whether rows that
+#: end in a partial chunk split (tests and experiments set 0 and True to split every chunk).
+COOP_SUB_BLOCK_MIN_ROW_OPERANDS = 1
+COOP_SUB_BLOCK_RAGGED = False
 
 
-def coop_sub_blocks(target: str, tiles: CoopTiles, ops: set[str], itemsize: int) -> CoopTiles:
+def coop_sub_blocks(target: str, tiles: CoopTiles, ops: set[str], itemsize: int, cols: int,
+                    row_operands: int) -> CoopTiles:
     """``tiles`` with its chunk held as two halves and ptxas's registers capped at 128, for a
-    chunk whose widest value is 4 bytes and whose reductions are sums and m2s (a layer norm,
-    an RMS norm, a normalization by a sum; float16 inputs computed in float32 too); else
-    ``tiles``.
+    chunk whose widest value is 4 bytes, whose reductions are sums and m2s, whose rows split
+    into whole chunks (``cols``), and whose epilogue reads ``row_operands`` >= 1 vectors along
+    the row (a layer norm's weight and bias, an RMS norm's weight); else ``tiles``.
 
     A layer norm's cooperative program holds its 64 values a thread, then in the epilogue all
     64 of the weight and 64 of the bias at once: 167 registers, three programs of 4 warps an
     SM where four fit at 128. Held as halves, each half finished (weight, bias, store) before
-    the next, it needs 149; capped at 128 it spills 8-16 bytes. H100, ``python3
-    bench/exp_s16_ln.py --set registers`` (``bench/results/h100-s18-call1``, fraction of a
-    copy's rate): 256x2**18 81.7% -> 84.7%, 64x2**16 65.3% -> 77.8%, 512x2**17 84.4% ->
-    84.4%. The cap alone, on the emitted single tile, spills 64-96 bytes and gains nothing
-    (81.0%, 66.2%, 80.2%); at 96 registers everything loses (52-78%). Quarters reach 128
-    registers by themselves but lose at 64x2**16 (59.6%). Softmax's cooperative kernel (max
-    and sumexp partials, 91% of copy) keeps one tile: not measured split. 8-byte values
-    (chunks of 4096 doubles, the same registers) were not measured either."""
+    the next, it needs 149; capped at 128 it spills 0-16 bytes. H100, fraction of a copy's
+    rate, one tile -> halves (``python3 bench/exp_s18_halves.py``,
+    ``bench/results/h100-s18-call3``): layer norm 256x2**18 81.9 -> 84.7%, 64x2**16 64.0 ->
+    67.5%, 512x2**17 84.5 -> 83.9%; RMS norm 64x2**16 73.7 -> 86.9%, 256x2**18 89.7 -> 88.6%.
+    Left as one tile because they lost or gained nothing: ragged rows (a layer norm of
+    256x150,001: 50.3 -> 45.7%), no vector along the row (``x / x.sum()`` 94.0 -> 91.9%, a
+    layer norm without weight and bias 91.6 -> 91.6%), softmax's max and sumexp partials
+    (level at 2**18 and 2**16, log-softmax 89.1 -> 85.1%, ragged softmax 49.3 -> 38.0%). The
+    cap alone, on one tile, spills 64-96 bytes and gains nothing; 96 registers lose
+    everywhere; quarters lose at 64x2**16 (``bench/exp_s16_ln.py --set registers``,
+    ``bench/results/h100-s18-call1``). 8-byte values were not measured."""
     if COOP_SUB_BLOCKS == 1 or tiles.sub_blocks != 1 or itemsize != 4 or not ops \
-            or not ops <= COOP_SUB_BLOCK_OPS or tiles.block < 2 * COOP_SUB_BLOCKS:
+            or not ops <= COOP_SUB_BLOCK_OPS or tiles.block < 2 * COOP_SUB_BLOCKS \
+            or (cols % tiles.block and not COOP_SUB_BLOCK_RAGGED) \
+            or row_operands < COOP_SUB_BLOCK_MIN_ROW_OPERANDS:
         return tiles
     why = (f"{tiles.why}, as {COOP_SUB_BLOCKS} tiles of {tiles.block // COOP_SUB_BLOCKS}, "
            f"each written before the next")

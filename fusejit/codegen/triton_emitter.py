@@ -1394,7 +1394,10 @@ class _Emitter:
         if t is None:
             return None
         ops = {r.op for r in stages[0]}
-        return coop_sub_blocks(self.target, t, ops, self._itemsize())
+        row_operands = sum(1 for p in self.kernel.params
+                           if not p.scalar and p.type.shape != d.shape)
+        return coop_sub_blocks(self.target, t, ops, self._itemsize(), d.reduce_size,
+                               row_operands)
 
     def cooperative_reduction(self, t: CoopTiles) -> tuple[list[_Fn], list[Launch]]:
         """Each row over ``t.chunks`` programs that read their chunk once (``heuristics``,
