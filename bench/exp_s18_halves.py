@@ -19,13 +19,14 @@ cooperative one: nothing to compare; rows of 2**15 float32, 128 KB, run in one p
 For each workload and each way (``COOP_SUB_BLOCKS`` 1: one tile, no cap; 2: today's
 default), the plan is made fresh (``runtime.forget_plans``) and its launches alone are timed
 by CUDA events (``exp_reductions.event_time``: median of 7 rounds of 20 launches) in 3
-interleaved passes (one then two, two then one, one then two), the median reported, as a
+interleaved passes (the two ways A B, B A, A B), the median reported, as a
 share of a copy's rate measured in the same run (``suite.copy_bandwidth``, bytes read plus
 written; a workload's bytes are its inputs read once and its outputs written once). Both
 outputs are checked against a float64 reference computed by CuPy (max abs error at most
 ``TOLERANCE`` of the output's dtype, scaled by the largest output).
 
-    python3 bench/exp_s18_halves.py [--json FILE] [--only REGEX]
+    python3 bench/exp_s18_halves.py [--json FILE] [--only REGEX] [--ways 1,2]
+    python3 bench/exp_s18_halves.py --ways 0,1 --only 'x1[05]'   # looped against one tile
     python3 bench/exp_s18_halves.py --dry   # no GPU: each workload planned and emitted
 """
 
@@ -47,7 +48,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 EPS = 1e-5
 TOLERANCE = {"float32": 2e-5, "float16": 4e-3}
-PASSES = ((1, 2), (2, 1), (1, 2))
 
 
 def _ln(xp: Any, x: Any, w: Any = None, b: Any = None) -> Any:
@@ -70,6 +70,11 @@ WORKLOADS: dict[str, tuple[tuple[int, int], str, str, Callable[..., Any], Callab
 for _shape in ((256, 1 << 18), (64, 1 << 16), (512, 1 << 17), (256, 150_001)):
     WORKLOADS[f"layer_norm {_shape[0]}x{_shape[1]}"] = (
         _shape, "float32", "xwb", lambda fj, x, w, b: fj.layer_norm(x, w, b, eps=EPS), _ln)
+for _cols in (150_000, 131_073, 100_003):  # (ragged; rows 16-byte aligned, or not)
+    WORKLOADS[f"layer_norm 256x{_cols}"] = (
+        (256, _cols), "float32", "xwb", lambda fj, x, w, b: fj.layer_norm(x, w, b, eps=EPS), _ln)
+    WORKLOADS[f"softmax 256x{_cols}"] = (
+        (256, _cols), "float32", "x", lambda fj, x: fj.softmax(x, axis=-1), _softmax)
 WORKLOADS["layer_norm no w/b 256x262144"] = (
     (256, 1 << 18), "float32", "x", lambda fj, x: fj.layer_norm(x, eps=EPS), _ln)
 for _shape in ((256, 1 << 18), (64, 1 << 16)):
@@ -98,15 +103,21 @@ def inputs(xp: Any, shape: tuple[int, int], dtype: str, kinds: str, seed: int = 
 _BASE_OPS: Any = None
 
 
+#: way -> its label: 0 the looped row kernel (no cooperative rows), 1 the cooperative chunk as
+#: one tile, 2 as halves
+WAY_NAMES = {0: "looped", 1: "one tile", 2: "halves"}
+
+
 def set_ways(n: int, softmax: bool = False) -> None:
-    """``COOP_SUB_BLOCKS`` = ``n`` for what is planned next (plans and emissions forgotten);
+    """Way ``n`` (``WAY_NAMES``) for what is planned next (plans and emissions forgotten);
     ``softmax``: softmax's partials (max, sumexp) held as tiles too (off by default)."""
     global _BASE_OPS
     from fusejit.codegen import heuristics
     from fusejit.runtime import forget_plans
     if _BASE_OPS is None:
         _BASE_OPS = heuristics.COOP_SUB_BLOCK_OPS
-    heuristics.COOP_SUB_BLOCKS = n
+    heuristics.COOPERATIVE_ROWS = n > 0
+    heuristics.COOP_SUB_BLOCKS = max(n, 1)
     heuristics.COOP_SUB_BLOCK_OPS = _BASE_OPS | ({"max", "sumexp"} if softmax else set())
     # (the halves everywhere, where coop_sub_blocks would keep one tile too)
     heuristics.COOP_SUB_BLOCK_MIN_ROW_OPERANDS = 0 if n > 1 else 1
@@ -124,7 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default="")
     parser.add_argument("--only", default="")
     parser.add_argument("--dry", action="store_true")
+    parser.add_argument("--ways", default="1,2",
+                        help="two of 0 (looped), 1 (one tile), 2 (halves), first the baseline")
     args = parser.parse_args(argv)
+    ways = tuple(int(w) for w in args.ways.split(","))
+    passes = [tuple(ways[i] for i in order) for order in ((0, 1), (1, 0), (0, 1))]
     import fusejit as fj
     from fusejit.ir.graph import structural_key
     from fusejit.runtime import current
@@ -133,14 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     if args.dry:
         for name, (shape, dtype, kinds, fn, _) in picked.items():
-            for n in (1, 2):
+            for n in ways:
                 set_ways(n, "softmax" in name)
                 with fj.using_backend("interpret"):
                     zs = [fj.asarray(np.zeros(shape if k == "x" else shape[1], dtype))
                           for k in kinds]
                     plan = fj.plan(fn(fj, *zs))
                 text = tiling(plan)
-                ok = "cooperative rows" in text
+                ok = ("cooperative rows" in text) == (n > 0)
                 failed += not ok
                 print(f"{name:30s} ways {n}: {text}", flush=True)
         print(f"done in {time.perf_counter() - t_start:.1f} s, {failed} failed")
@@ -162,10 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         want = ref(cp, *[a.astype(cp.float64) for a in xs])
         scale = float(cp.abs(want).max())
         bound: dict[int, Any] = {}
-        times: dict[int, list[float]] = {1: [], 2: []}
+        times: dict[int, list[float]] = {n: [] for n in ways}
         rec: dict[str, Any] = {"workload": name, "dtype": dtype}
         try:
-            for n in (1, 2):
+            for n in ways:
                 set_ways(n, "softmax" in name)
                 ts = [fj.asarray(a) for a in xs]
                 out = fn(fj, *ts)
@@ -180,22 +195,24 @@ def main(argv: list[str] | None = None) -> int:
                 failed += not ok
                 bound[n] = (plan, buffers)
                 moved = sum(a.nbytes for a in xs) + got.nbytes
-            for order in PASSES:
+            for order in passes:
                 for n in order:
                     plan, buffers = bound[n]
                     times[n].append(event_time(
                         lambda plan=plan, buffers=buffers: backend.execute(plan.program,
                                                                            buffers, plan)))
-            for n in (1, 2):
+            for n in ways:
                 t = float(np.median(times[n]))
                 rec[f"us_{n}"] = t * 1e6
                 rec[f"share_{n}"] = moved / t / 1e9 / rate
-            rec["gain"] = rec["us_1"] / rec["us_2"]
-            print(f"{name:30s} one tile {rec['us_1']:8.1f} us {100 * rec['share_1']:5.1f}%   "
-                  f"halves {rec['us_2']:8.1f} us {100 * rec['share_2']:5.1f}%   "
-                  f"x{rec['gain']:.3f}   err {rec['err_1']:.1e} / {rec['err_2']:.1e} "
-                  f"{'ok' if rec['ok_1'] and rec['ok_2'] else 'WRONG'}", flush=True)
-            print(f"    halves: {rec['tiling_2']}", flush=True)
+            a, b = ways
+            rec["gain"] = rec[f"us_{a}"] / rec[f"us_{b}"]
+            print(f"{name:30s} " + "   ".join(
+                f"{WAY_NAMES[n]} {rec[f'us_{n}']:8.1f} us {100 * rec[f'share_{n}']:5.1f}%"
+                for n in ways) + f"   x{rec['gain']:.3f}   err {rec[f'err_{a}']:.1e} / "
+                f"{rec[f'err_{b}']:.1e} {'ok' if rec[f'ok_{a}'] and rec[f'ok_{b}'] else 'WRONG'}",
+                flush=True)
+            print(f"    {WAY_NAMES[b]}: {rec[f'tiling_{b}']}", flush=True)
         except Exception as exc:  # noqa: BLE001  (report, go on)
             rec["error"] = f"{type(exc).__name__}: {exc}"[:400]
             print(f"{name:30s} failed: {rec['error']}", flush=True)
