@@ -70,7 +70,8 @@ WORKLOADS: dict[str, tuple[tuple[int, int], str, str, Callable[..., Any], Callab
 for _shape in ((256, 1 << 18), (64, 1 << 16), (512, 1 << 17), (256, 150_001)):
     WORKLOADS[f"layer_norm {_shape[0]}x{_shape[1]}"] = (
         _shape, "float32", "xwb", lambda fj, x, w, b: fj.layer_norm(x, w, b, eps=EPS), _ln)
-for _cols in (150_000, 131_073, 100_003):  # (ragged; rows 16-byte aligned, or not)
+for _cols in (150_000, 131_073, 100_003):  # (ragged; rows 16-byte aligned, or not: those
+    # run looped since this call, ``cooperative_tiles``, whatever the way)
     WORKLOADS[f"layer_norm 256x{_cols}"] = (
         (256, _cols), "float32", "xwb", lambda fj, x, w, b: fj.layer_norm(x, w, b, eps=EPS), _ln)
     WORKLOADS[f"softmax 256x{_cols}"] = (
@@ -155,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
                           for k in kinds]
                     plan = fj.plan(fn(fj, *zs))
                 text = tiling(plan)
-                ok = ("cooperative rows" in text) == (n > 0)
+                # (rows that are not 16-byte multiples run looped on cuda whatever the way)
+                aligned = shape[1] * np.dtype(dtype).itemsize % 16 == 0
+                ok = ("cooperative rows" in text) == (n > 0 and aligned)
                 failed += not ok
                 print(f"{name:30s} ways {n}: {text}", flush=True)
         print(f"done in {time.perf_counter() - t_start:.1f} s, {failed} failed")

@@ -213,14 +213,14 @@ def test_random_programs_with_cooperative_rows(cooperative):
     run()
 
 
-@pytest.mark.parametrize("width", [1 << 18, 150_001])
+@pytest.mark.parametrize("width", [1 << 18, 150_000])
 @pytest.mark.parametrize("name", ["softmax", "layer_norm", "softmax_and_statistics",
                                   "softmax_float16", "layer_norm_float64"])
 def test_cooperative_kernels_compile_for_sm90(cooperative, name, width):
     """On ``cuda`` at GPU sizes (rows of 2**18: 32 programs of 8192 per row, float64 64 of
-    4096; ragged rows of 150,001: 19 and 37), the programs wait for each other; every such
+    4096; ragged rows of 150,000: 19 and 37), the programs wait for each other; every such
     kernel compiles. (Triton 3.6, the GPU image's, once failed on the ragged layer norms:
-    the H200's wide-row fuzz found it.)"""
+    the H200's wide-row fuzz found it, at rows of 150,001, which now run looped.)"""
     fn, make = CASES[name]
     small = make(8)
     arrays = [np.resize(a, (a.shape[0], width) if a.ndim == 2 else (width,)) for a in small]
@@ -244,6 +244,22 @@ def test_cooperative_tiles_on_a_gpu():
     assert tiles("cuda", 256, 30000, 4) is None  # 120 KB rows
     assert tiles("cuda", 4, 1 << 20, 4) is None  # 128 chunks
     assert tiles("cuda", 4096, 1 << 18, 4) is None  # 131072 programs
+    # rows that are not 16-byte multiples: looped (measured faster on the H200)
+    assert tiles("cuda", 256, 150_001, 4, (4,)) is None
+    assert tiles("cuda", 256, 150_002, 4, (4, 2)) is None  # a float16 output's rows
+    assert tiles("cuda", 256, 150_000, 4, (4,)).chunks == 19
+    assert tiles("interpret", 3, 37, 4, (4,)) is not None  # (the tests' rows of 37)
+
+
+def test_misaligned_wide_rows_run_looped_on_a_gpu(cooperative):
+    """Softmax and layer norm over rows of 150,001 float32 (not 16-byte multiples) plan the
+    looped row kernel on ``cuda``; rows of 150,000 the cooperative one."""
+    for width, coop in ((150_001, False), (150_000, True), (131_073, False)):
+        for name in ("softmax", "layer_norm"):
+            fn, make = CASES[name]
+            arrays = [np.resize(a, (a.shape[0], width) if a.ndim == 2 else (width,))
+                      for a in make(8)]
+            assert bool(_cooperative_kernels(fn, arrays, target="cuda")) == coop, (name, width)
 
 
 @pytest.mark.parametrize("name, halves", [("layer_norm", True), ("rms_norm", True),
@@ -270,8 +286,8 @@ def test_sums_and_variances_of_float32_rows_hold_their_chunk_as_halves(cooperati
     (small,) = _cooperative_kernels(fn, make(64), target="interpret")
     assert small.launches[0].max_registers == 0
     assert ("cols_1 = chunk * 16 + 8 + " in small.source) == halves
-    if halves:  # ragged rows (150,001 = 18 chunks of 8192 and a partial one): one tile
-        ragged = [np.resize(a, (a.shape[0], 150_001) if a.ndim == 2 else (150_001,))
+    if halves:  # ragged rows (150,000 = 18 chunks of 8192 and a partial one): one tile
+        ragged = [np.resize(a, (a.shape[0], 150_000) if a.ndim == 2 else (150_000,))
                   for a in make(8)]
         (e,) = _cooperative_kernels(fn, ragged, target="cuda")
         assert "cols_1" not in e.source and e.launches[0].max_registers == 0
@@ -345,7 +361,7 @@ def test_softmax_halves_keep_special_values(softmax_halves):
     assert_matches_numpy(got.numpy(), expected)
 
 
-@pytest.mark.parametrize("width", [1 << 18, 150_001])
+@pytest.mark.parametrize("width", [1 << 18, 150_000])
 def test_softmax_halves_compile_for_sm90(softmax_halves, width):
     arrays = [np.resize(CASES["softmax"][1](8)[0], (3, width))]
     (emitted,) = _cooperative_kernels(_softmax, arrays, target="cuda")

@@ -371,11 +371,24 @@ def coop_sub_blocks(target: str, tiles: CoopTiles, ops: set[str], itemsize: int,
                    max_registers=COOP_MAX_REGISTERS if target == "cuda" else 0)
 
 
-def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int) -> CoopTiles | None:
+def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
+                      row_items: tuple[int, ...] = ()) -> CoopTiles | None:
     """The chunks of a cooperative row kernel for ``rows`` rows of ``cols`` elements, or None
-    when one does not pay (rows under ``COOP_MIN_ROW_BYTES`` on a GPU) or does not fit (more
-    than ``COOP_MAX_CHUNKS`` per row, or too many programs)."""
+    when one does not pay (rows under ``COOP_MIN_ROW_BYTES`` on a GPU, or rows of an input or
+    output whose element sizes ``row_items`` do not make them 16-byte multiples) or does not
+    fit (more than ``COOP_MAX_CHUNKS`` per row, or too many programs).
+
+    Rows that are not 16-byte multiples start off a 16-byte boundary, and their column mask
+    is not constant over 4 elements: every load and store of the chunk, the weight's too, is
+    one element (``LDG.E`` where aligned rows get ``LDG.E.128``, sm_90). The looped row kernel
+    reads them twice but loses less. H200, kernels alone, looped / cooperative, % of the copy
+    rate (``python3 bench/exp_s18_halves.py --ways 0,1``, ``bench/results/h200-s18-call4``):
+    softmax 256x131,073 38.7 / 23.5, 256x100,003 40.4 / 36.1, 256x150,001 40.5 / 37.1; layer
+    norm 256x131,073 43.1 / 36.9, 256x100,003 44.0 / 37.5, 256x150,001 36.5 / 37.2; rows of
+    150,000 (aligned, a partial last chunk): softmax 58.5 / 65.2, layer norm 53.0 / 53.2."""
     if target == "cuda" and cols * itemsize < COOP_MIN_ROW_BYTES:
+        return None
+    if target == "cuda" and any(cols * size % 16 for size in row_items):
         return None
     limit = min(COOP_CHUNK[target], PERSISTENT_LIMIT[target]) // (2 if itemsize >= 8 else 1)
     block = max(1, min(next_pow2(-(-cols // 2)), limit))

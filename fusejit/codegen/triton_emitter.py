@@ -1390,7 +1390,11 @@ class _Emitter:
                                       self._itemsize(), self._state())[0]
         if looped.persistent:
             return None
-        t = cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize())
+        row_items = tuple({p.type.dtype.itemsize for p in self.kernel.params
+                           if not p.scalar and p.type.shape == d.shape}
+                          | {self.types[y].dtype.itemsize for y in self.kernel.yields
+                             if self.types[y].shape == d.shape})
+        t = cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize(), row_items)
         if t is None:
             return None
         ops = {r.op for r in stages[0]}
