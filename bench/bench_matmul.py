@@ -238,6 +238,46 @@ def _time_events(cp: Any, fn: Any, budget_s: float = 1.0) -> float:
     return rounds[len(rounds) // 2]
 
 
+#: seconds of float16 products each worker runs before it times anything (``_heat_soak``)
+HEAT_SOAK_S = float(os.environ.get("BENCH_HEAT_SOAK_S", "4"))
+#: passes over a worker's cases, each case timed once a pass; the median is reported
+PASSES = 3
+
+
+def _heat_soak(cp: Any, seconds: float = HEAT_SOAK_S) -> None:
+    """Run 8192^3 float16 products for ``seconds`` so that the GPU's clocks settle where
+    sustained GEMM work leaves them before any worker times anything. On an H100 a run's
+    first GEMM cases ran 4-9% faster than its later ones, whatever they were
+    (``bench/results/h100-s17-call1/exp_s17_epi.txt``), and each implementation runs in its
+    own process, one after another: the first would be timed on a cooler, faster GPU."""
+    if seconds <= 0:
+        return
+    a = cp.ones((8192, 8192), dtype=cp.float16)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(8):
+            a @ a
+        cp.cuda.get_current_stream().synchronize()
+
+
+def _interleaved(cp: Any, runs: list[tuple[Any, Any]]) -> list[float | None]:
+    """Milliseconds per call of each ``(fn, budget)`` of ``runs``: ``PASSES`` passes over all
+    of them, each timed once a pass (``_time_events``), the median of its passes; so that a
+    drift of the clocks during the worker does not read as a difference between cases."""
+    times: list[list[float]] = [[] for _ in runs]
+    failed: set[int] = set()
+    for _ in range(PASSES):
+        for i, (fn, budget) in enumerate(runs):
+            if i in failed:
+                continue
+            try:
+                times[i].append(_time_events(cp, fn, budget))
+            except Exception as exc:  # noqa: BLE001  (this run's result: None)
+                print(f"timing failed: {type(exc).__name__}: {exc}"[:300], flush=True)
+                failed.add(i)
+    return [None if i in failed else sorted(t)[len(t) // 2] for i, t in enumerate(times)]
+
+
 def _entry(case: str, ms: float, err: float, **extra: Any) -> dict[str, Any]:
     return {"ms": ms, "tflops": _flops(case) / (ms * 1e-3) / 1e12, "error": err, **extra}
 
@@ -292,7 +332,10 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool,
     from fusejit.runtime import current
     fj.set_backend("cuda")
     backend = current()
+    _heat_soak(cp)
     results: dict[str, Any] = {}
+    #: (case, label, fn, budget, entry fields) of the default tiles, timed after the loop
+    defaults: list[tuple[str, str, Any, float, dict[str, Any]]] = []
     for i, case in enumerate(cases):
         x = _inputs(cp, case)
         ref = _reference(cp, case, x)
@@ -317,12 +360,12 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool,
         try:
             run = launches(base)
             err = _error(cp, run()[0], ref)
-            res[label] = _entry(case, _time_events(cp, run), err,
-                                tiles=_tiles_of(plan_for(base).program.kernels),
-                                kernels=len(plan_for(base).kernels))
+            defaults.append((case, label, run, 1.0, {
+                "err": err, "tiles": _tiles_of(plan_for(base).program.kernels),
+                "kernels": len(plan_for(base).kernels)}))
             if not tma:
                 realize = partial(_realize, fj, case, x)
-                res["fusejit realize"] = _entry(case, _time_events(cp, realize), err)
+                defaults.append((case, "fusejit realize", realize, 1.0, {"err": err}))
         except Exception as exc:  # noqa: BLE001  (recorded, the run goes on)
             res[label] = {"failed": f"{type(exc).__name__}: {exc}"[:300]}
         sweep = []
@@ -345,6 +388,14 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool,
             res[f"{label} best tiles"] = max(ok, key=lambda s: s["tflops"])
         res["sweep tma" if tma else "sweep"] = sweep
         results[case] = res
+    # the default tiles of every case, in interleaved passes (the sweeps above are single)
+    times = _interleaved(cp, [(fn, budget) for _, _, fn, budget, _ in defaults])
+    for (case, label, _, _, info), ms in zip(defaults, times):
+        err = info.pop("err")
+        results[case][label] = (_entry(case, ms, err, **info, passes=PASSES) if ms is not None
+                                else {"failed": "timing failed"})
+    for case in cases:
+        res = results.get(case, {})
         print(f"fusejit {case}: " + json.dumps({k: v.get("tflops") for k, v in res.items()
                                                 if isinstance(v, dict)}), flush=True)
     return results
@@ -362,7 +413,9 @@ def worker_cupy(cases: list[str], deadline: float, quick: bool) -> dict[str, Any
     import cupy as cp
     tf32 = os.environ.get("CUPY_TF32") == "1"
     label = "cuBLAS (cupy)"
+    _heat_soak(cp)
     results: dict[str, Any] = {}
+    runs: list[tuple[str, Any, float]] = []
     for case in cases:
         precision = CASES[case][4]
         if (precision == "tf32") != tf32 or precision == "tf32x3":
@@ -371,9 +424,12 @@ def worker_cupy(cases: list[str], deadline: float, quick: bool) -> dict[str, Any
         ref = _reference(cp, case, x)
         run = partial(_cupy_product, cp, x, CASES[case][5])
         try:
-            results[case] = {label: _entry(case, _time_events(cp, run), _error(cp, run(), ref))}
+            runs.append((case, run, _error(cp, run(), ref)))
         except Exception as exc:  # noqa: BLE001
             results[case] = {label: {"failed": f"{type(exc).__name__}: {exc}"[:300]}}
+    for (case, _, err), ms in zip(runs, _interleaved(cp, [(run, 1.0) for _, run, _ in runs])):
+        results[case] = {label: _entry(case, ms, err, passes=PASSES) if ms is not None
+                         else {"failed": "timing failed"}}
     return results
 
 
@@ -381,6 +437,7 @@ def worker_torch(cases: list[str], deadline: float, quick: bool) -> dict[str, An
     """torch eager (cuBLAS) and torch.compile."""
     import cupy as cp
     import torch
+    _heat_soak(cp)
     results: dict[str, Any] = {}
     modes = ["default"] + (["max-autotune-no-cudagraphs"]
                            if os.environ.get("BENCH_TORCH_MAX_AUTOTUNE") == "1" else [])
@@ -428,6 +485,7 @@ def worker_jax(cases: list[str], deadline: float, quick: bool) -> dict[str, Any]
     import cupy as cp
     import jax
     import jax.numpy as jnp
+    _heat_soak(cp)
     results: dict[str, Any] = {}
     for case in cases:
         precision = CASES[case][4]
