@@ -199,3 +199,37 @@ def test_exp_thin_dry_run_times_every_split(tmp_path):
         if r["config"] != "default":
             bn, split = (int(v[1:]) for v in r["config"].split())
             assert (r["attrs"]["block_n"], r["attrs"]["split_k"]) == (bn, split)
+
+
+def test_interleaved_timing_takes_each_case_once_a_pass_and_its_median(monkeypatch):
+    """``_interleaved``: every case is timed once in each of ``PASSES`` passes, in the same
+    order each pass (so that the clocks' drift spreads over all cases), and reported as the
+    median of its passes; a case whose timing raises is None and not timed again."""
+    calls: list[str] = []
+    drift = iter(range(100))
+
+    def fake_time(cp, fn, budget=1.0):
+        calls.append(fn.__name__)
+        if fn.__name__ == "broken":
+            raise RuntimeError("launch failed")
+        return fn() + next(drift) * 0.01  # (the clocks slow down a little per timing)
+
+    def bare():
+        return 1.0
+
+    def epilogue():
+        return 1.0
+
+    def broken():
+        return 1.0
+
+    monkeypatch.setattr(bm, "_time_events", fake_time)
+    got = bm._interleaved(None, [(bare, 1.0), (epilogue, 1.0), (broken, 1.0)])
+    assert calls == ["bare", "epilogue", "broken"] + ["bare", "epilogue"] * (bm.PASSES - 1)
+    assert got[2] is None
+    # bare at timings 0, 2, 4 (drift 0.00, 0.02, 0.04), epilogue at 1, 3, 5: medians 1.02, 1.03
+    assert got[0] == pytest.approx(1.02) and got[1] == pytest.approx(1.03)
+
+
+def test_heat_soak_is_skipped_at_zero_seconds():
+    bm._heat_soak(None, 0)  # (no device touched: cp is not used)
