@@ -1861,6 +1861,8 @@ class _Emitter:
         cols = d.reduce_size
         if cols % per_word == 0 or cols < 2 * per_word or (persistent and bn < cols + per_word - 1):
             return 0
+        if bn % per_word:  # (a step narrower than a word: a row's first column may come after
+            return 0       # the first step, which Welford's late lanes do not allow for)
         if stored and not self._window_stores_pay(per_word):
             return 0
         self.tiling.append(f"rows read from the 16-byte word each starts in ({per_word} elements "
