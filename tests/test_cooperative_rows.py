@@ -371,6 +371,51 @@ def test_softmax_halves_compile_for_sm90(softmax_halves, width):
         assert c.cubin[:4] == b"\x7fELF"
 
 
+@pytest.fixture
+def coop_window(cooperative, monkeypatch):
+    """Cooperative rows for rows that are not 16-byte multiples, their chunks laid from the
+    16-byte word each row starts in (``heuristics.COOP_WINDOW``, off by default)."""
+    monkeypatch.setattr(heuristics, "COOP_WINDOW", True)
+
+
+@pytest.mark.parametrize("width", [37, 30])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rows_laid_from_their_first_word_match_numpy(coop_window, name, width):
+    """Rows of 37 and 30 float32 (148 and 120 bytes: not 16-byte multiples; float16 and
+    float64 too): chunk k of a row covers its columns 16k - s to 16k + 15 - s (s: the row's
+    start in its word), so rows of 30 take 3 chunks where 2 held them, the last empty in
+    the rows that start on a word; the m2 partials' counts follow (chunk and stats). Twice:
+    the counters are zero again."""
+    fn, make = CASES[name]
+    arrays = make(width)
+    (emitted,) = _cooperative_kernels(fn, arrays)
+    misaligned = width * arrays[0].dtype.itemsize % 16 != 0  # (float64 rows of 30 are not)
+    assert ("word_at" in emitted.source) == misaligned, name
+    assert ("laid from the 16-byte word each row starts in" in emitted.source) == misaligned
+    with np.errstate(all="ignore"):
+        expected = fn(np, *arrays)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for _ in range(2):
+        for got, want in zip(_run(fn, arrays), expected):
+            assert_matches_numpy(got.numpy(), np.asarray(want))
+
+
+def test_windowed_chunks_on_a_gpu_compile_and_count_the_shift(coop_window):
+    """On ``cuda``, rows of 150,001 float32 run cooperatively with the window switched on:
+    19 chunks (150,001 + 3 over 8192), the chunk's and the stats function's counts shifted by
+    the row's start in its word; softmax and layer norm compile for sm_90."""
+    for name in ("softmax", "layer_norm"):
+        fn, make = CASES[name]
+        arrays = [np.resize(a, (a.shape[0], 150_001) if a.ndim == 2 else (150_001,))
+                  for a in make(8)]
+        (emitted,) = _cooperative_kernels(fn, arrays, target="cuda")
+        assert "while (arrived < 19)" in emitted.source and "word_at" in emitted.source
+        if name == "layer_norm":
+            assert emitted.source.count("% 4  # the row's start in its 16-byte word") == 1
+        for c in compile_all(emitted, 90, True):
+            assert c.cubin[:4] == b"\x7fELF"
+
+
 def test_forget_plans_makes_a_switched_heuristic_take_effect(cooperative, monkeypatch):
     """``runtime.forget_plans``: a realize after it emits under the switches now set (its plan
     and emitted sources are gone), where one before it reused the cached looped kernel."""

@@ -323,6 +323,9 @@ class CoopTiles:
     sub_blocks: int = 1
     #: registers per thread ptxas may use (0: it chooses)
     max_registers: int = 0
+    #: elements per 16-byte word when the chunks are laid from the word each row starts in
+    #: (rows that are not 16-byte multiples, ``COOP_WINDOW``), else 0
+    window: int = 0
 
 
 #: Reductions whose cooperative chunk is held as ``COOP_SUB_BLOCKS`` tiles under a cap of
@@ -360,7 +363,7 @@ def coop_sub_blocks(target: str, tiles: CoopTiles, ops: set[str], itemsize: int,
     cap alone, on one tile, spills 64-96 bytes and gains nothing; 96 registers lose
     everywhere; quarters lose at 64x2**16 (``bench/exp_s16_ln.py --set registers``,
     ``bench/results/h100-s18-call1``). 8-byte values were not measured."""
-    if COOP_SUB_BLOCKS == 1 or tiles.sub_blocks != 1 or itemsize != 4 or not ops \
+    if COOP_SUB_BLOCKS == 1 or tiles.sub_blocks != 1 or tiles.window or itemsize != 4 or not ops \
             or not ops <= COOP_SUB_BLOCK_OPS or tiles.block < 2 * COOP_SUB_BLOCKS \
             or (cols % tiles.block and not COOP_SUB_BLOCK_RAGGED) \
             or row_operands < COOP_SUB_BLOCK_MIN_ROW_OPERANDS:
@@ -373,8 +376,15 @@ def coop_sub_blocks(target: str, tiles: CoopTiles, ops: set[str], itemsize: int,
                    max_registers=COOP_MAX_REGISTERS if target == "cuda" else 0)
 
 
+#: Lay the chunks of rows that are not 16-byte multiples from the 16-byte word each row
+#: starts in (``cooperative_tiles``'s ``window``), so that they load and store 16 bytes at a
+#: time, instead of leaving such rows to the looped kernel. Off until timed on a GPU
+#: (``FUSEJIT_COOP_WINDOW=1`` at import, ``bench/exp_s18_halves.py --ways 0,3``).
+COOP_WINDOW = os.environ.get("FUSEJIT_COOP_WINDOW", "0") == "1"
+
+
 def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
-                      row_items: tuple[int, ...] = ()) -> CoopTiles | None:
+                      row_items: tuple[int, ...] = (), window: int = 0) -> CoopTiles | None:
     """The chunks of a cooperative row kernel for ``rows`` rows of ``cols`` elements, or None
     when one does not pay (rows under ``COOP_MIN_ROW_BYTES`` on a GPU, or rows of an input or
     output whose element sizes ``row_items`` do not make them 16-byte multiples) or does not
@@ -387,19 +397,31 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
     rate (``python3 bench/exp_s18_halves.py --ways 0,1``, ``bench/results/h200-s18-call4``):
     softmax 256x131,073 38.7 / 23.5, 256x100,003 40.4 / 36.1, 256x150,001 40.5 / 37.1; layer
     norm 256x131,073 43.1 / 36.9, 256x100,003 44.0 / 37.5, 256x150,001 36.5 / 37.2; rows of
-    150,000 (aligned, a partial last chunk): softmax 58.5 / 65.2, layer norm 53.0 / 53.2."""
+    150,000 (aligned, a partial last chunk): softmax 58.5 / 65.2, layer norm 53.0 / 53.2.
+
+    ``window``: the elements of a 16-byte word when the emitter can read the rows from the
+    word each starts in (0: it cannot). With ``COOP_WINDOW`` such rows run cooperatively,
+    their chunk ``k`` covering the row's columns ``k * block - s`` to ``(k + 1) * block - s``
+    (``s``: the row's start within its word), one chunk more where the shift needs it."""
     if target == "cuda" and cols * itemsize < COOP_MIN_ROW_BYTES:
         return None
-    if target == "cuda" and any(cols * size % 16 for size in row_items):
+    misaligned = any(cols * size % 16 for size in row_items)
+    windowed = COOP_WINDOW and window > 1 and misaligned
+    if target == "cuda" and misaligned and not windowed:
         return None
     limit = min(COOP_CHUNK[target], PERSISTENT_LIMIT[target]) // (2 if itemsize >= 8 else 1)
     block = max(1, min(next_pow2(-(-cols // 2)), limit))
-    chunks = -(-cols // block)
+    if windowed and block % window:
+        return None
+    chunks = -(-(cols + (window - 1 if windowed else 0)) // block)
     if chunks < 2 or chunks > COOP_MAX_CHUNKS or rows * chunks > COOP_MAX_PROGRAMS:
         return None
     warps = 4 if target == "interpret" else min(COOP_MAX_WARPS, warps_for(block))
-    return CoopTiles(chunks, block, warps, f"each row over {chunks} programs of {block} "
-                                           f"elements held in registers")
+    why = f"each row over {chunks} programs of {block} elements held in registers"
+    if windowed:
+        why += (f", laid from the 16-byte word each row starts in ({window} elements a word; "
+                f"rows of {cols} are not 16-byte multiples)")
+    return CoopTiles(chunks, block, warps, why, window=window if windowed else 0)
 
 
 def split_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int,

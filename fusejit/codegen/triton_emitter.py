@@ -648,6 +648,9 @@ class _Emitter:
         #: exp(x - chunk max), and the chunk max (``_reuse_chunk_exps`` writes exp(x - row
         #: max) from them)
         self.chunk_exps: dict[str, tuple[list[str], str]] = {}
+        #: elements per 16-byte word when a cooperative row's chunks are laid from the word
+        #: each row starts in (``CoopTiles.window``), else 0
+        self._coop_window = 0
         self.name = function_name(kernel.name)
         self.domain: Domain = region_domain(kernel)
         self.types = {p.name: p.type for p in kernel.params}
@@ -1394,7 +1397,8 @@ class _Emitter:
                            if not p.scalar and p.type.shape == d.shape}
                           | {self.types[y].dtype.itemsize for y in self.kernel.yields
                              if self.types[y].shape == d.shape})
-        t = cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize(), row_items)
+        t = cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize(), row_items,
+                              self._coop_window_words())
         if t is None:
             return None
         ops = {r.op for r in stages[0]}
@@ -1402,6 +1406,26 @@ class _Emitter:
                            if not p.scalar and p.type.shape != d.shape)
         return coop_sub_blocks(self.target, t, ops, self._itemsize(), d.reduce_size,
                                row_operands)
+
+    def _coop_window_words(self) -> int:
+        """Elements per 16-byte word if a cooperative row may read its rows from the word each
+        starts in (every input and output of the domain's shape in the domain's own layout,
+        no ``window=0`` on the kernel: a backend's choice for a buffer that does not start on
+        a 16-byte boundary), else 0."""
+        d = self.domain
+        if not heuristics.ROW_WINDOW or self.kept_run or not self.kernel.attrs.get("window", 1):
+            return 0
+        items = []
+        for p, st in zip(self.kernel.params, self.strides):
+            if not p.scalar and p.type.shape == d.shape:
+                if not _same_strides(st, d.shape):
+                    return 0
+                items.append(p.type.dtype.itemsize)
+        if not items:
+            return 0
+        items += [self.types[y].dtype.itemsize for y in self.kernel.yields
+                  if self.types[y].shape == d.shape]
+        return 16 // min(items)
 
     def cooperative_reduction(self, t: CoopTiles) -> tuple[list[_Fn], list[Launch]]:
         """Each row over ``t.chunks`` programs that read their chunk once (``heuristics``,
@@ -1459,12 +1483,16 @@ class _Emitter:
         sub = bn // n_sub
         self._bn = sub
         row_mask = self._open_rows(fn, 1, rows)
+        self._coop_window = t.window
+        if t.window:  # (chunk k from the row's first word: its columns k * bn - shift on)
+            self._open_window(fn, 1, t.window)
         tiles: list[_HeldTile] = []
         for k in range(n_sub):  # (the chunk as one tile, or as n_sub held side by side)
             start = f"chunk * {bn} + " + (f"{k * sub} + " if k else "")
             suffix = f"_{k}" if n_sub > 1 else ""
             fn.used.update({f"cols{suffix}", f"col_mask{suffix}", f"mask{suffix}"})
-            coords = self._open_tile(fn, start, False, cols % bn != 0, row_mask, suffix)
+            coords = self._open_tile(fn, start, False, cols % bn != 0 or bool(t.window),
+                                     row_mask, suffix)
             tiles.append(_HeldTile(coords, dict(fn.masks), fn.col_mask))
         at = f"rows * {n_split} + chunk"  # (a row's partials side by side: one or two lines)
         for r in computed:  # (of the tiles the program holds)
@@ -1679,7 +1707,10 @@ class _Emitter:
         self._bm, self._bn = 1, redo
         h.body = []
         h.memo_tile = {}
-        coords = self._open_tile(h, f"c * {bn} + sub + ", True, cols % bn != 0, None)
+        if self._coop_window:  # (the chunks given up, laid as the programs laid them)
+            self._open_window(h, 1, self._coop_window, row="row")
+        coords = self._open_tile(h, f"c * {bn} + sub + ", True,
+                                 cols % bn != 0 or bool(self._coop_window), None)
         self._store_domain_outputs(h, coords)
         body, h.body = h.body, None
         flag = f"counters + {given_up} + row * {n_split} + c"
@@ -1755,9 +1786,16 @@ class _Emitter:
                 total, m2 = xs
                 sums[r.name] = total
                 hint, dt = f"part_{self.var_name(r.name)}", TL[self._acc_dtype(r)]
-                n = g.emit(2, f"tl.minimum(tl.maximum({self.domain.reduce_size} - parts * "
-                              f"{chunk}, 0), {chunk}).to({dt})", f"{hint}_n",
-                           "each chunk's count")
+                size = self.domain.reduce_size
+                if self._coop_window:  # (chunks laid from the row's first 16-byte word)
+                    shift = g.emit(1, f"rows * {size} % {self._coop_window}", "shift",
+                                   "the row's start in its 16-byte word")
+                    n = g.emit(2, f"tl.maximum(tl.minimum({size} + {shift} - parts * {chunk}, "
+                                  f"{chunk}) - tl.maximum({shift} - parts * {chunk}, 0), 0)"
+                                  f".to({dt})", f"{hint}_n", "each chunk's count")
+                else:
+                    n = g.emit(2, f"tl.minimum(tl.maximum({size} - parts * {chunk}, 0), "
+                                  f"{chunk}).to({dt})", f"{hint}_n", "each chunk's count")
                 mean = g.emit(2, f"{total} / tl.where({n} == 0, 1, {n})", f"{hint}_mean",
                               "each chunk's mean, as the chunk divided")
                 g.rowvals[r.name] = self._chan_reduce(g, r, (n, mean, m2), partial=False)
@@ -1886,13 +1924,14 @@ class _Emitter:
         return not any(not p.scalar and p.type.shape != d.shape and p.type.shape
                        and p.type.shape[-1] == d.reduce_size for p in self.kernel.params)
 
-    def _open_window(self, fn: _Fn, bm: int, per_word: int) -> None:
+    def _open_window(self, fn: _Fn, bm: int, per_word: int, row: str = "pid") -> None:
         """Define each row's first element, the 16-byte word it starts in and the end of the
-        word it ends in (``_row_window``), before the row's tiles open."""
+        word it ends in (``_row_window``), before the row's tiles open (``row``: the scalar
+        row index when ``bm`` is 1)."""
         n = self.domain.reduce_size
         cast = ".to(tl.int64)" if self.idx64 else ""
         # (a [1, 1] tensor's multiple_of failed Triton's passes: one row is a scalar)
-        row, hint = ("pid", str(per_word)) if bm == 1 else ("rows", f"[{per_word}, {per_word}]")
+        row, hint = (row, str(per_word)) if bm == 1 else ("rows", f"[{per_word}, {per_word}]")
         fn.out.append(f"row_at = {row}{cast} * {n}  # the row's first element")
         fn.out.append(f"word_at = tl.multiple_of(row_at - row_at % {per_word}, {hint})  "
                       f"# the 16-byte word the row starts in")
@@ -2200,6 +2239,10 @@ class _Emitter:
         size = self.domain.reduce_size
         count = (f"tl.minimum({size} - chunk * {chunk}, {chunk}).to({TL[dt]})" if held[0][2]
                  else f"{chunk}")
+        if self._coop_window:  # (the chunk's columns start shift before chunk * chunk)
+            shift = fn.emit(1, "row_at - word_at", "shift", "the row's start in its word")
+            count = (f"tl.maximum(tl.minimum({size} + {shift} - chunk * {chunk}, {chunk}) - "
+                     f"tl.maximum({shift} - chunk * {chunk}, 0), 0).to({TL[dt]})")
         n = fn.emit(1, f"tl.full([{self._bm}, 1], {count}, {TL[dt]})", f"{hint}_n")
         chunk_sum = fn.emit(1, " + ".join(total.format(t) for t, _, _ in held), f"{hint}_sum")
         mean = fn.emit(1, f"{chunk_sum} / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
