@@ -12,5 +12,7 @@ if [ ! -x "$venv/bin/python" ]; then
   "$venv/bin/pip" install -q "triton==3.6.0" numpy lark pytest hypothesis filecheck
 fi
 "$venv/bin/python" -c "import triton; assert triton.__version__.startswith('3.6'), triton.__version__"
+# (PYTHONPATH: the experiments' tests run bench scripts in a subprocess of this venv, where
+# fusejit is not installed)
 CI=true FUSEJIT_CACHE_DIR="${FUSEJIT_CACHE_DIR:-/tmp/fusejit-triton36-cache}" \
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
+  PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
