@@ -1510,12 +1510,12 @@ PRODUCT_BATCH_LIMIT = 256
 
 
 def _product_batch(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    """Matrices in the batch of ``a @ b`` (1 without batch axes or when they do not
-    broadcast)."""
+    """Matrices in the batch of ``a @ b`` (1 without batch axes; 0 when the batch axes do
+    not broadcast: NumPy refuses the step anyway)."""
     try:
         return math.prod(np.broadcast_shapes(a[:-2], b[:-2]))
     except ValueError:
-        return 1
+        return 0
 
 
 def _product_elements(a: tuple[int, ...], b: tuple[int, ...], b_swapped: bool) -> int:
@@ -1525,11 +1525,7 @@ def _product_elements(a: tuple[int, ...], b: tuple[int, ...], b_swapped: bool) -
         b = b[:-2] + (b[-1], b[-2])
     rows = a[-2:-1] if len(a) >= 2 else ()
     cols = b[-1:] if len(b) >= 2 else ()
-    try:
-        batch = np.broadcast_shapes(a[:-2], b[:-2])
-    except ValueError:
-        return 0
-    return math.prod(batch) * math.prod(rows) * math.prod(cols)
+    return _product_batch(a, b) * math.prod(rows) * math.prod(cols)
 
 
 def _draw_step(draw: Any, st: Any, op_pool: tuple[str, ...], dtype_pool: tuple[np.dtype, ...],

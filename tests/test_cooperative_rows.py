@@ -97,6 +97,17 @@ def _run(fn, arrays):
     return outs
 
 
+def _check_against_numpy(fn, arrays, launches=2):
+    """``fn`` on fusejit against NumPy, ``launches`` times: the second launch finds the
+    counters the first left (all zero)."""
+    with np.errstate(all="ignore"):
+        expected = fn(np, *arrays)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for _ in range(launches):
+        for got, want in zip(_run(fn, arrays), expected):
+            assert_matches_numpy(got.numpy(), np.asarray(want))
+
+
 def _cooperative_kernels(fn, arrays, target="interpret"):
     outs = fn(fj, *[fj.asarray(a) for a in arrays])
     outs = outs if isinstance(outs, tuple) else (outs,)
@@ -111,12 +122,7 @@ def test_cooperative_rows_match_numpy(cooperative, name, width):
     fn, make = CASES[name]
     arrays = make(width)
     assert _cooperative_kernels(fn, arrays), "the region did not run as cooperative rows"
-    with np.errstate(all="ignore"):
-        expected = fn(np, *arrays)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    for _ in range(2):  # the second launch finds the counters the first left (all zero)
-        for got, want in zip(_run(fn, arrays), expected):
-            assert_matches_numpy(got.numpy(), np.asarray(want))
+    _check_against_numpy(fn, arrays)
 
 
 def test_special_values_propagate(cooperative):
@@ -316,12 +322,7 @@ def test_every_case_held_as_halves_matches_numpy(softmax_halves, name, width):
     # the integers' int64 sums)
     one_tile = {"softmax_float16", "layer_norm_float64", "sum_and_var_ints", "centered_ints"}
     assert ("cols_1 = " in emitted.source) == (name not in one_tile), name
-    with np.errstate(all="ignore"):
-        expected = fn(np, *arrays)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    for _ in range(2):
-        for got, want in zip(_run(fn, arrays), expected):
-            assert_matches_numpy(got.numpy(), np.asarray(want))
+    _check_against_numpy(fn, arrays)
 
 
 @pytest.mark.parametrize("width", [37, 64])
@@ -333,11 +334,7 @@ def test_softmax_rows_held_as_halves_match_numpy(softmax_halves, name, width):
     arrays = make(width)
     (emitted,) = _cooperative_kernels(fn, arrays)
     assert "cols_1 = chunk * 16 + 8 + " in emitted.source and "the chunk's max" in emitted.source
-    with np.errstate(all="ignore"):
-        expected = fn(np, *arrays)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    for got, want in zip(_run(fn, arrays), expected):
-        assert_matches_numpy(got.numpy(), np.asarray(want))
+    _check_against_numpy(fn, arrays, launches=1)
 
 
 def test_softmax_halves_keep_special_values(softmax_halves):
@@ -392,12 +389,7 @@ def test_rows_laid_from_their_first_word_match_numpy(coop_window, name, width):
     misaligned = width * arrays[0].dtype.itemsize % 16 != 0  # (float64 rows of 30 are not)
     assert ("word_at" in emitted.source) == misaligned, name
     assert ("laid from the 16-byte word each row starts in" in emitted.source) == misaligned
-    with np.errstate(all="ignore"):
-        expected = fn(np, *arrays)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    for _ in range(2):
-        for got, want in zip(_run(fn, arrays), expected):
-            assert_matches_numpy(got.numpy(), np.asarray(want))
+    _check_against_numpy(fn, arrays)
 
 
 def test_windowed_chunks_on_a_gpu_compile_and_count_the_shift(coop_window):

@@ -363,7 +363,7 @@ def coop_sub_blocks(target: str, tiles: CoopTiles, ops: set[str], itemsize: int,
     cap alone, on one tile, spills 64-96 bytes and gains nothing; 96 registers lose
     everywhere; quarters lose at 64x2**16 (``bench/exp_s16_ln.py --set registers``,
     ``bench/results/h100-s18-call1``). 8-byte values were not measured."""
-    if COOP_SUB_BLOCKS == 1 or tiles.sub_blocks != 1 or tiles.window or itemsize != 4 or not ops \
+    if COOP_SUB_BLOCKS == 1 or tiles.window or itemsize != 4 or not ops \
             or not ops <= COOP_SUB_BLOCK_OPS or tiles.block < 2 * COOP_SUB_BLOCKS \
             or (cols % tiles.block and not COOP_SUB_BLOCK_RAGGED) \
             or row_operands < COOP_SUB_BLOCK_MIN_ROW_OPERANDS:

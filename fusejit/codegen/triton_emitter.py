@@ -1398,34 +1398,12 @@ class _Emitter:
                           | {self.types[y].dtype.itemsize for y in self.kernel.yields
                              if self.types[y].shape == d.shape})
         t = cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize(), row_items,
-                              self._coop_window_words())
+                              self._window_words())
         if t is None:
             return None
         ops = {r.op for r in stages[0]}
-        row_operands = sum(1 for p in self.kernel.params
-                           if not p.scalar and p.type.shape != d.shape)
         return coop_sub_blocks(self.target, t, ops, self._itemsize(), d.reduce_size,
-                               row_operands)
-
-    def _coop_window_words(self) -> int:
-        """Elements per 16-byte word if a cooperative row may read its rows from the word each
-        starts in (every input and output of the domain's shape in the domain's own layout,
-        no ``window=0`` on the kernel: a backend's choice for a buffer that does not start on
-        a 16-byte boundary), else 0."""
-        d = self.domain
-        if not heuristics.ROW_WINDOW or self.kept_run or not self.kernel.attrs.get("window", 1):
-            return 0
-        items = []
-        for p, st in zip(self.kernel.params, self.strides):
-            if not p.scalar and p.type.shape == d.shape:
-                if not _same_strides(st, d.shape):
-                    return 0
-                items.append(p.type.dtype.itemsize)
-        if not items:
-            return 0
-        items += [self.types[y].dtype.itemsize for y in self.kernel.yields
-                  if self.types[y].shape == d.shape]
-        return 16 // min(items)
+                               self._row_vectors())
 
     def cooperative_reduction(self, t: CoopTiles) -> tuple[list[_Fn], list[Launch]]:
         """Each row over ``t.chunks`` programs that read their chunk once (``heuristics``,
@@ -1550,39 +1528,39 @@ class _Emitter:
 
     def _chunk_partial(self, fn: _Fn, r: Instr, tiles: list[_HeldTile], chunk: int) -> Any:
         """The partial(s) of reduction ``r`` over a cooperative program's chunk of ``chunk``
-        columns, held as ``tiles``: of the one tile (``_reduce_tile``), or of several, a sum
-        as the sum of the tiles' sums and an m2 as ``_chunk_m2``'s (``coop_sub_blocks``)."""
+        columns, held as ``tiles`` (one, or several: ``coop_sub_blocks``): an m2's and a
+        sumexp's from every tile at once (``_chunk_m2``, ``_chunk_sumexp``), a sum as the sum
+        of its tiles' sums, any other reduction of its one tile."""
         if r.op == "m2":
-            xs = []
-            for tile in tiles:
-                tile.use(fn)
-                xs.append(fn.value(r.args[0], tile.coords))
-            return self._chunk_m2(fn, r, list(zip(xs, tiles)), chunk)
-        if len(tiles) == 1:
-            return self._reduce_tile(fn, r, fn.value(r.args[0], tiles[0].coords), None,
-                                     partial=True)
+            return self._chunk_m2(fn, r, tiles, chunk)
         if r.op == "sumexp":
             return self._chunk_sumexp(fn, r, tiles)
-        if r.op != "sum":
-            raise AssertionError(f"a chunk held as tiles reduces sums and m2s, not {r.op}")
+        if len(tiles) > 1 and r.op != "sum":
+            raise AssertionError(f"a chunk held as tiles reduces sums, m2s and sumexps, "
+                                 f"not {r.op}")
         parts = []
         for tile in tiles:
             tile.use(fn)
             parts.append(self._reduce_tile(fn, r, fn.value(r.args[0], tile.coords), None,
                                            partial=True))
+        if len(parts) == 1:
+            return parts[0]
         return fn.emit(1, " + ".join(parts), f"part_{self.var_name(r.name)}",
                        _instr_text(r) + " (partial: the sum of its tiles' sums)")
 
     def _chunk_sumexp(self, fn: _Fn, r: Instr, tiles: list[_HeldTile]) -> tuple[str, str]:
-        """(max, sum of exp(x - max)) of a cooperative program's chunk held as ``tiles``: the
-        chunk's max over its tiles' maxes (NaN-propagating), then each tile's exps from that
-        one max, counted as ``_sumexp_tile`` counts one tile's (equal values 1)."""
+        """(max, sum of exp(x - max)) of a cooperative program's chunk held as ``tiles``, as
+        ``_online_reduce`` combines them: the chunk's max over its tiles' maxes
+        (NaN-propagating), then each tile's exps from that one max (kept in ``chunk_exps``
+        for ``_reuse_chunk_exps``)."""
         dt = self._acc_dtype(r)
         hint = "part_" + self.var_name(r.name)
         held = []
         for tile in tiles:
             tile.use(fn)
             held.append(self._masked(fn, r, fn.value(r.args[0], tile.coords), dt))
+        # (equal values, both -inf, count 1 as the online update does, so a chunk of -inf
+        # weighs exp(-inf - max) = 0 in the combine, not NaN)
         maxes = []
         for tile, t in zip(tiles, held):
             tile.use(fn)
@@ -1885,17 +1863,10 @@ class _Emitter:
         words an element at a time (``_window_store_masks``), where ``_window_stores_pay``.
         """
         d = self.domain
-        stored = [self.types[y].dtype.itemsize for y in self.kernel.yields
-                  if self.types[y].shape == d.shape]
-        if (not heuristics.ROW_WINDOW or d.kind != "inner_reduction" or self.kept_run
-                or not self.kernel.attrs.get("window", 1)):
+        per_word = self._window_words()
+        if not per_word:
             return 0
-        items = [p.type.dtype.itemsize for p, st in zip(self.kernel.params, self.strides)
-                 if not p.scalar and p.type.shape == d.shape and _same_strides(st, d.shape)]
-        if not items:
-            return 0
-        items += stored
-        per_word = 16 // min(items)
+        stored = any(self.types[y].shape == d.shape for y in self.kernel.yields)
         cols = d.reduce_size
         if cols % per_word == 0 or cols < 2 * per_word or (persistent and bn < cols + per_word - 1):
             return 0
@@ -1906,6 +1877,25 @@ class _Emitter:
         self.tiling.append(f"rows read from the 16-byte word each starts in ({per_word} elements "
                            f"a word; rows of {cols} are not 16-byte multiples)")
         return per_word
+
+    def _window_words(self) -> int:
+        """Elements per 16-byte word of a row window (the narrowest element of the inputs of
+        the domain's shape in its own layout and of the outputs of its shape), or 0 where no
+        row kernel may read through one: windows off, not an inner reduction, a short kept
+        run, ``window=0`` on the kernel (a backend's choice for a buffer that does not start on
+        a 16-byte boundary), or no such input. ``_row_window`` and the cooperative rows'
+        ``CoopTiles.window`` decide from it."""
+        d = self.domain
+        if (not heuristics.ROW_WINDOW or d.kind != "inner_reduction" or self.kept_run
+                or not self.kernel.attrs.get("window", 1)):
+            return 0
+        items = [p.type.dtype.itemsize for p, st in zip(self.kernel.params, self.strides)
+                 if not p.scalar and p.type.shape == d.shape and _same_strides(st, d.shape)]
+        if not items:
+            return 0
+        items += [self.types[y].dtype.itemsize for y in self.kernel.yields
+                  if self.types[y].shape == d.shape]
+        return 16 // min(items)
 
     def _window_stores_pay(self, per_word: int) -> bool:
         """Whether a row kernel that stores rows gains from a row window: its elements are
@@ -1920,9 +1910,13 @@ class _Emitter:
         an element), layer norm float16 4096x5003 66 -> 95, float32 8192x3001 71 -> 88."""
         if not heuristics.ROW_WINDOW_STORES or per_word < 8:
             return False
+        return not self._row_vectors()
+
+    def _row_vectors(self) -> int:
+        """Inputs read along the reduced columns alone (a layer norm's weight and bias)."""
         d = self.domain
-        return not any(not p.scalar and p.type.shape != d.shape and p.type.shape
-                       and p.type.shape[-1] == d.reduce_size for p in self.kernel.params)
+        return sum(1 for p in self.kernel.params if not p.scalar and p.type.shape != d.shape
+                   and p.type.shape and p.type.shape[-1] == d.reduce_size)
 
     def _open_window(self, fn: _Fn, bm: int, per_word: int, row: str = "pid") -> None:
         """Define each row's first element, the 16-byte word it starts in and the end of the
@@ -2201,11 +2195,9 @@ class _Emitter:
         dt = self._acc_dtype(r)
         return v if dt == r.dtype else fn.emit(1, f"{v}.to({TL[r.dtype]})", hint)
 
-    def _two_pass_tile(self, fn: _Fn, r: Instr, x: str, partial: bool = False) -> Any:
+    def _two_pass_tile(self, fn: _Fn, r: Instr, x: str) -> Any:
         """m2 of a row held in registers: its mean, then the squared deviations (no re-read).
-        ``partial``: of one chunk of the row held as this one tile (``_chunk_m2``)."""
-        if partial:
-            return self._chunk_m2(fn, r, [(x, None)], self._bn)
+        (A cooperative chunk's partial: ``_chunk_m2``.)"""
         dt = self._acc_dtype(r)
         hint = self.var_name(r.name)
         t = self._masked(fn, r, x, dt)
@@ -2219,11 +2211,11 @@ class _Emitter:
             v = f"({v}).to({TL[r.dtype]})"
         return fn.emit(1, v, hint, _instr_text(r))
 
-    def _chunk_m2(self, fn: _Fn, r: Instr, xs: list[tuple[str, _HeldTile | None]],
-                  chunk: int) -> tuple[str, str]:
-        """(sum, m2) of a cooperative program's chunk of ``chunk`` columns, held as the tiles
-        of ``xs`` (each value with its tile, None: the open tile): the chunk's sum (of the
-        tiles' sums), its mean, then the squared deviations of every tile from that one mean.
+    def _chunk_m2(self, fn: _Fn, r: Instr, tiles: list[_HeldTile], chunk: int
+                  ) -> tuple[str, str]:
+        """(sum, m2) of a cooperative program's chunk of ``chunk`` columns, held as ``tiles``:
+        the chunk's sum (of the tiles' sums), its mean, then the squared deviations of every
+        tile from that one mean.
         The stats function takes the count from the chunk's place in the row (Triton 3.6
         miscompiled the count as a sum of the column mask beside the other sums of the chunk:
         "operand does not dominate") and divides the sum by it as this chunk does, so a sum
@@ -2232,9 +2224,9 @@ class _Emitter:
         hint = "part_" + self.var_name(r.name)
         total = "tl.reduce({}, 1, tl.standard._sum_combine)[:, None]"
         held = []
-        for x, tile in xs:
-            if tile is not None:
-                tile.use(fn)
+        for tile in tiles:
+            tile.use(fn)
+            x = fn.value(r.args[0], tile.coords)
             held.append((self._masked(fn, r, x, dt), tile, fn.masks[2]))
         size = self.domain.reduce_size
         count = (f"tl.minimum({size} - chunk * {chunk}, {chunk}).to({TL[dt]})" if held[0][2]
@@ -2248,8 +2240,7 @@ class _Emitter:
         mean = fn.emit(1, f"{chunk_sum} / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
         squares = []
         for t, tile, mask in held:
-            if tile is not None:
-                tile.use(fn)
+            tile.use(fn)
             dev = f"{t} - {mean}"
             d = fn.emit(2, f"tl.where({mask}, {dev}, 0)" if mask else dev, f"{hint}_dev")
             squares.append(total.format(f"{d} * {d}"))
@@ -2270,27 +2261,19 @@ class _Emitter:
         m = fn.emit(level, v, f"{hint}_nonan")
         return fn.emit(level, f"tl.where({self._anynan(t)}, {NAN}, {m})", hint)
 
-    def _sumexp_tile(self, fn: _Fn, r: Instr, x: str, partial: bool = False) -> Any:
+    def _sumexp_tile(self, fn: _Fn, r: Instr, x: str) -> Any:
         """sumexp of a row held in registers: its max, then sum(exp(x - max)) (no re-read).
-        ``partial``: of one chunk of the row, as the (max, sum) that ``_online_reduce``
-        combines; equal values (both -inf) count 1 there, as the online update does, so a
-        chunk of -inf weighs exp(-inf - max) = 0 in the combine, not NaN."""
+        (A cooperative chunk's partial: ``_chunk_sumexp``.)"""
         dt = self._acc_dtype(r)
-        hint = ("part_" if partial else "") + self.var_name(r.name)
+        hint = self.var_name(r.name)
         t = self._masked(fn, r, x, dt)
         m = self._row_max(fn, t, dt, f"{hint}_max")
-        if not partial:
-            self.row_max[r.name] = m
+        self.row_max[r.name] = m
         e = self._exp(fn, f"{t} - {m}", dt, 2, f"{hint}_exp")
-        if partial:
-            e = fn.emit(2, f"tl.where({t} == {m}, 1, {e})", f"{hint}_exp")
-            self.chunk_exps[r.name] = ([e], m)
         mask = fn.masks[2]
         if mask:
             e = fn.emit(2, f"tl.where({mask}, {e}, 0)", f"{hint}_exp")
         v = f"tl.reduce({e}, 1, tl.standard._sum_combine)[:, None]"
-        if partial:
-            return m, fn.emit(1, v, f"{hint}_sum", _instr_text(r) + " (partial)")
         if dt != r.dtype:
             v = f"({v}).to({TL[r.dtype]})"
         return fn.emit(1, v, hint, _instr_text(r))
@@ -2349,11 +2332,13 @@ class _Emitter:
         if r.op == "m2":
             if acc is not None:
                 return self._chan_reduce(fn, r, acc, partial)
-            return self._two_pass_tile(fn, r, x, partial)
+            assert not partial, "a chunk's m2 partial is _chunk_m2's"
+            return self._two_pass_tile(fn, r, x)
         if r.op == "sumexp":
             if acc is not None:
                 return self._online_reduce(fn, r, acc, partial, shared_max=True)
-            return self._sumexp_tile(fn, r, x, partial)
+            assert not partial, "a chunk's sumexp partial is _chunk_sumexp's"
+            return self._sumexp_tile(fn, r, x)
         t = self._masked(fn, r, x, dt, src) if acc is None else acc[0]
         op = r.op
         comment = _instr_text(r) + (" (partial)" if partial else "")
