@@ -29,6 +29,7 @@ outputs are checked against a float64 reference computed by CuPy (max abs error 
     python3 bench/exp_s18_halves.py --ways 0,1 --only 'x1[05]'   # looped against one tile
     python3 bench/exp_s18_halves.py --ways 0,3 --only 'x(150001|131073|100003)$'  # windowed
     python3 bench/exp_s18_halves.py --dry   # no GPU: each workload planned and emitted
+    python3 bench/exp_s18_halves.py --ways 0,1 --cols 147456,150000,155648  # around 18x8192
 """
 
 from __future__ import annotations
@@ -138,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default="")
     parser.add_argument("--only", default="")
     parser.add_argument("--dry", action="store_true")
+    parser.add_argument("--cols", default="",
+                        help="comma-separated widths: softmax and layer norm (with weight and "
+                             "bias) over 256 rows of each, in place of the table's workloads")
     parser.add_argument("--ways", default="1,2",
                         help="two of 0 (looped), 1 (one tile), 2 (halves), 3 (one tile, rows "
                              "that are not 16-byte multiples laid from their first word), "
@@ -148,7 +152,16 @@ def main(argv: list[str] | None = None) -> int:
     import fusejit as fj
     from fusejit.ir.graph import structural_key
     from fusejit.runtime import current
-    picked = {k: v for k, v in WORKLOADS.items() if re.search(args.only, k)}
+    table = WORKLOADS
+    if args.cols:  # (widths around a chunk multiple: is a ragged last chunk what costs?)
+        table = {}
+        for cols in (int(c) for c in args.cols.split(",")):
+            table[f"softmax 256x{cols}"] = (
+                (256, cols), "float32", "x", lambda fj, x: fj.softmax(x, axis=-1), _softmax)
+            table[f"layer_norm 256x{cols}"] = (
+                (256, cols), "float32", "xwb",
+                lambda fj, x, w, b: fj.layer_norm(x, w, b, eps=EPS), _ln)
+    picked = {k: v for k, v in table.items() if re.search(args.only, k)}
     t_start = time.perf_counter()
     failed = 0
     if args.dry:
