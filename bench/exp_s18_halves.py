@@ -107,15 +107,24 @@ _BASE_OPS: Any = None
 
 
 #: way -> its label: 0 the looped row kernel (no cooperative rows), 1 the cooperative chunk as
-#: one tile, 2 as halves
-WAY_NAMES = {0: "looped", 1: "one tile", 2: "halves", 3: "windowed"}
+#: one tile, 2 as halves, 3 windowed, 4 one tile with every chunk's columns masked
+WAY_NAMES = {0: "looped", 1: "one tile", 2: "halves", 3: "windowed", 4: "masked"}
+_OPEN_TILE: Any = None
 
 
 def set_ways(n: int, softmax: bool = False) -> None:
     """Way ``n`` (``WAY_NAMES``) for what is planned next (plans and emissions forgotten);
     ``softmax``: softmax's partials (max, sumexp) held as tiles too (off by default)."""
-    global _BASE_OPS
-    from fusejit.codegen import heuristics
+    global _BASE_OPS, _OPEN_TILE
+    from fusejit.codegen import heuristics, triton_emitter
+    emitter = triton_emitter._Emitter
+    if _OPEN_TILE is None:
+        _OPEN_TILE = emitter._open_tile
+    # way 4: one tile with the column mask on every chunk, as a ragged row's (a width that
+    # chunks divide, masked: does the mask cost, or the short last chunk?)
+    emitter._open_tile = _OPEN_TILE if n != 4 else (
+        lambda self, fn, start, looped, col_masked, *rest: _OPEN_TILE(
+            self, fn, start, looped, True, *rest))
     from fusejit.runtime import forget_plans
     if _BASE_OPS is None:
         _BASE_OPS = heuristics.COOP_SUB_BLOCK_OPS
@@ -144,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                              "bias) over 256 rows of each, in place of the table's workloads")
     parser.add_argument("--ways", default="1,2",
                         help="two of 0 (looped), 1 (one tile), 2 (halves), 3 (one tile, rows "
-                             "that are not 16-byte multiples laid from their first word), "
-                             "first the baseline")
+                             "that are not 16-byte multiples laid from their first word), 4 "
+                             "(one tile, every chunk's columns masked), first the baseline")
     args = parser.parse_args(argv)
     ways = tuple(int(w) for w in args.ways.split(","))
     passes = [tuple(ways[i] for i in order) for order in ((0, 1), (1, 0), (0, 1))]
@@ -176,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
                 # (rows that are not 16-byte multiples run looped on cuda but with way 3)
                 aligned = shape[1] * np.dtype(dtype).itemsize % 16 == 0
                 ok = ("cooperative rows" in text) == (n > 0 and (aligned or n == 3))
+                if n == 4:  # (the mask on every chunk: the cuda source says so)
+                    from fusejit.codegen.triton_emitter import emit_kernel
+                    src = emit_kernel(plan.program.body[0], target="cuda").source
+                    ok = ok and "col_mask = cols <" in src
                 failed += not ok
                 print(f"{name:30s} ways {n}: {text}", flush=True)
         print(f"done in {time.perf_counter() - t_start:.1f} s, {failed} failed")

@@ -250,22 +250,36 @@ def test_cooperative_tiles_on_a_gpu():
     assert tiles("cuda", 256, 30000, 4) is None  # 120 KB rows
     assert tiles("cuda", 4, 1 << 20, 4) is None  # 128 chunks
     assert tiles("cuda", 4096, 1 << 18, 4) is None  # 131072 programs
-    # rows that are not 16-byte multiples: looped (measured faster on the H200)
+    # rows that are not 16-byte multiples: looped where the emitter cannot lay them from
+    # their first 16-byte word (window 0), else that many elements a word, one chunk more
+    # where the shift needs it
     assert tiles("cuda", 256, 150_001, 4, (4,)) is None
     assert tiles("cuda", 256, 150_002, 4, (4, 2)) is None  # a float16 output's rows
+    assert tiles("cuda", 256, 150_001, 4, (4,), window=4).chunks == 19
+    assert tiles("cuda", 256, 147_457, 4, (4,), window=4).chunks == 19  # 18 chunks and 1
     assert tiles("cuda", 256, 150_000, 4, (4,)).chunks == 19
     assert tiles("interpret", 3, 37, 4, (4,)) is not None  # (the tests' rows of 37)
 
 
-def test_misaligned_wide_rows_run_looped_on_a_gpu(cooperative):
-    """Softmax and layer norm over rows of 150,001 float32 (not 16-byte multiples) plan the
-    looped row kernel on ``cuda``; rows of 150,000 the cooperative one."""
-    for width, coop in ((150_001, False), (150_000, True), (131_073, False)):
+@pytest.mark.parametrize("window", [True, False])
+def test_misaligned_wide_rows_run_windowed_on_a_gpu(cooperative, monkeypatch, window):
+    """Softmax and layer norm over rows of 150,001 and 131,073 float32 (not 16-byte multiples)
+    plan the cooperative kernel on ``cuda`` with its chunks laid from the row's first 16-byte
+    word (``heuristics.COOP_WINDOW``, on by default: measured faster than the looped kernel
+    on an H100), or the looped row kernel with ``COOP_WINDOW`` off; rows of 150,000 the
+    cooperative one, unwindowed, either way."""
+    monkeypatch.setattr(heuristics, "COOP_WINDOW", window)
+    for width in (150_001, 150_000, 131_073):
+        misaligned = width % 4 != 0
         for name in ("softmax", "layer_norm"):
             fn, make = CASES[name]
             arrays = [np.resize(a, (a.shape[0], width) if a.ndim == 2 else (width,))
                       for a in make(8)]
-            assert bool(_cooperative_kernels(fn, arrays, target="cuda")) == coop, (name, width)
+            emitted = _cooperative_kernels(fn, arrays, target="cuda")
+            assert bool(emitted) == (window or not misaligned), (name, width)
+            if emitted:
+                windowed = "laid from the 16-byte word each row starts in" in emitted[0].source
+                assert windowed == misaligned, (name, width)
 
 
 @pytest.mark.parametrize("name, halves", [("layer_norm", True), ("rms_norm", True),
@@ -303,7 +317,9 @@ def test_sums_and_variances_of_float32_rows_hold_their_chunk_as_halves(cooperati
 def softmax_halves(cooperative, monkeypatch):
     """Every cooperative chunk held as halves: softmax's partials (max, sumexp) too, ragged
     rows too, rows without a weight too (``coop_sub_blocks`` leaves those as one tile on
-    its measurements; the code path is checked here whatever it chooses)."""
+    its measurements; the code path is checked here whatever it chooses). Rows of 37 run
+    unwindowed here: a windowed chunk is one tile."""
+    monkeypatch.setattr(heuristics, "COOP_WINDOW", False)
     monkeypatch.setattr(heuristics, "COOP_SUB_BLOCK_OPS",
                         heuristics.COOP_SUB_BLOCK_OPS | {"max", "sumexp"})
     monkeypatch.setattr(heuristics, "COOP_SUB_BLOCK_MIN_ROW_OPERANDS", 0)

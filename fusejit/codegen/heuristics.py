@@ -378,9 +378,12 @@ def coop_sub_blocks(target: str, tiles: CoopTiles, ops: set[str], itemsize: int,
 
 #: Lay the chunks of rows that are not 16-byte multiples from the 16-byte word each row
 #: starts in (``cooperative_tiles``'s ``window``), so that they load and store 16 bytes at a
-#: time, instead of leaving such rows to the looped kernel. Off until timed on a GPU
-#: (``FUSEJIT_COOP_WINDOW=1`` at import, ``bench/exp_s18_halves.py --ways 0,3``).
-COOP_WINDOW = os.environ.get("FUSEJIT_COOP_WINDOW", "0") == "1"
+#: time, instead of leaving such rows to the looped kernel. H100, kernels alone, looped /
+#: windowed, % of the copy rate (``python3 bench/exp_s18_halves.py --ways 0,3``,
+#: ``bench/results/h100-s19-call1``): softmax 256x131,073 44.3 / 51.7, 256x100,003 46.4 /
+#: 52.1, 256x150,001 45.7 / 53.4; layer norm 51.9 / 54.0, 53.4 / 54.1, 47.1 / 54.1.
+#: ``FUSEJIT_COOP_WINDOW=0`` at import: such rows run looped.
+COOP_WINDOW = os.environ.get("FUSEJIT_COOP_WINDOW", "1") == "1"
 
 
 def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
