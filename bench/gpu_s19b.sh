@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Nineteenth session, second call: the tile sweep of the narrow-N float16 GEMMs
 # (16384x1024x4096, bare and relu(ab+bias); bench_matmul.py without --quick) beside cuBLAS,
-# torch and jax, then the per-call figures of issue 10 (dispatch.py, then fj.jit and
+# torch and jax, the cooperative chunk with its columns masked where chunks divide the row
+# (exp_s18_halves --ways 1,4), then the per-call figures of issue 10 (dispatch.py, then fj.jit and
 # cupy.fuse in turn), and a cuda fuzz with matrix products.
 #   bash bench/gpu_s19b.sh [FUZZ_S] [MATMUL_BUDGET]
 set -uo pipefail
@@ -14,6 +15,10 @@ timeout $((mm_s + 80)) python3 bench/bench_matmul.py --out "$work/sweep" --only 
 echo "sweep exit $?"; mkdir -p "$out/sweep"
 cp "$work"/sweep/results.* "$work"/sweep/*.log "$out/sweep/" 2>/dev/null
 cut -d'|' -f2-12 "$work/sweep/results.md" | head -30
+# does a chunk's column mask cost, where chunks divide the row? (one tile / every chunk masked)
+timeout 60 python3 bench/exp_s18_halves.py --ways 1,4 --cols 147456,155648,262144 \
+  --json "$out/exp_masked.json" > "$out/exp_masked.txt" 2>&1; echo "masked exit $?"
+grep -v "^compil" "$out/exp_masked.txt" | grep -v "^    " | tail -8
 timeout 100 python3 bench/dispatch.py --paired 5 --json "$out/dispatch.json" > "$out/dispatch.txt" 2>&1
 echo "dispatch exit $?"; tail -25 "$out/dispatch.txt"
 timeout $((fuzz_s + 40)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" --seed 19202 \
