@@ -107,9 +107,12 @@ _BASE_OPS: Any = None
 
 
 #: way -> its label: 0 the looped row kernel (no cooperative rows), 1 the cooperative chunk as
-#: one tile, 2 as halves, 3 windowed, 4 one tile with every chunk's columns masked
-WAY_NAMES = {0: "looped", 1: "one tile", 2: "halves", 3: "windowed", 4: "masked"}
+#: one tile, 2 as halves, 3 windowed, 4 one tile with every chunk's columns masked, 5 the
+#: shipped settings, 6 and 7 those with chunks of 4096 and 2048 elements
+WAY_NAMES = {0: "looped", 1: "one tile", 2: "halves", 3: "windowed", 4: "masked",
+             5: "shipped", 6: "chunk 4096", 7: "chunk 2048"}
 _OPEN_TILE: Any = None
+_BASE: dict[str, Any] = {}
 
 
 def set_ways(n: int, softmax: bool = False) -> None:
@@ -128,6 +131,20 @@ def set_ways(n: int, softmax: bool = False) -> None:
     from fusejit.runtime import forget_plans
     if _BASE_OPS is None:
         _BASE_OPS = heuristics.COOP_SUB_BLOCK_OPS
+    names = ("COOP_CHUNK", "COOP_SUB_BLOCKS", "COOP_WINDOW", "COOP_SUB_BLOCK_MIN_ROW_OPERANDS",
+             "COOP_SUB_BLOCK_RAGGED")
+    if not _BASE:
+        _BASE.update({name: getattr(heuristics, name) for name in names})
+    if n >= 5:  # the shipped settings (whatever the halves and the window choose), by chunk
+        for name in names:
+            setattr(heuristics, name, _BASE[name])
+        heuristics.COOPERATIVE_ROWS = True
+        heuristics.COOP_SUB_BLOCK_OPS = _BASE_OPS
+        heuristics.COOP_CHUNK = {**_BASE["COOP_CHUNK"],
+                                 "cuda": {5: 8192, 6: 4096, 7: 2048}[n]}
+        forget_plans()
+        return
+    heuristics.COOP_CHUNK = _BASE["COOP_CHUNK"]
     heuristics.COOPERATIVE_ROWS = n > 0
     heuristics.COOP_SUB_BLOCKS = 2 if n == 2 else 1
     heuristics.COOP_WINDOW = n == 3  # (rows that are not 16-byte multiples: cooperative)
@@ -154,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ways", default="1,2",
                         help="two of 0 (looped), 1 (one tile), 2 (halves), 3 (one tile, rows "
                              "that are not 16-byte multiples laid from their first word), 4 "
-                             "(one tile, every chunk's columns masked), first the baseline")
+                             "(one tile, every chunk's columns masked), 5 (the shipped settings), 6 "
+                             "and 7 (those with chunks of 4096 and 2048), first the baseline")
     args = parser.parse_args(argv)
     ways = tuple(int(w) for w in args.ways.split(","))
     passes = [tuple(ways[i] for i in order) for order in ((0, 1), (1, 0), (0, 1))]
@@ -184,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                 text = tiling(plan)
                 # (rows that are not 16-byte multiples run looped on cuda but with way 3)
                 aligned = shape[1] * np.dtype(dtype).itemsize % 16 == 0
-                ok = ("cooperative rows" in text) == (n > 0 and (aligned or n == 3))
+                ok = ("cooperative rows" in text) == (n > 0 and (aligned or n >= 3)) \
+                    if n < 6 else "cooperative rows" in text
                 if n == 4:  # (the mask on every chunk: the cuda source says so)
                     from fusejit.codegen.triton_emitter import emit_kernel
                     src = emit_kernel(plan.program.body[0], target="cuda").source
