@@ -257,6 +257,15 @@ def test_cooperative_tiles_on_a_gpu():
     assert tiles("cuda", 256, 150_002, 4, (4, 2)) is None  # a float16 output's rows
     assert tiles("cuda", 256, 150_001, 4, (4,), window=4).chunks == 19
     assert tiles("cuda", 256, 147_457, 4, (4,), window=4).chunks == 19  # 18 chunks and 1
+    # softmax's partials (max, sumexp) over such rows: chunks of 4096 (measured faster on the
+    # H200), while they fit COOP_MAX_CHUNKS; sums and m2s, aligned rows: 8192
+    softmax, stats = frozenset({"max", "sumexp"}), frozenset({"sum", "m2"})
+    t = tiles("cuda", 256, 150_001, 4, (4,), window=4, ops=softmax)
+    assert (t.block, t.chunks) == (4096, 37)
+    assert tiles("cuda", 256, 150_001, 4, (4,), window=4, ops=stats).block == 8192
+    assert tiles("cuda", 256, 150_000, 4, (4,), ops=softmax).block == 8192
+    assert tiles("cuda", 256, 262_145, 4, (4,), window=4, ops=softmax).block == 8192  # 65
+    assert tiles("interpret", 3, 37, 4, (4,), window=4, ops=softmax).block == 32
     assert tiles("cuda", 256, 150_000, 4, (4,)).chunks == 19
     assert tiles("interpret", 3, 37, 4, (4,)) is not None  # (the tests' rows of 37)
 
@@ -280,6 +289,8 @@ def test_misaligned_wide_rows_run_windowed_on_a_gpu(cooperative, monkeypatch, wi
             if emitted:
                 windowed = "laid from the 16-byte word each row starts in" in emitted[0].source
                 assert windowed == misaligned, (name, width)
+                chunk = 4096 if windowed and name == "softmax" else 8192
+                assert f"programs of {chunk} elements" in emitted[0].source, (name, width)
 
 
 @pytest.mark.parametrize("name, halves", [("layer_norm", True), ("rms_norm", True),
@@ -410,14 +421,15 @@ def test_rows_laid_from_their_first_word_match_numpy(coop_window, name, width):
 
 def test_windowed_chunks_on_a_gpu_compile_and_count_the_shift(coop_window):
     """On ``cuda``, rows of 150,001 float32 run cooperatively with the window switched on:
-    19 chunks (150,001 + 3 over 8192), the chunk's and the stats function's counts shifted by
+    layer norm in 19 chunks (150,001 + 3 over 8192), softmax in 37 (over 4096,
+    ``COOP_WINDOW_SOFTMAX_CHUNK``), the chunk's and the stats function's counts shifted by
     the row's start in its word; softmax and layer norm compile for sm_90."""
-    for name in ("softmax", "layer_norm"):
+    for name, chunks in (("softmax", 37), ("layer_norm", 19)):
         fn, make = CASES[name]
         arrays = [np.resize(a, (a.shape[0], 150_001) if a.ndim == 2 else (150_001,))
                   for a in make(8)]
         (emitted,) = _cooperative_kernels(fn, arrays, target="cuda")
-        assert "while (arrived < 19)" in emitted.source and "word_at" in emitted.source
+        assert f"while (arrived < {chunks})" in emitted.source and "word_at" in emitted.source
         if name == "layer_norm":
             assert emitted.source.count("% 4  # the row's start in its 16-byte word") == 1
         for c in compile_all(emitted, 90, True):

@@ -340,7 +340,7 @@ COOP_SUB_BLOCK_MIN_ROW_OPERANDS = 1
 COOP_SUB_BLOCK_RAGGED = False
 
 
-def coop_sub_blocks(target: str, tiles: CoopTiles, ops: set[str], itemsize: int, cols: int,
+def coop_sub_blocks(target: str, tiles: CoopTiles, ops: frozenset[str], itemsize: int, cols: int,
                     row_operands: int) -> CoopTiles:
     """``tiles`` with its chunk held as two halves and ptxas's registers capped at 128, for a
     chunk whose widest value is 4 bytes, whose reductions are sums and m2s, whose rows split
@@ -384,10 +384,22 @@ def coop_sub_blocks(target: str, tiles: CoopTiles, ops: set[str], itemsize: int,
 #: 52.1, 256x150,001 45.7 / 53.4; layer norm 51.9 / 54.0, 53.4 / 54.1, 47.1 / 54.1.
 #: ``FUSEJIT_COOP_WINDOW=0`` at import: such rows run looped.
 COOP_WINDOW = os.environ.get("FUSEJIT_COOP_WINDOW", "1") == "1"
+#: The chunk (float32 elements) of a windowed cooperative row on a GPU whose partials are
+#: maxes and sumexps only (softmax, log-softmax): twice the programs an SM, so that some load
+#: while others wait. H200, kernels alone, shipped chunks of 8192 -> 4096, % of the copy rate
+#: (``python3 bench/exp_s18_halves.py --ways 5,6``, ``bench/results/h200-s19-call4``):
+#: softmax 256x131,073 40.4 -> 55.3, 256x100,003 40.7 -> 54.4, 256x150,001 41.7 -> 54.7,
+#: 256x50,257 36.6 -> 48.7. Not for sums and m2s (layer norm 256x131,073 40.1 -> 22.4,
+#: 256x50,257 36.5 -> 33.2), nor for rows that are 16-byte multiples (softmax 256x2**18
+#: 80.3 -> 77.5, 256x128,256 71.8 -> 70.1; 256x150,000 65.1 -> 69.8 and 256x151,936
+#: 64.6 -> 69.9 gained, a rule for those is not made from two shapes).
+COOP_WINDOW_SOFTMAX_CHUNK = 4096
+COOP_SOFTMAX_OPS = frozenset({"max", "sumexp"})
 
 
 def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
-                      row_items: tuple[int, ...] = (), window: int = 0) -> CoopTiles | None:
+                      row_items: tuple[int, ...] = (), window: int = 0,
+                      ops: frozenset[str] = frozenset()) -> CoopTiles | None:
     """The chunks of a cooperative row kernel for ``rows`` rows of ``cols`` elements, or None
     when one does not pay (rows under ``COOP_MIN_ROW_BYTES`` on a GPU, or rows of an input or
     output whose element sizes ``row_items`` do not make them 16-byte multiples) or does not
@@ -405,7 +417,9 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
     ``window``: the elements of a 16-byte word when the emitter can read the rows from the
     word each starts in (0: it cannot). With ``COOP_WINDOW`` such rows run cooperatively,
     their chunk ``k`` covering the row's columns ``k * block - s`` to ``(k + 1) * block - s``
-    (``s``: the row's start within its word), one chunk more where the shift needs it."""
+    (``s``: the row's start within its word), one chunk more where the shift needs it; on a
+    GPU, chunks of ``COOP_WINDOW_SOFTMAX_CHUNK`` where the reductions ``ops`` are maxes and
+    sumexps only and the row fits ``COOP_MAX_CHUNKS`` of them."""
     if target == "cuda" and cols * itemsize < COOP_MIN_ROW_BYTES:
         return None
     misaligned = any(cols * size % 16 for size in row_items)
@@ -413,6 +427,10 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
     if target == "cuda" and misaligned and not windowed:
         return None
     limit = min(COOP_CHUNK[target], PERSISTENT_LIMIT[target]) // (2 if itemsize >= 8 else 1)
+    if windowed and target == "cuda" and ops and ops <= COOP_SOFTMAX_OPS:
+        small = COOP_WINDOW_SOFTMAX_CHUNK // (2 if itemsize >= 8 else 1)
+        if -(-(cols + window - 1) // small) <= COOP_MAX_CHUNKS:
+            limit = min(limit, small)
     block = max(1, min(next_pow2(-(-cols // 2)), limit))
     if windowed and block % window:
         return None

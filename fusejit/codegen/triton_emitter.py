@@ -1397,11 +1397,11 @@ class _Emitter:
                            if not p.scalar and p.type.shape == d.shape}
                           | {self.types[y].dtype.itemsize for y in self.kernel.yields
                              if self.types[y].shape == d.shape})
+        ops = frozenset(r.op for r in stages[0])
         t = cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize(), row_items,
-                              self._window_words())
+                              self._window_words(), ops)
         if t is None:
             return None
-        ops = {r.op for r in stages[0]}
         return coop_sub_blocks(self.target, t, ops, self._itemsize(), d.reduce_size,
                                self._row_vectors())
 

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Nineteenth session, fifth call: the shipped cooperative rows (windowed, softmax's in chunks
+# of 4096) against the looped kernel over rows that are not 16-byte multiples, the gpu tests
+# of cooperative rows and row windows, and the cuda fuzz of wide rows and random programs.
+#   bash bench/gpu_s19e.sh [FUZZ_S]
+set -uo pipefail
+fuzz_s=${1:-60}
+out=${OUT:-gpu-out}; mkdir -p "$out"; work=/tmp/s19e; mkdir -p "$work/fuzz"
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"; gpu_setup || exit 1
+nvidia-smi --query-gpu=name --format=csv,noheader | tee "$out/card.txt"
+timeout 120 python3 bench/exp_s18_halves.py --ways 0,5 --cols 50257,100003,131073,150001 \
+  --json "$out/exp_misaligned.json" > "$out/exp_misaligned.txt" 2>&1; echo "misaligned exit $?"
+grep -v "^compil" "$out/exp_misaligned.txt" | grep -v "^    " | tail -10
+timeout $((fuzz_s + 60)) python3 -m pytest -m gpu -q -p no:cacheprovider \
+  tests/test_cooperative_rows.py tests/test_row_window.py > "$out/gpu-tests.txt" 2>&1 &
+timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda --seconds "$fuzz_s" --seed 19501 \
+  > "$work/fuzz/rows.log" 2>&1 &
+timeout $((fuzz_s + 30)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" --seed 19502 \
+  --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/plain.log" 2>&1 &
+wait
+tail -3 "$out/gpu-tests.txt"
+for f in "$work"/fuzz/*.log; do echo "$f: $(tail -n 1 "$f")"; done | tee "$out/fuzz.txt"
+[ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
+pack_out "$out"
+true
