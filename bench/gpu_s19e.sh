@@ -12,6 +12,11 @@ nvidia-smi --query-gpu=name --format=csv,noheader | tee "$out/card.txt"
 timeout 120 python3 bench/exp_s18_halves.py --ways 0,5 --cols 50257,100003,131073,150001 \
   --json "$out/exp_misaligned.json" > "$out/exp_misaligned.txt" 2>&1; echo "misaligned exit $?"
 grep -v "^compil" "$out/exp_misaligned.txt" | grep -v "^    " | tail -10
+# what costs in rows that end in a partial chunk: widths whose rows start on 128 bytes or 64
+# past, with a last chunk of 31% or nearly whole (150,000 ran 65% against 76% at 147,456)
+timeout 60 python3 bench/exp_s18_halves.py --ways 5,6 --cols 150000,150016,155520,155632,155648 \
+  --only softmax --json "$out/exp_ragged.json" > "$out/exp_ragged.txt" 2>&1; echo "ragged exit $?"
+grep -v "^compil" "$out/exp_ragged.txt" | grep -v "^    " | tail -6
 timeout $((fuzz_s + 60)) python3 -m pytest -m gpu -q -p no:cacheprovider \
   tests/test_cooperative_rows.py tests/test_row_window.py > "$out/gpu-tests.txt" 2>&1 &
 timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda --seconds "$fuzz_s" --seed 19501 \
