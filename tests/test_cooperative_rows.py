@@ -398,7 +398,7 @@ def test_softmax_halves_compile_for_sm90(softmax_halves, width):
 @pytest.fixture
 def coop_window(cooperative, monkeypatch):
     """Cooperative rows for rows that are not 16-byte multiples, their chunks laid from the
-    16-byte word each row starts in (``heuristics.COOP_WINDOW``, off by default)."""
+    16-byte word each row starts in (``heuristics.COOP_WINDOW``, on by default)."""
     monkeypatch.setattr(heuristics, "COOP_WINDOW", True)
 
 
@@ -416,6 +416,27 @@ def test_rows_laid_from_their_first_word_match_numpy(coop_window, name, width):
     misaligned = width * arrays[0].dtype.itemsize % 16 != 0  # (float64 rows of 30 are not)
     assert ("word_at" in emitted.source) == misaligned, name
     assert ("laid from the 16-byte word each row starts in" in emitted.source) == misaligned
+    _check_against_numpy(fn, arrays)
+
+
+@pytest.mark.parametrize("width", [100, 165, 96])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rows_laid_from_their_128_byte_line_match_numpy(coop_window, monkeypatch, name,
+                                                        width):
+    """``heuristics.COOP_WINDOW_BYTES`` 128 (an experiment: rows that start off a cache line
+    laid from the line): the window's words are 32 float32 (16 float64, 64 float16), so
+    rows of 100 float32, 16-byte multiples, are windowed too, as rows of 165 are, their edge
+    words partly outside the row; rows of 96 (3 lines) are not; the counts follow the
+    shift. Twice: the counters are zero again."""
+    monkeypatch.setattr(heuristics, "COOP_WINDOW_BYTES", 128)
+    monkeypatch.setitem(heuristics.PERSISTENT_LIMIT, "interpret", 64)  # (chunks of a line)
+    fn, make = CASES[name]
+    arrays = make(width)
+    emitted = _cooperative_kernels(fn, arrays)
+    itemsize = max(a.dtype.itemsize for a in arrays if a.ndim == 2)
+    if itemsize == 4:  # (wider words than a chunk of 32 or 64 elements: looped)
+        assert emitted, name
+        assert ("word_at" in emitted[0].source) == (width != 96), name
     _check_against_numpy(fn, arrays)
 
 

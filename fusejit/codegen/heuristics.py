@@ -394,6 +394,11 @@ COOP_WINDOW = os.environ.get("FUSEJIT_COOP_WINDOW", "1") == "1"
 #: 80.3 -> 77.5, 256x128,256 71.8 -> 70.1; 256x150,000 65.1 -> 69.8 and 256x151,936
 #: 64.6 -> 69.9 gained, a rule for those is not made from two shapes).
 COOP_WINDOW_SOFTMAX_CHUNK = 4096
+#: The alignment (bytes) a cooperative row's chunks are laid from: 16, a load's widest word;
+#: rows that are not multiples of it are windowed (``COOP_WINDOW``). 128 (a cache line) is
+#: the experiment of rows that are 16-byte multiples but start off a line
+#: (``bench/exp_s18_halves.py`` way 8).
+COOP_WINDOW_BYTES = 16
 COOP_SOFTMAX_OPS = frozenset({"max", "sumexp"})
 
 
@@ -422,7 +427,7 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
     sumexps only and the row fits ``COOP_MAX_CHUNKS`` of them."""
     if target == "cuda" and cols * itemsize < COOP_MIN_ROW_BYTES:
         return None
-    misaligned = any(cols * size % 16 for size in row_items)
+    misaligned = any(cols * size % COOP_WINDOW_BYTES for size in row_items)
     windowed = COOP_WINDOW and window > 1 and misaligned
     if target == "cuda" and misaligned and not windowed:
         return None
@@ -440,8 +445,8 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
     warps = 4 if target == "interpret" else min(COOP_MAX_WARPS, warps_for(block))
     why = f"each row over {chunks} programs of {block} elements held in registers"
     if windowed:
-        why += (f", laid from the 16-byte word each row starts in ({window} elements a word; "
-                f"rows of {cols} are not 16-byte multiples)")
+        why += (f", laid from the {COOP_WINDOW_BYTES}-byte word each row starts in ({window} "
+                f"elements a word; rows of {cols} are not {COOP_WINDOW_BYTES}-byte multiples)")
     return CoopTiles(chunks, block, warps, why, window=window if windowed else 0)
 
 

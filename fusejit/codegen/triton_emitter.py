@@ -1399,7 +1399,7 @@ class _Emitter:
                              if self.types[y].shape == d.shape})
         ops = frozenset(r.op for r in stages[0])
         t = cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize(), row_items,
-                              self._window_words(), ops)
+                              self._window_words() * (heuristics.COOP_WINDOW_BYTES // 16), ops)
         if t is None:
             return None
         return coop_sub_blocks(self.target, t, ops, self._itemsize(), d.reduce_size,
