@@ -2,7 +2,7 @@
 # Nineteenth session, fifth call: the shipped cooperative rows (windowed, softmax's in chunks
 # of 4096) against the looped kernel over rows that are not 16-byte multiples, the gpu tests
 # of cooperative rows and row windows, the cuda fuzz of wide rows and random programs, and
-# the per-call figures (dispatch.py, each process warming the host first).
+# fj.jit against cupy.fuse in turn (dispatch.py --paired-only, the host warmed first).
 #   bash bench/gpu_s19e.sh [FUZZ_S]
 set -uo pipefail
 fuzz_s=${1:-60}
@@ -28,7 +28,7 @@ wait
 tail -3 "$out/gpu-tests.txt"
 for f in "$work"/fuzz/*.log; do echo "$f: $(tail -n 1 "$f")"; done | tee "$out/fuzz.txt"
 [ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
-timeout 120 python3 bench/dispatch.py --paired 5 --json "$out/dispatch.json" > "$out/dispatch.txt" 2>&1
+timeout 60 python3 bench/dispatch.py --paired-only 5 > "$out/dispatch.txt" 2>&1
 echo "dispatch exit $?"; tail -16 "$out/dispatch.txt"
 pack_out "$out"
 true
