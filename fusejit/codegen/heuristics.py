@@ -394,12 +394,13 @@ COOP_WINDOW = os.environ.get("FUSEJIT_COOP_WINDOW", "1") == "1"
 #: 80.3 -> 77.5, 256x128,256 71.8 -> 70.1; 256x150,000 65.1 -> 69.8 and 256x151,936
 #: 64.6 -> 69.9 gained, a rule for those is not made from two shapes).
 COOP_WINDOW_SOFTMAX_CHUNK = 4096
+#: The reductions of a row that takes ``COOP_WINDOW_SOFTMAX_CHUNK`` (softmax's partials).
+COOP_SOFTMAX_OPS = frozenset({"max", "sumexp"})
 #: The alignment (bytes) a cooperative row's chunks are laid from: 16, a load's widest word;
 #: rows that are not multiples of it are windowed (``COOP_WINDOW``). 128 (a cache line) is
 #: the experiment of rows that are 16-byte multiples but start off a line
-#: (``bench/exp_s18_halves.py`` way 8).
+#: (``bench/exp_s18_halves.py`` way 8; untimed).
 COOP_WINDOW_BYTES = 16
-COOP_SOFTMAX_OPS = frozenset({"max", "sumexp"})
 
 
 def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
@@ -419,8 +420,8 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
     norm 256x131,073 43.1 / 36.9, 256x100,003 44.0 / 37.5, 256x150,001 36.5 / 37.2; rows of
     150,000 (aligned, a partial last chunk): softmax 58.5 / 65.2, layer norm 53.0 / 53.2.
 
-    ``window``: the elements of a 16-byte word when the emitter can read the rows from the
-    word each starts in (0: it cannot). With ``COOP_WINDOW`` such rows run cooperatively,
+    ``window``: the elements of a ``COOP_WINDOW_BYTES`` word when the emitter can read the
+    rows from the word each starts in (0: it cannot). With ``COOP_WINDOW`` such rows run cooperatively,
     their chunk ``k`` covering the row's columns ``k * block - s`` to ``(k + 1) * block - s``
     (``s``: the row's start within its word), one chunk more where the shift needs it; on a
     GPU, chunks of ``COOP_WINDOW_SOFTMAX_CHUNK`` where the reductions ``ops`` are maxes and
