@@ -109,9 +109,10 @@ _BASE_OPS: Any = None
 #: way -> its label: 0 the looped row kernel (no cooperative rows), 1 the cooperative chunk as
 #: one tile, 2 as halves, 3 windowed, 4 one tile with every chunk's columns masked, 5 the
 #: shipped settings, 6 and 7 those with chunks of 4096 and 2048 elements, 8 those with rows
-#: laid from the 128-byte line each starts in (``heuristics.COOP_WINDOW_BYTES``)
+#: laid from the 128-byte line each starts in (``heuristics.COOP_WINDOW_BYTES``), 9 those
+#: with rows that chunks do not divide in equal chunks (``heuristics.COOP_BALANCE``)
 WAY_NAMES = {0: "looped", 1: "one tile", 2: "halves", 3: "windowed", 4: "masked",
-             5: "shipped", 6: "chunk 4096", 7: "chunk 2048", 8: "lines"}
+             5: "shipped", 6: "chunk 4096", 7: "chunk 2048", 8: "lines", 9: "equal chunks"}
 _OPEN_TILE: Any = None
 _BASE: dict[str, Any] = {}
 
@@ -133,7 +134,7 @@ def set_ways(n: int, softmax: bool = False) -> None:
     if _BASE_OPS is None:
         _BASE_OPS = heuristics.COOP_SUB_BLOCK_OPS
     names = ("COOP_CHUNK", "COOP_SUB_BLOCKS", "COOP_WINDOW", "COOP_SUB_BLOCK_MIN_ROW_OPERANDS",
-             "COOP_SUB_BLOCK_RAGGED", "COOP_WINDOW_BYTES")
+             "COOP_SUB_BLOCK_RAGGED", "COOP_WINDOW_BYTES", "COOP_BALANCE")
     if not _BASE:
         _BASE.update({name: getattr(heuristics, name) for name in names})
     if n >= 5:  # the shipped settings (whatever the halves and the window choose), by chunk
@@ -142,13 +143,15 @@ def set_ways(n: int, softmax: bool = False) -> None:
         heuristics.COOPERATIVE_ROWS = True
         heuristics.COOP_SUB_BLOCK_OPS = _BASE_OPS
         heuristics.COOP_CHUNK = {**_BASE["COOP_CHUNK"],
-                                 "cuda": {5: 8192, 6: 4096, 7: 2048, 8: 8192}[n]}
+                                 "cuda": {5: 8192, 6: 4096, 7: 2048, 8: 8192, 9: 8192}[n]}
         if n == 8:  # rows laid from the 128-byte line each starts in
             heuristics.COOP_WINDOW_BYTES = 128
+        heuristics.COOP_BALANCE = n == 9  # rows that chunks do not divide in equal chunks
         forget_plans()
         return
     heuristics.COOP_CHUNK = _BASE["COOP_CHUNK"]
     heuristics.COOP_WINDOW_BYTES = _BASE["COOP_WINDOW_BYTES"]
+    heuristics.COOP_BALANCE = _BASE["COOP_BALANCE"]
     heuristics.COOPERATIVE_ROWS = n > 0
     heuristics.COOP_SUB_BLOCKS = 2 if n == 2 else 1
     heuristics.COOP_WINDOW = n == 3  # (rows that are not 16-byte multiples: cooperative)
@@ -177,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                              "that are not 16-byte multiples laid from their first word), 4 "
                              "(one tile, every chunk's columns masked), 5 (the shipped settings), 6 "
                              "and 7 (those with chunks of 4096 and 2048), 8 (rows laid from their "
-                             "128-byte line), first the baseline")
+                             "128-byte line), 9 (equal chunks), first the baseline")
     args = parser.parse_args(argv)
     ways = tuple(int(w) for w in args.ways.split(","))
     passes = [tuple(ways[i] for i in order) for order in ((0, 1), (1, 0), (0, 1))]

@@ -18,6 +18,11 @@ grep -v "^compil" "$out/exp_misaligned.txt" | grep -v "^    " | tail -10
 timeout 70 python3 bench/exp_s18_halves.py --ways 5,8 --cols 150000,150016,155520,155632,155648 \
   --json "$out/exp_ragged.json" > "$out/exp_ragged.txt" 2>&1; echo "ragged exit $?"
 grep -v "^compil" "$out/exp_ragged.txt" | grep -v "^    " | tail -11
+# (way 9: rows that chunks of 8192 do not divide in equal chunks: 150,000, 150,016, 155,520,
+# 155,632 here)
+timeout 70 python3 bench/exp_s18_halves.py --ways 5,9 --cols 150000,150016,155520,155632,155648 \
+  --json "$out/exp_equal.json" > "$out/exp_equal.txt" 2>&1; echo "equal exit $?"
+grep -v "^compil" "$out/exp_equal.txt" | grep -v "^    " | tail -11
 timeout $((fuzz_s + 60)) python3 -m pytest -m gpu -q -p no:cacheprovider \
   tests/test_cooperative_rows.py tests/test_row_window.py > "$out/gpu-tests.txt" 2>&1 &
 timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda --seconds "$fuzz_s" --seed 19501 \

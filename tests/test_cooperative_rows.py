@@ -476,3 +476,47 @@ def test_forget_plans_makes_a_switched_heuristic_take_effect(cooperative, monkey
     (got,) = _run(_softmax, [x])
     assert any("_finish(" in s for s in emitted_sources())
     assert_matches_numpy(got.numpy(), _softmax(np, x))
+
+
+@pytest.mark.parametrize("width, limit", [(33, 16), (37, 32), (100, 64)])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rows_in_equal_chunks_match_numpy(cooperative, monkeypatch, name, width, limit):
+    """``heuristics.COOP_BALANCE`` (an experiment, off by default): a row that chunks of 16
+    do not divide is split into equal chunks of whole 16-byte words (float32 rows of 33 in
+    tiles of 16: 16, 16 and 1 -> three of 12; of 37 in tiles of 32: 32 and 5 -> two of 20;
+    of 100 in tiles of 64: 64 and 36 -> two of 52), each tile masked past its span; the m2
+    counts follow. Twice: the counters are zero again."""
+    monkeypatch.setattr(heuristics, "COOP_BALANCE", True)
+    monkeypatch.setattr(heuristics, "COOP_WINDOW", False)  # (37: unwindowed, balanced)
+    monkeypatch.setitem(heuristics.PERSISTENT_LIMIT, "interpret", limit)
+    fn, make = CASES[name]
+    arrays = make(width)
+    (emitted,) = _cooperative_kernels(fn, arrays)
+    if all(a.dtype == np.float32 for a in arrays):  # (other widths: their own words)
+        t = heuristics.cooperative_tiles("interpret", 8, width, 4, (4,))
+        assert t.span, width
+        assert f"covering {t.span} of the row's columns" in emitted.source, name
+    _check_against_numpy(fn, arrays)
+
+
+def test_equal_chunks_on_a_gpu(cooperative, monkeypatch):
+    """On ``cuda``: rows of 150,000 float32 in 19 chunks of 7,896 columns (16-byte words,
+    tiles of 8192 masked past them) where 18 of 8192 and one of 2,544 ran; rows that chunks
+    divide, and windowed rows, keep whole chunks; float16 rows of 150,002 take words of 8."""
+    monkeypatch.setattr(heuristics, "COOP_BALANCE", True)
+    tiles = heuristics.cooperative_tiles
+    t = tiles("cuda", 256, 150_000, 4, (4,))
+    assert (t.chunks, t.block, t.span) == (19, 8192, 7896)
+    assert tiles("cuda", 256, 1 << 18, 4, (4,)).span == 0
+    assert tiles("cuda", 256, 150_001, 4, (4,), window=4).span == 0
+    t16 = tiles("cuda", 256, 150_016, 4, (4, 2))
+    assert t16.span % 8 == 0 and t16.chunks * t16.span >= 150_016
+    with fj.using_backend("interpret"):  # (planned here, emitted and compiled for sm_90)
+        for name in ("softmax", "layer_norm"):
+            fn, make = CASES[name]
+            arrays = [np.resize(a, (a.shape[0], 150_000) if a.ndim == 2 else (150_000,))
+                      for a in make(8)]
+            (emitted,) = _cooperative_kernels(fn, arrays, target="cuda")
+            assert "col_mask = cols < tl.minimum(chunk * 7896 + 7896, 150000)" in emitted.source
+            for c in compile_all(emitted, 90, True):
+                assert c.cubin[:4] == b"\x7fELF"

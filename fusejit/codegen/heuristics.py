@@ -326,6 +326,9 @@ class CoopTiles:
     #: elements per 16-byte word when the chunks are laid from the word each row starts in
     #: (rows that are not 16-byte multiples, ``COOP_WINDOW``), else 0
     window: int = 0
+    #: columns each chunk covers when fewer than ``block`` (``COOP_BALANCE``: the row split
+    #: into equal chunks, each a whole number of 16-byte words), else 0
+    span: int = 0
 
 
 #: Reductions whose cooperative chunk is held as ``COOP_SUB_BLOCKS`` tiles under a cap of
@@ -363,7 +366,7 @@ def coop_sub_blocks(target: str, tiles: CoopTiles, ops: frozenset[str], itemsize
     cap alone, on one tile, spills 64-96 bytes and gains nothing; 96 registers lose
     everywhere; quarters lose at 64x2**16 (``bench/exp_s16_ln.py --set registers``,
     ``bench/results/h100-s18-call1``). 8-byte values were not measured."""
-    if COOP_SUB_BLOCKS == 1 or tiles.window or itemsize != 4 or not ops \
+    if COOP_SUB_BLOCKS == 1 or tiles.window or tiles.span or itemsize != 4 or not ops \
             or not ops <= COOP_SUB_BLOCK_OPS or tiles.block < 2 * COOP_SUB_BLOCKS \
             or (cols % tiles.block and not COOP_SUB_BLOCK_RAGGED) \
             or row_operands < COOP_SUB_BLOCK_MIN_ROW_OPERANDS:
@@ -401,6 +404,11 @@ COOP_SOFTMAX_OPS = frozenset({"max", "sumexp"})
 #: the experiment of rows that are 16-byte multiples but start off a line
 #: (``bench/exp_s18_halves.py`` way 8; untimed).
 COOP_WINDOW_BYTES = 16
+#: Split a row that chunks of ``block`` do not divide into equal chunks (``CoopTiles.span``:
+#: a 16-byte multiple, each program's tile masked past its span) instead of whole chunks and
+#: a short last one: the other suspect of ragged rows' loss (``bench/exp_s18_halves.py``
+#: way 9; untimed, ``FUSEJIT_COOP_BALANCE=1`` at import).
+COOP_BALANCE = os.environ.get("FUSEJIT_COOP_BALANCE", "0") == "1"
 
 
 def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
@@ -445,10 +453,18 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
         return None
     warps = 4 if target == "interpret" else min(COOP_MAX_WARPS, warps_for(block))
     why = f"each row over {chunks} programs of {block} elements held in registers"
+    span = 0
+    if COOP_BALANCE and not windowed and cols % block:
+        word = 16 // min(row_items or (itemsize,))
+        span = -(-(-(-cols // chunks)) // word) * word
+        if span >= block or -(-cols // span) != chunks:
+            span = 0
+        else:
+            why += f", each covering {span} of the row's columns (equal chunks)"
     if windowed:
         why += (f", laid from the {COOP_WINDOW_BYTES}-byte word each row starts in ({window} "
                 f"elements a word; rows of {cols} are not {COOP_WINDOW_BYTES}-byte multiples)")
-    return CoopTiles(chunks, block, warps, why, window=window if windowed else 0)
+    return CoopTiles(chunks, block, warps, why, window=window if windowed else 0, span=span)
 
 
 def split_tiles(target: str, rows: int, cols: int, outer: bool, itemsize: int,

@@ -1460,21 +1460,24 @@ class _Emitter:
         n_sub = t.sub_blocks
         sub = bn // n_sub
         self._bn = sub
+        # (the columns a chunk covers: the tile's, or fewer, equal chunks, ``CoopTiles.span``)
+        step = t.span or bn
+        limit = f"tl.minimum(chunk * {step} + {step}, {cols})" if t.span else None
         row_mask = self._open_rows(fn, 1, rows)
         self._coop_window = t.window
         if t.window:  # (chunk k from the row's first word: its columns k * bn - shift on)
             self._open_window(fn, 1, t.window)
         tiles: list[_HeldTile] = []
         for k in range(n_sub):  # (the chunk as one tile, or as n_sub held side by side)
-            start = f"chunk * {bn} + " + (f"{k * sub} + " if k else "")
+            start = f"chunk * {step} + " + (f"{k * sub} + " if k else "")
             suffix = f"_{k}" if n_sub > 1 else ""
             fn.used.update({f"cols{suffix}", f"col_mask{suffix}", f"mask{suffix}"})
             coords = self._open_tile(fn, start, False, cols % bn != 0 or bool(t.window),
-                                     row_mask, suffix)
+                                     row_mask, suffix, limit)
             tiles.append(_HeldTile(coords, dict(fn.masks), fn.col_mask))
         at = f"rows * {n_split} + chunk"  # (a row's partials side by side: one or two lines)
         for r in computed:  # (of the tiles the program holds)
-            vs = self._chunk_partial(fn, r, tiles, bn)
+            vs = self._chunk_partial(fn, r, tiles, step)
             for part, v in zip(slots[r.name], vs if isinstance(vs, tuple) else (vs,)):
                 out.append(f"tl.store({part} + {at}, {v})  # partial of %{r.name}")
         out.append("tl.debug_barrier()  # every thread's partials are stored before the arrival")
@@ -1490,7 +1493,7 @@ class _Emitter:
             out.append("tl.debug_barrier()")
         stats_name, finish_name = f"{self.name}_stats", f"{self.name}_finish"
         stats = self._coop_stats(stats_name, stage, computed, riders, sum_riders, slots,
-                                 part_names, n_split, bn)
+                                 part_names, n_split, step)
         self._bm, self._bn = 1, sub  # (the stats function's tile was its partials')
         out.append(f"if arrived >= {n_split}:  # every partial of the row is stored: "
                    f"the chunk held is written")
@@ -1508,7 +1511,7 @@ class _Emitter:
         out.append("    tl.debug_barrier()  # the flag is stored before this program settles")
         out.append(f'    settled = tl.atomic_add(counters + {settled} + pid, 1, sem="release")')
         finish, finish_params = self._coop_finish(finish_name, stats_name, stage, part_names,
-                                                  n_split, bn, given_up)
+                                                  n_split, bn, given_up, t.span)
         call = ", ".join(part_names + [self.ptr_name[i] for i in finish_params]
                          + ["counters"] + self.out_name)
         out.append(f"if settled == {n_split - 1}:  # the row's last to settle")
@@ -1663,11 +1666,11 @@ class _Emitter:
             fn.level[name] = 1
 
     def _coop_finish(self, name: str, stats_name: str, stage: list[Instr],
-                     part_names: list[str], n_split: int, bn: int, given_up: int
-                     ) -> tuple[_Fn, list[int]]:
+                     part_names: list[str], n_split: int, bn: int, given_up: int,
+                     span: int = 0) -> tuple[_Fn, list[int]]:
         """``name(row, partials..., params..., counters, outputs...)``: what the last program
         of a cooperative row does (``cooperative_reduction``); returns it and the params it
-        reads."""
+        reads. ``span``: the columns a chunk covers when fewer than ``bn``."""
         d = self.domain
         cols = d.reduce_size
         h = _Fn(self)
@@ -1687,8 +1690,10 @@ class _Emitter:
         h.memo_tile = {}
         if self._coop_window:  # (the chunks given up, laid as the programs laid them)
             self._open_window(h, 1, self._coop_window, row="row")
-        coords = self._open_tile(h, f"c * {bn} + sub + ", True,
-                                 cols % bn != 0 or bool(self._coop_window), None)
+        step = span or bn
+        limit = f"tl.minimum(c * {step} + {step}, {cols})" if span else None
+        coords = self._open_tile(h, f"c * {step} + sub + ", True,
+                                 cols % bn != 0 or bool(self._coop_window), None, "", limit)
         self._store_domain_outputs(h, coords)
         body, h.body = h.body, None
         flag = f"counters + {given_up} + row * {n_split} + c"
@@ -1700,7 +1705,7 @@ class _Emitter:
         h.out.append("if tl.reduce(flags, 0, tl.standard._elementwise_max) != 0:")
         h.out.append(f"    for c in range(0, {n_split}):  # the chunks given up, read again")
         h.out.append(f'        if tl.load({flag}, cache_modifier=".cg") != 0:')
-        h.out.append(f"            for sub in range(0, {bn}, {redo}):")
+        h.out.append(f"            for sub in range(0, {span or bn}, {redo}):")
         h.out.extend("                " + line for line in body)
         h.out.append(f"            tl.store({flag}, 0)")
         used = self._used_params(h.out)
@@ -1937,9 +1942,11 @@ class _Emitter:
         self._window = per_word
 
     def _open_tile(self, fn: _Fn, start: str, looped: bool, col_masked: bool,
-                   row_mask: str | None, suffix: str = "") -> Coords:
+                   row_mask: str | None, suffix: str = "", limit: str | None = None) -> Coords:
         """Open a ``[BLOCK_M, BLOCK_N]`` tile at reduced offset ``start``; its domain coordinates.
-        ``suffix``: on the names of its index and masks (one of several tiles held at once)."""
+        ``suffix``: on the names of its index and masks (one of several tiles held at once);
+        ``limit``: the reduced index the tile's columns stop at, where not the row's end (a
+        cooperative chunk of ``CoopTiles.span`` columns)."""
         if suffix and self._window:
             raise AssertionError("a row window is one tile")
         d = self.domain
@@ -1960,9 +1967,10 @@ class _Emitter:
             tgt.append(f"{cols_} = {start}tl.arange(0, {bn})[None, :]{cast}  # flat reduced index")
         fn.level[cols_] = 2
         masks = []
+        col_masked = col_masked or limit is not None
         if col_masked:
             tgt.append(f"{col_mask} = ({cols_} >= 0) & ({cols_} < {cols})" if window
-                       else f"{col_mask} = {cols_} < {cols}")
+                       else f"{col_mask} = {cols_} < {limit or cols}")
             masks.append(col_mask)
         if row_mask:
             masks.append(row_mask)
