@@ -456,7 +456,8 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
     span = 0
     if COOP_BALANCE and not windowed and cols % block:
         word = 16 // min(row_items or (itemsize,))
-        span = -(-(-(-cols // chunks)) // word) * word
+        even = -(-cols // chunks)  # (the columns of equal chunks, then whole words)
+        span = -(-even // word) * word
         if span >= block or -(-cols // span) != chunks:
             span = 0
         else:
