@@ -1355,7 +1355,8 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
         return True
     if name in ("max", "min", "amax", "amin") and _zero_sign_by_order(values, floats, result):
         return True
-    if name == "prod" and _zero_meets_overflow(values, floats, result, step):
+    if name == "prod" and (_zero_meets_overflow(values, floats, result, step)
+                           or _infinity_meets_underflow(values, floats, result, step)):
         return True
     nudge = [i for i in floats if name in _ACCUMULATING or not exact[i]]
     if nudge:
@@ -1460,6 +1461,30 @@ def _zero_meets_overflow(values: list[Any], floats: list[int], result: Any, step
     except (ValueError, TypeError, np.exceptions.AxisError):  # (another form of the step)
         return False
     return bool(np.any(has_zero & (grows >= np.log2(np.finfo(r.dtype).max) - 1)))
+
+
+def _infinity_meets_underflow(values: list[Any], floats: list[int], result: Any,
+                              step: Step) -> bool:
+    """Whether a float ``prod`` meets an infinity among terms whose product underflows to 0
+    in some order: NumPy multiplies in sequence and may meet the infinity first (inf), a tree
+    or a split underflows a partial product first (0 * inf = NaN). The mirror of
+    ``_zero_meets_overflow``; found by the interpret fuzz (seed 19901): the product of
+    64,448 terms ``1 / v`` of a uint8 ``v`` with zeros."""
+    r = np.asarray(result)
+    if r.dtype.kind != "f" or len(floats) != 1:
+        return False
+    axis = dict(step.kwargs).get("axis")
+    magnitude = np.abs(np.asarray(values[floats[0]], dtype=np.float64))
+    tiny = float(np.finfo(r.dtype).smallest_subnormal)
+    try:
+        has_inf = np.any(np.isinf(magnitude), axis=axis)
+        # the smallest partial product any order can form: every finite term below 1
+        with np.errstate(divide="ignore"):
+            shrinks = np.sum(np.log2(np.clip(np.where(np.isfinite(magnitude), magnitude, 1.0),
+                                             0.0, 1.0)), axis=axis)
+    except (ValueError, TypeError, np.exceptions.AxisError):  # (another form of the step)
+        return False
+    return bool(np.any(has_inf & (shrinks <= np.log2(tiny) + 1)))
 
 
 def _zero_sign_by_order(values: list[Any], floats: list[int], result: Any) -> bool:

@@ -640,6 +640,34 @@ def test_a_product_meeting_a_zero_among_terms_that_overflow_is_not_drawn() -> No
     assert not _rounding_sensitive(by_row, [rows], [True], np.prod(rows, axis=1))
 
 
+def test_a_product_meeting_an_infinity_among_terms_that_underflow_is_not_drawn() -> None:
+    """interpret fuzz, seed 19901 (program 4520): ``prod`` over all of ``(1 / v).T``, ``v`` a
+    uint8 array of 16x4x19x53 with zeros: 64,448 terms in (0, 1] and some infinities. NumPy
+    meets an infinity before its running product underflows and returns inf; fusejit's
+    blocked partials underflow one block to 0 first and return inf * 0 = NaN. The mirror of
+    a zero meeting an overflow: such a product is not drawn; one whose terms cannot underflow
+    in any order still is, as is one without an infinity, and each output of a reduction
+    over an axis is judged by its own terms."""
+    from fusejit.testing import _rounding_sensitive
+
+    rng = np.random.default_rng(19901)
+    v = rng.integers(0, 256, 4096).astype(np.uint8)
+    v[[0, 3000]] = 0  # an infinity first, where NumPy's sequence meets it
+    with np.errstate(all="ignore"):
+        terms = np.divide(1, v)
+        whole = Step("function", "prod", (Ref(0),), (("axis", None),))
+        tree = np.concatenate([terms[1:], terms[:1]])  # the infinity last: after an underflow
+        assert np.isinf(np.prod(terms)) and np.isnan(np.prod(tree))  # the orders disagree
+        assert _rounding_sensitive(whole, [terms], [False], np.prod(terms))
+        few = terms[:40].copy()  # 39 terms of at least 1/255: at most 2**-312, no underflow
+        assert not _rounding_sensitive(whole, [few], [False], np.prod(few))
+        finite = np.where(np.isinf(terms), 1.0, terms)  # underflows to 0 in every order
+        assert not _rounding_sensitive(whole, [finite], [False], np.prod(finite))
+        rows = np.stack([few, np.full(40, 0.5)])  # an infinity in row 0 only, no underflow
+        by_row = Step("function", "prod", (Ref(0),), (("axis", 1),))
+        assert not _rounding_sensitive(by_row, [rows], [False], np.prod(rows, axis=1))
+
+
 def test_a_matrix_product_is_sized_by_its_rows_and_columns_before_numpy_runs_it() -> None:
     """A product's result is batch x rows x columns, which broadcasting its operands' shapes
     does not give: (3000, 2) @ (2, 2000) was not counted, and a cuda fuzz process with
