@@ -416,21 +416,23 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
                       ops: frozenset[str] = frozenset()) -> CoopTiles | None:
     """The chunks of a cooperative row kernel for ``rows`` rows of ``cols`` elements, or None
     when one does not pay (rows under ``COOP_MIN_ROW_BYTES`` on a GPU, or rows of an input or
-    output whose element sizes ``row_items`` do not make them 16-byte multiples) or does not
-    fit (more than ``COOP_MAX_CHUNKS`` per row, or too many programs).
+    output whose element sizes ``row_items`` do not make them 16-byte multiples, where the
+    emitter cannot window them) or does not fit (more than ``COOP_MAX_CHUNKS`` per row, or
+    too many programs).
 
-    Rows that are not 16-byte multiples start off a 16-byte boundary, and their column mask
-    is not constant over 4 elements: every load and store of the chunk, the weight's too, is
-    one element (``LDG.E`` where aligned rows get ``LDG.E.128``, sm_90). The looped row kernel
-    reads them twice but loses less. H200, kernels alone, looped / cooperative, % of the copy
-    rate (``python3 bench/exp_s18_halves.py --ways 0,1``, ``bench/results/h200-s18-call4``):
-    softmax 256x131,073 38.7 / 23.5, 256x100,003 40.4 / 36.1, 256x150,001 40.5 / 37.1; layer
-    norm 256x131,073 43.1 / 36.9, 256x100,003 44.0 / 37.5, 256x150,001 36.5 / 37.2; rows of
-    150,000 (aligned, a partial last chunk): softmax 58.5 / 65.2, layer norm 53.0 / 53.2.
+    Rows that are not 16-byte multiples start off a 16-byte boundary, and chunks laid from
+    the row's start have a column mask that is not constant over 4 elements: every load and
+    store of the chunk, the weight's too, is one element (``LDG.E`` where aligned rows get
+    ``LDG.E.128``, sm_90). The looped row kernel reads them twice but lost less. H200, kernels
+    alone, looped / cooperative, % of the copy rate (``python3 bench/exp_s18_halves.py --ways
+    0,1``, ``bench/results/h200-s18-call4``): softmax 256x131,073 38.7 / 23.5, 256x100,003 40.4
+    / 36.1, 256x150,001 40.5 / 37.1; layer norm 256x131,073 43.1 / 36.9, 256x100,003 44.0 /
+    37.5, 256x150,001 36.5 / 37.2. Such rows are therefore windowed (``COOP_WINDOW``), or left
+    to the looped kernel where the emitter cannot window them.
 
     ``window``: the elements of a ``COOP_WINDOW_BYTES`` word when the emitter can read the
-    rows from the word each starts in (0: it cannot). With ``COOP_WINDOW`` such rows run cooperatively,
-    their chunk ``k`` covering the row's columns ``k * block - s`` to ``(k + 1) * block - s``
+    rows from the word each starts in (0: it cannot). With ``COOP_WINDOW`` such rows run
+    cooperatively, their chunk ``k`` covering the row's columns ``k * block - s`` to ``(k + 1) * block - s``
     (``s``: the row's start within its word), one chunk more where the shift needs it; on a
     GPU, chunks of ``COOP_WINDOW_SOFTMAX_CHUNK`` where the reductions ``ops`` are maxes and
     sumexps only and the row fits ``COOP_MAX_CHUNKS`` of them."""
