@@ -1355,8 +1355,7 @@ def _rounding_sensitive(step: Step, values: list[Any], exact: list[bool], result
         return True
     if name in ("max", "min", "amax", "amin") and _zero_sign_by_order(values, floats, result):
         return True
-    if name == "prod" and (_zero_meets_overflow(values, floats, result, step)
-                           or _infinity_meets_underflow(values, floats, result, step)):
+    if name == "prod" and _prod_order_decides(values, floats, result, step):
         return True
     nudge = [i for i in floats if name in _ACCUMULATING or not exact[i]]
     if nudge:
@@ -1444,47 +1443,35 @@ def _overflows_inside(values: list[Any], floats: list[int], result: Any,
         return False
 
 
-def _zero_meets_overflow(values: list[Any], floats: list[int], result: Any, step: Step) -> bool:
-    """Whether a float ``prod`` meets a zero among terms whose product overflows in some
-    order: NumPy multiplies in sequence and may meet the zero first (0), a tree or a split
-    overflows a partial product first (inf * 0 = NaN). Found by the cuda fuzz (seed 7001):
-    the product of 511 values up to 200 with a zero at index 23."""
+def _prod_order_decides(values: list[Any], floats: list[int], result: Any, step: Step) -> bool:
+    """Whether the order of a float ``prod``'s multiplications decides its result: a zero
+    among terms whose product overflows in some order (NumPy multiplies in sequence and may
+    meet the zero first, 0; a tree or a split overflows a partial product first, inf * 0 =
+    NaN: cuda fuzz seed 7001, 511 values up to 200 with a zero at index 23), or an infinity
+    among terms whose product underflows to 0 in some order (NumPy may meet the infinity
+    first, inf; a split underflows a block first, 0 * inf = NaN: interpret fuzz seed 19901,
+    64,448 terms ``1 / v`` of a uint8 ``v`` with zeros). Each output of a reduction over
+    an axis is judged by its own terms."""
     r = np.asarray(result)
     if r.dtype.kind != "f" or len(floats) != 1:
         return False
     axis = dict(step.kwargs).get("axis")
     magnitude = np.abs(np.asarray(values[floats[0]], dtype=np.float64))
+    finfo = np.finfo(r.dtype)
     try:
-        has_zero = np.any(magnitude == 0, axis=axis)
-        # the largest partial product any order can form: every term above 1, multiplied
-        grows = np.sum(np.log2(np.maximum(magnitude, 1.0)), axis=axis)
-    except (ValueError, TypeError, np.exceptions.AxisError):  # (another form of the step)
-        return False
-    return bool(np.any(has_zero & (grows >= np.log2(np.finfo(r.dtype).max) - 1)))
-
-
-def _infinity_meets_underflow(values: list[Any], floats: list[int], result: Any,
-                              step: Step) -> bool:
-    """Whether a float ``prod`` meets an infinity among terms whose product underflows to 0
-    in some order: NumPy multiplies in sequence and may meet the infinity first (inf), a tree
-    or a split underflows a partial product first (0 * inf = NaN). The mirror of
-    ``_zero_meets_overflow``; found by the interpret fuzz (seed 19901): the product of
-    64,448 terms ``1 / v`` of a uint8 ``v`` with zeros."""
-    r = np.asarray(result)
-    if r.dtype.kind != "f" or len(floats) != 1:
-        return False
-    axis = dict(step.kwargs).get("axis")
-    magnitude = np.abs(np.asarray(values[floats[0]], dtype=np.float64))
-    tiny = float(np.finfo(r.dtype).smallest_subnormal)
-    try:
-        has_inf = np.any(np.isinf(magnitude), axis=axis)
-        # the smallest partial product any order can form: every finite term below 1
         with np.errstate(divide="ignore"):
-            shrinks = np.sum(np.log2(np.clip(np.where(np.isfinite(magnitude), magnitude, 1.0),
-                                             0.0, 1.0)), axis=axis)
+            # the largest partial product any order can form: every term above 1, multiplied;
+            # the smallest: every finite term below 1
+            logs = np.log2(np.where(np.isfinite(magnitude), magnitude, 1.0))
+        grows = np.sum(np.maximum(logs, 0.0), axis=axis)
+        shrinks = np.sum(np.minimum(logs, 0.0), axis=axis)
+        has_zero = np.any(magnitude == 0, axis=axis)
+        has_inf = np.any(np.isinf(magnitude), axis=axis)
     except (ValueError, TypeError, np.exceptions.AxisError):  # (another form of the step)
         return False
-    return bool(np.any(has_inf & (shrinks <= np.log2(tiny) + 1)))
+    overflow = has_zero & (grows >= np.log2(finfo.max) - 1)
+    underflow = has_inf & (shrinks <= np.log2(float(finfo.smallest_subnormal)) + 1)
+    return bool(np.any(overflow | underflow))
 
 
 def _zero_sign_by_order(values: list[Any], floats: list[int], result: Any) -> bool:

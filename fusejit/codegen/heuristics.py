@@ -359,8 +359,8 @@ def coop_sub_blocks(target: str, tiles: CoopTiles, ops: frozenset[str], itemsize
     67.5%, 512x2**17 84.5 -> 83.9%; RMS norm 64x2**16 73.7 -> 86.9%, 256x2**18 89.7 -> 88.6%.
     Repeated on the same machine (``-call6``): 81.4 -> 84.3%, 63.4 -> 66.4%, 84.0 -> 83.3%;
     71.9 -> 82.4%, 89.4 -> 88.4%. Left as one tile because they lost or gained nothing:
-    ragged rows (a layer norm of 256x150,000: 68.4 -> 67.0%, ``-call6``; of 256x150,001,
-    which now runs looped: 50.3 -> 45.7%), no vector along the row (``x / x.sum()`` 94.0 -> 91.9%, a
+    ragged rows (a layer norm of 256x150,000: 68.4 -> 67.0%, ``-call6``; of 256x150,001: 50.3
+    -> 45.7%; windowed rows are one tile), no vector along the row (``x / x.sum()`` 94.0 -> 91.9%, a
     layer norm without weight and bias 91.6 -> 91.6%), softmax's max and sumexp partials
     (level at 2**18 and 2**16, log-softmax 89.1 -> 85.1%, ragged softmax 49.3 -> 38.0%). The
     cap alone, on one tile, spills 64-96 bytes and gains nothing; 96 registers lose
@@ -430,21 +430,24 @@ def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
     37.5, 256x150,001 36.5 / 37.2. Such rows are therefore windowed (``COOP_WINDOW``), or left
     to the looped kernel where the emitter cannot window them.
 
-    ``window``: the elements of a ``COOP_WINDOW_BYTES`` word when the emitter can read the
-    rows from the word each starts in (0: it cannot). With ``COOP_WINDOW`` such rows run
-    cooperatively, their chunk ``k`` covering the row's columns ``k * block - s`` to ``(k + 1) * block - s``
-    (``s``: the row's start within its word), one chunk more where the shift needs it; on a
-    GPU, chunks of ``COOP_WINDOW_SOFTMAX_CHUNK`` where the reductions ``ops`` are maxes and
-    sumexps only and the row fits ``COOP_MAX_CHUNKS`` of them."""
+    ``window``: the elements of a 16-byte word when the emitter can read the rows from the
+    word each starts in (0: it cannot); the window's words are ``COOP_WINDOW_BYTES`` wide.
+    With ``COOP_WINDOW`` such rows run cooperatively, their chunk ``k`` covering the row's
+    columns ``k * block - s`` to ``(k + 1) * block - s`` (``s``: the row's start within its
+    word), one chunk more where the shift needs it; on a GPU, chunks of
+    ``COOP_WINDOW_SOFTMAX_CHUNK`` where the reductions ``ops`` are maxes and sumexps only and
+    the row fits ``COOP_MAX_CHUNKS`` of them."""
     if target == "cuda" and cols * itemsize < COOP_MIN_ROW_BYTES:
         return None
+    window *= COOP_WINDOW_BYTES // 16
     misaligned = any(cols * size % COOP_WINDOW_BYTES for size in row_items)
     windowed = COOP_WINDOW and window > 1 and misaligned
     if target == "cuda" and misaligned and not windowed:
         return None
-    limit = min(COOP_CHUNK[target], PERSISTENT_LIMIT[target]) // (2 if itemsize >= 8 else 1)
+    halved = 2 if itemsize >= 8 else 1  # (8-byte values: chunks of half the elements)
+    limit = min(COOP_CHUNK[target], PERSISTENT_LIMIT[target]) // halved
     if windowed and target == "cuda" and ops and ops <= COOP_SOFTMAX_OPS:
-        small = COOP_WINDOW_SOFTMAX_CHUNK // (2 if itemsize >= 8 else 1)
+        small = COOP_WINDOW_SOFTMAX_CHUNK // halved
         if -(-(cols + window - 1) // small) <= COOP_MAX_CHUNKS:
             limit = min(limit, small)
     block = max(1, min(next_pow2(-(-cols // 2)), limit))

@@ -1399,7 +1399,7 @@ class _Emitter:
                              if self.types[y].shape == d.shape})
         ops = frozenset(r.op for r in stages[0])
         t = cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize(), row_items,
-                              self._window_words() * (heuristics.COOP_WINDOW_BYTES // 16), ops)
+                              self._window_words(), ops)
         if t is None:
             return None
         return coop_sub_blocks(self.target, t, ops, self._itemsize(), d.reduce_size,
@@ -1460,9 +1460,7 @@ class _Emitter:
         n_sub = t.sub_blocks
         sub = bn // n_sub
         self._bn = sub
-        # (the columns a chunk covers: the tile's, or fewer, equal chunks, ``CoopTiles.span``)
-        step = t.span or bn
-        limit = f"tl.minimum(chunk * {step} + {step}, {cols})" if t.span else None
+        step, limit = self._chunk_columns("chunk", bn, t.span)
         row_mask = self._open_rows(fn, 1, rows)
         self._coop_window = t.window
         if t.window:  # (chunk k from the row's first word: its columns k * bn - shift on)
@@ -1690,8 +1688,7 @@ class _Emitter:
         h.memo_tile = {}
         if self._coop_window:  # (the chunks given up, laid as the programs laid them)
             self._open_window(h, 1, self._coop_window, row="row")
-        step = span or bn
-        limit = f"tl.minimum(c * {step} + {step}, {cols})" if span else None
+        step, limit = self._chunk_columns("c", bn, span)
         coords = self._open_tile(h, f"c * {step} + sub + ", True,
                                  cols % bn != 0 or bool(self._coop_window), None, "", limit)
         self._store_domain_outputs(h, coords)
@@ -1705,7 +1702,7 @@ class _Emitter:
         h.out.append("if tl.reduce(flags, 0, tl.standard._elementwise_max) != 0:")
         h.out.append(f"    for c in range(0, {n_split}):  # the chunks given up, read again")
         h.out.append(f'        if tl.load({flag}, cache_modifier=".cg") != 0:')
-        h.out.append(f"            for sub in range(0, {span or bn}, {redo}):")
+        h.out.append(f"            for sub in range(0, {step}, {redo}):")
         h.out.extend("                " + line for line in body)
         h.out.append(f"            tl.store({flag}, 0)")
         used = self._used_params(h.out)
@@ -1769,16 +1766,12 @@ class _Emitter:
                 total, m2 = xs
                 sums[r.name] = total
                 hint, dt = f"part_{self.var_name(r.name)}", TL[self._acc_dtype(r)]
-                size = self.domain.reduce_size
+                shift = None
                 if self._coop_window:  # (chunks laid from the row's first 16-byte word)
-                    shift = g.emit(1, f"rows * {size} % {self._coop_window}", "shift",
-                                   "the row's start in its 16-byte word")
-                    n = g.emit(2, f"tl.maximum(tl.minimum({size} + {shift} - parts * {chunk}, "
-                                  f"{chunk}) - tl.maximum({shift} - parts * {chunk}, 0), 0)"
-                                  f".to({dt})", f"{hint}_n", "each chunk's count")
-                else:
-                    n = g.emit(2, f"tl.minimum(tl.maximum({size} - parts * {chunk}, 0), "
-                                  f"{chunk}).to({dt})", f"{hint}_n", "each chunk's count")
+                    shift = g.emit(1, f"rows * {self.domain.reduce_size} % {self._coop_window}",
+                                   "shift", "the row's start in its 16-byte word")
+                n = g.emit(2, f"{self._chunk_count('parts', chunk, shift)}.to({dt})",
+                           f"{hint}_n", "each chunk's count")
                 mean = g.emit(2, f"{total} / tl.where({n} == 0, 1, {n})", f"{hint}_mean",
                               "each chunk's mean, as the chunk divided")
                 g.rowvals[r.name] = self._chan_reduce(g, r, (n, mean, m2), partial=False)
@@ -2236,13 +2229,11 @@ class _Emitter:
             tile.use(fn)
             x = fn.value(r.args[0], tile.coords)
             held.append((self._masked(fn, r, x, dt), tile, fn.masks[2]))
-        size = self.domain.reduce_size
-        count = (f"tl.minimum({size} - chunk * {chunk}, {chunk}).to({TL[dt]})" if held[0][2]
-                 else f"{chunk}")
-        if self._coop_window:  # (the chunk's columns start shift before chunk * chunk)
-            shift = fn.emit(1, "row_at - word_at", "shift", "the row's start in its word")
-            count = (f"tl.maximum(tl.minimum({size} + {shift} - chunk * {chunk}, {chunk}) - "
-                     f"tl.maximum({shift} - chunk * {chunk}, 0), 0).to({TL[dt]})")
+        count = f"{chunk}"
+        if held[0][2]:  # (a masked chunk: its columns in the row)
+            shift = fn.emit(1, "row_at - word_at", "shift", "the row's start in its word") \
+                if self._coop_window else None
+            count = f"{self._chunk_count('chunk', chunk, shift)}.to({TL[dt]})"
         n = fn.emit(1, f"tl.full([{self._bm}, 1], {count}, {TL[dt]})", f"{hint}_n")
         chunk_sum = fn.emit(1, " + ".join(total.format(t) for t, _, _ in held), f"{hint}_sum")
         mean = fn.emit(1, f"{chunk_sum} / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
@@ -2254,6 +2245,25 @@ class _Emitter:
             squares.append(total.format(f"{d} * {d}"))
         return chunk_sum, fn.emit(1, " + ".join(squares), f"{hint}_m2",
                                   _instr_text(r) + " (partial)")
+
+    def _chunk_count(self, index: str, chunk: int, shift: str | None) -> str:
+        """The row's columns in cooperative chunk ``index`` of ``chunk`` columns (the last
+        chunk's fewer, the chunks past the row's end none); ``shift``: the row's start in its
+        word, where the chunks are laid from it (``CoopTiles.window``: the first chunk holds
+        ``shift`` columns before the row's)."""
+        size = self.domain.reduce_size
+        if shift is None:
+            return f"tl.minimum(tl.maximum({size} - {index} * {chunk}, 0), {chunk})"
+        return (f"tl.maximum(tl.minimum({size} + {shift} - {index} * {chunk}, {chunk}) - "
+                f"tl.maximum({shift} - {index} * {chunk}, 0), 0)")
+
+    def _chunk_columns(self, index: str, bn: int, span: int) -> tuple[int, str | None]:
+        """(step, limit) of cooperative chunk ``index``: the columns between chunk starts
+        (``span``, equal chunks, or the tile's ``bn``), and the reduced index its tile stops
+        at where that is not the row's end (equal chunks)."""
+        if not span:
+            return bn, None
+        return span, f"tl.minimum({index} * {span} + {span}, {self.domain.reduce_size})"
 
     def _exp(self, fn: _Fn, arg: str, dt: np.dtype, level: int, hint: str) -> str:
         """exp of an expression in ``dt``, lowered as the ``exp`` op is on this target."""
