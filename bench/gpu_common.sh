@@ -107,6 +107,36 @@ tests_beside_product_fuzz() {
   [ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
 }
 
+# exp_halves OUT NAME TIMEOUT ARGS...: one bench/exp_s18_halves.py run with ARGS, its JSON and
+# text as OUT/NAME.json and .txt, its exit status and table lines shown.
+exp_halves() {
+  local out=$1 name=$2 limit=$3; shift 3
+  timeout "$limit" python3 bench/exp_s18_halves.py "$@" --json "$out/$name.json" \
+    > "$out/$name.txt" 2>&1
+  echo "$name exit $?"; grep -v "^compil" "$out/$name.txt" | grep -v "^    " | tail -30
+}
+
+# suite_family OUT WORK NAME BUDGET SUITE_ARGS...: bench/suite.py with SUITE_ARGS beside
+# torch.compile and jax.jit within BUDGET seconds, its results and log tail copied to
+# OUT/NAME, then its table and summary.
+suite_family() {
+  local out=$1 work=$2 name=$3 budget=$4; shift 4
+  timeout $((budget + 60)) python3 bench/suite.py --out "$work/$name" --budget "$budget" \
+    --impls fusejit,jax,torch "$@" > "$work/$name.log" 2>&1; echo "suite $name exit $?"
+  mkdir -p "$out/$name"; cp "$work/$name"/results.* "$out/$name/" 2>/dev/null
+  tail -5 "$work/$name.log" > "$out/$name/log-tail.txt"
+  grep -A40 "^| workload" "$work/$name/results.md" | cut -d'|' -f2-14 | head -40
+  grep -A8 "^## Summary" "$work/$name/results.md"
+}
+
+# fuzz_report WORK OUT: the last line of every WORK/fuzz/*.log into OUT/fuzz.txt (shown), and
+# the failures the fuzz kept copied to OUT.
+fuzz_report() {
+  local work=$1 out=$2 f
+  for f in "$work"/fuzz/*.log; do echo "$f: $(tail -n 1 "$f")"; done | tee "$out/fuzz.txt"
+  if [ -d "$work/fuzz/failures" ]; then cp -r "$work/fuzz/failures" "$out/"; fi
+}
+
 # pack_out OUT: every file under OUT packed into OUT/results.tar.gz and the rest removed (at
 # most 8 files come back from a device call: the sixteenth session's third call wrote 14 and
 # lost its test summary); unpack here with tar -xzf.

@@ -16,14 +16,11 @@ echo "sweep exit $?"; mkdir -p "$out/sweep"
 cp "$work"/sweep/results.* "$work"/sweep/*.log "$out/sweep/" 2>/dev/null
 cut -d'|' -f2-12 "$work/sweep/results.md" | head -30
 # does a chunk's column mask cost, where chunks divide the row? (one tile / every chunk masked)
-timeout 60 python3 bench/exp_s18_halves.py --ways 1,4 --cols 147456,155648,262144 \
-  --json "$out/exp_masked.json" > "$out/exp_masked.txt" 2>&1; echo "masked exit $?"
-grep -v "^compil" "$out/exp_masked.txt" | grep -v "^    " | tail -8
+exp_halves "$out" exp_masked 60 --ways 1,4 --cols 147456,155648,262144
 timeout 100 python3 bench/dispatch.py --paired 5 --json "$out/dispatch.json" > "$out/dispatch.txt" 2>&1
 echo "dispatch exit $?"; tail -25 "$out/dispatch.txt"
 timeout $((fuzz_s + 40)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" --seed 19202 \
   --products --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/products.log" 2>&1
-for f in "$work"/fuzz/*.log; do echo "$f: $(tail -n 1 "$f")"; done | tee "$out/fuzz.txt"
-[ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
+fuzz_report "$work" "$out"
 pack_out "$out"
 true
