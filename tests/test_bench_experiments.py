@@ -261,3 +261,28 @@ def test_s18_halves_experiment_plans_every_workload_both_ways(tmp_path):
     assert len(halves) >= 10 and all("as 2 tiles of 4096" in ln for ln in halves), halves
     assert any(ln.startswith("softmax") for ln in halves)
     assert all("as 2 tiles" not in ln for ln in lines if " ways 1: " in ln)
+
+
+def test_s18_halves_experiment_ways_for_ragged_rows(tmp_path):
+    """``bench/exp_s18_halves.py --dry`` with the ways ``gpu_s19e.sh`` times: way 4 masks
+    every chunk of a row that chunks divide (the dry run checks the cuda source), way 8
+    lays rows of 150,000 from their 128-byte line, way 9 splits them into equal chunks; way
+    5, the shipped settings, does neither."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
+    for ways, cols, mark in (("1,4", "155648", None),
+                             ("5,8", "150000", "laid from the 128-byte word"),
+                             ("5,9", "150000", "each covering 7896 of the row's columns")):
+        done = subprocess.run([sys.executable, str(_BENCH / "exp_s18_halves.py"), "--dry",
+                               "--ways", ways, "--cols", cols], capture_output=True,
+                              text=True, timeout=600, env=env, cwd=_BENCH.parent)
+        assert done.returncode == 0, (ways, done.stdout[-2000:], done.stderr[-2000:])
+        lines = done.stdout.strip().splitlines()
+        assert lines[-1].endswith(", 0 failed"), ways
+        first, second = ways.split(",")
+        assert sum(f" ways {second}: " in ln for ln in lines) == 2, lines  # (both workloads)
+        if mark:
+            assert all(mark in ln for ln in lines if f" ways {second}: " in ln), lines
+            assert not any(mark in ln for ln in lines if f" ways {first}: " in ln), lines
