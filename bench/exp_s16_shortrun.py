@@ -12,7 +12,8 @@ leaves its counters zero, which is checked too):
 
 * ``emitted`` (and ``emitted w4``: 4 warps): as fusejit emits it. The sum's tile addresses
   each element through three div/mods of the flat reduced index (``i = cols // 50176`` ...),
-  though the reduced axes are contiguous;
+  though the reduced axes are contiguous (the emitter merges them itself since the twentieth
+  session, ``offset_terms``: H100, merged 82.3% against 82.8% as emitted, no gain);
 * ``merged``: the sum's index lines replaced by ``off = cols * 3 + run`` (the min's kernel
   is emitted so already: skipped there);
 * ``min no NaN`` (the min only): the emitted kernel with ``tl.minimum`` not propagating NaN

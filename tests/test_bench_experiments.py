@@ -147,7 +147,8 @@ def test_shortrun_experiment_runs_dry(tmp_path):
     every variant of the short-run reductions (the emitted split kernel, its edits, the
     hand-written run-fastest and flat tiles at several blocks, warps and chunks) gives the
     reference's values and leaves its counters zero; the min's emitted index needs no
-    merging (skipped), the sum's does; the default configurations compile for sm_90."""
+    merging (skipped), nor the sum's (merged by the emitter since); the default
+    configurations compile for sm_90."""
     import json
     import os
     import subprocess
@@ -168,7 +169,9 @@ def test_shortrun_experiment_runs_dry(tmp_path):
         timed = [r for r in mine.values() if "us" in r]
         assert len(timed) >= 18 and all(r["ok"] for r in timed), timed
         assert all(r["counters_zero"] for r in timed if "counters_zero" in r)
-        assert ("skipped" in mine["merged"]) == workload.startswith("min"), mine["merged"]
+        # (the emitter merges contiguous axes' coordinates since the twentieth session:
+        # both kernels are emitted merged)
+        assert "skipped" in mine["merged"], mine["merged"]
     assert rows[-1]["variant"] == "flat_fixed no NaN" and rows[-1]["ok"]
 
 

@@ -279,6 +279,9 @@ class _Fn:
         self.memo_row: dict[Any, str] = {}
         self.memo_tile: dict[Any, str] = {}
         self.rowvals: dict[str, str] = {}
+        #: a coordinate that ``unravel`` computed -> (the flat index, its shape, the axis);
+        #: ``merged_offset`` folds runs of them back into one term of the flat index
+        self.unraveled: dict[str, tuple[str, tuple[int, ...], int]] = {}
         # function arguments and module-level names are never taken by a temporary
         self.used: set[str] = {*em.ptr_name, *em.out_name, *_RESERVED}
         self.masks: dict[int, str | None] = {0: None, 1: None, 2: None}
@@ -342,9 +345,79 @@ class _Fn:
             if not first:
                 expr = f"({expr}) % {d}" if s != 1 else f"{flat} % {d}"
             first = False
-            dims.append(expr if expr == flat else self.emit(self.lvl(flat), expr, "i"))
+            if expr == flat:
+                dims.append(flat)
+                continue
+            var = self.emit(self.lvl(flat), expr, "i")
+            self.unraveled[var] = (flat, shape, len(dims))
+            dims.append(var)
         memo[key] = tuple(dims)
         return tuple(dims)
+
+    def prune_unused_coordinates(self) -> None:
+        """Drop the lines of coordinates ``unravel`` computed that no statement reads (every
+        offset that used them read a merged coordinate instead: ``offset_terms``)."""
+        if not self.unraveled:
+            return
+        text = "\n".join(self.source)
+        dead = {var for var in self.unraveled
+                if len(re.findall(rf"\b{re.escape(var)}\b", text)) == 1}
+        self.source = [line for line in self.source
+                       if line.strip().split(" = ", 1)[0] not in dead]
+
+    def offset_terms(self, dims: tuple[str, ...], strides: tuple[int, ...],
+                     shape: tuple[int, ...]) -> list[tuple[str, int]]:
+        """(coordinate, stride) of each axis an offset uses, where consecutive axes that one
+        ``unravel`` produced and that the buffer lays out contiguously (a stride equal to the
+        next used axis's stride times that coordinate's extent), in the unravel's own order with no axis of
+        it left out between them, are one coordinate of their flat index.
+
+        Summing ``((f // c_p) % n_p) * c_p / c_b`` over such a run ``p = a..b`` of the
+        unravel of ``f`` is ``(f // c_b) % (n_a * c_a / c_b)`` (no ``%`` when ``a`` is the
+        unravel's first axis, which has none): a sum over axes (0, 1, 2) of a 4-D array reads
+        ``cols * 3 + run`` where it took three divisions and three remainders per element."""
+        used = [(d, s, n) for d, s, n in zip(dims, strides, shape)
+                if n != 1 and s != 0 and d != "0"]
+        terms: list[tuple[str, int]] = []
+        i = 0
+        while i < len(used):
+            d, s, n = used[i]
+            src = self.unraveled.get(d)
+            j = i
+            while src is not None and j + 1 < len(used):
+                d2, s2, _ = used[j + 1]
+                src2 = self.unraveled.get(d2)
+                # (the coordinate's extent, the unravel's: the buffer's axis may be longer,
+                # a slice of it read)
+                if src2 is None or src2[:2] != src[:2] or used[j][1] != s2 * src2[1][src2[2]]:
+                    break
+                at = self.unraveled[used[j][0]][2]
+                if src2[2] <= at or any(n != 1 for n in src[1][at + 1:src2[2]]):
+                    break  # (the unravel's axes out of order, or one skipped: stride 0)
+                j += 1
+            if j == i:
+                terms.append((d, s))
+                i += 1
+                continue
+            flat, ushape, first_axis = src  # type: ignore[misc]
+            last_axis = self.unraveled[used[j][0]][2]
+            inner = math.prod(ushape[last_axis + 1:])  # (c_b: the flat's stride of the last)
+            extent = math.prod(ushape[first_axis:last_axis + 1])
+            is_first = all(n == 1 for n in ushape[:first_axis])  # (its coordinate has no %)
+            expr = flat if inner == 1 else f"{flat} // {inner}"
+            if not is_first:
+                expr = f"({expr}) % {extent}" if inner != 1 else f"{flat} % {extent}"
+            if expr == flat:
+                terms.append((flat, used[j][1]))
+                i = j + 1
+                continue
+            key = ("merged", flat, inner, extent, is_first)
+            memo = self.memo_tile if self.lvl(flat) >= 2 else self.memo_row
+            if key not in memo:
+                memo[key] = self.emit(self.lvl(flat), expr, "i")
+            terms.append((memo[key], used[j][1]))
+            i = j + 1
+        return terms
 
     def ravel(self, dims: tuple[str, ...], shape: tuple[int, ...]) -> str:
         terms = [d if s == 1 else f"{d} * {s}"
@@ -588,9 +661,7 @@ class _Fn:
         else:
             dims = self.dims_of(coords) if shape else ()
             terms, used = [], []
-            for d, s, n in zip(dims, strides, shape):
-                if n == 1 or s == 0 or d == "0":
-                    continue
+            for d, s in self.offset_terms(dims, strides, shape):
                 terms.append(d if s == 1 else f"{d} * {s}")
                 used.append(d)
             off = " + ".join(terms) if terms else "0"
@@ -799,6 +870,7 @@ class _Emitter:
         if any(f.low.uses_exp_f32 for f in fns):
             lines += EXP_F32_HELPER.splitlines()
         for i, f in enumerate(fns):
+            f.prune_unused_coordinates()
             lines += ["", "", *f.source] if i else ["", *f.source]
         source = "\n".join(lines) + "\n"
         return EmittedKernel(self.name, source, tuple(launches), tuple(self.scratch),
