@@ -1258,6 +1258,18 @@ def _scale(step: Step, scales: list[float], result: Any, values: list[Any] | Non
     """The magnitude that ``result``'s rounding error is relative to (see ``_ADDITIVE``)."""
     own = _magnitude(result)
     name = _op_name(step)
+    if name in ("multiply", "divide", "true_divide") and len(step.args) >= 2:
+        # a product or quotient by a constant scales its operand's error with it: a var's
+        # residue of 9.5e-7 halved is still within rounding of 0 at the var's input scale
+        # (interpret fuzz, seed 20001: logical_and(var(x) * 0.5, 0.5))
+        a, b = step.args[:2]
+        if isinstance(a, Ref) and isinstance(b, (int, float)) and not isinstance(b, bool) \
+                and b != 0 and math.isfinite(b):
+            factor = abs(b) if name == "multiply" else 1 / abs(b)
+            return max(own, scales[a.index] * factor)
+        if name == "multiply" and isinstance(b, Ref) and isinstance(a, (int, float)) \
+                and not isinstance(a, bool) and math.isfinite(a):
+            return max(own, scales[b.index] * abs(a))
     if name not in _ADDITIVE:
         return own
     scale = max([own] + [scales[a.index] for a in step.args if isinstance(a, Ref)])

@@ -668,6 +668,30 @@ def test_a_product_meeting_an_infinity_among_terms_that_underflow_is_not_drawn()
         assert not _rounding_sensitive(by_row, [rows], [False], np.prod(rows, axis=1))
 
 
+def test_a_residue_scaled_by_a_constant_keeps_the_scale_of_what_it_came_from() -> None:
+    """interpret fuzz, seed 20001 (program 5610): ``logical_and(var(v, axis=0) * 0.5, 0.5)``
+    of 18x2 float16 copies of 1.1015625. NumPy's float16 var is a residue (9.5e-7: its mean
+    rounds), fusejit's 0, so the test for nonzero is True against False. The var's rounding
+    error is relative to its input (1.1); the product by 0.5 kept only its own magnitude
+    (4.8e-7) as the scale of its error, so the residue was not seen within rounding of 0.
+    A product or quotient by a constant now scales the error scale of its operand by it; a
+    var that is far from its residue still draws."""
+    from fusejit.testing import Recipe, sensitive_step
+
+    def recipe(v: np.ndarray) -> Recipe:
+        return Recipe(inputs=(v,), steps=(
+            Step("function", "var", (Ref(0),), (("axis", 0),)),
+            Step("function", "multiply", (Ref(1), 0.5), ()),
+            Step("function", "logical_and", (Ref(2), 0.5), ()),
+        ), outputs=(3,))
+
+    constant = np.full((18, 2), 1.1015625, np.float16)
+    assert np.var(constant, axis=0).min() > 0  # (NumPy's residue)
+    assert sensitive_step(recipe(constant)) == 2
+    spread = np.linspace(0.5, 2.0, 36).astype(np.float16).reshape(18, 2)
+    assert sensitive_step(recipe(spread)) is None
+
+
 def test_a_matrix_product_is_sized_by_its_rows_and_columns_before_numpy_runs_it() -> None:
     """A product's result is batch x rows x columns, which broadcasting its operands' shapes
     does not give: (3000, 2) @ (2, 2000) was not counted, and a cuda fuzz process with
