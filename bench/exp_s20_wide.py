@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 EPS = 1e-5
-SHAPES = ((256, 1 << 18), (512, 1 << 17), (1024, 1 << 16), (128, 1 << 18))
+SHAPES = ((256, 1 << 18), (1024, 1 << 16), (256, 150_001))
 
 #: the hand-written pipelined kernels; ``{exp}`` is fusejit's ``_exp_f32`` helper
 PIPELINED = '''
@@ -218,14 +218,14 @@ def run_pipelined(xp: Any, kind: str, x: Any, w: Any, b: Any, chunk: int, progra
     return launch, y
 
 
-def reference(kind: str, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """float64 softmax or layer norm over the last axis."""
-    x = x.astype(np.float64)
+def reference(kind: str, x: Any, w: Any, b: Any, xp: Any = np) -> Any:
+    """float64 softmax or layer norm over the last axis (``xp``: NumPy or CuPy)."""
+    x = x.astype(xp.float64)
     if kind == "softmax":
-        e = np.exp(x - x.max(axis=1, keepdims=True))
+        e = xp.exp(x - x.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
     mu = x.mean(axis=1, keepdims=True)
-    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + EPS) * w + b
+    return (x - mu) / xp.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + EPS) * w + b
 
 
 def interpret_check() -> int:
@@ -299,7 +299,7 @@ def report(ctx: dict[str, Any], name: str, run: Any, out: Any, checked: bool = T
         us = event_time(run) * 1e6
         run()
         cp.cuda.get_current_stream().synchronize()
-        err = float(np.abs(cp.asnumpy(out) - ctx["want"]).max()) / ctx["scale"]
+        err = float(cp.abs(out - ctx["want"]).max()) / ctx["scale"]
         note = ""
         if counters is not None:
             note = f"  waits given up {int(counters[1 + rows])}"
@@ -310,12 +310,36 @@ def report(ctx: dict[str, Any], name: str, run: Any, out: Any, checked: bool = T
         print(f"  {kind:10s} {name}: failed {type(exc).__name__}: {exc}"[:300], flush=True)
 
 
+def emit_plan(kind: str, x: Any, w: Any, b: Any, pipeline: int = 0, chunk: int = 0) -> Any:
+    """fusejit's cuda kernel of softmax or layer norm over ``x``'s shape: as the heuristics
+    choose, or pipelined with ``pipeline`` programs an SM (``COOP_PIPELINE``) in chunks of at
+    most ``chunk`` elements (0: the heuristic's)."""
+    import fusejit as fj
+    from fusejit.codegen import emit_kernel, heuristics
+    from fusejit.runtime import forget_plans
+    saved = (heuristics.COOP_PIPELINE, heuristics.COOP_PIPELINE_PROGRAMS_PER_SM,
+             heuristics.COOP_CHUNK)
+    try:
+        heuristics.COOP_PIPELINE = pipeline > 0
+        heuristics.COOP_PIPELINE_PROGRAMS_PER_SM = pipeline or saved[1]
+        if chunk:
+            heuristics.COOP_CHUNK = {**saved[2], "cuda": chunk}
+        forget_plans()
+        with fj.using_backend("interpret"):  # (planned only)
+            zeros = [fj.asarray(np.zeros(a.shape, np.float32)) for a in (x, w, b)]
+            t = (fj.softmax(zeros[0], axis=-1) if kind == "softmax"
+                 else fj.layer_norm(zeros[0], zeros[1], zeros[2], eps=EPS))
+            (kernel,) = fj.plan(t).program.kernels
+        return emit_kernel(kernel, None, "cuda")
+    finally:
+        (heuristics.COOP_PIPELINE, heuristics.COOP_PIPELINE_PROGRAMS_PER_SM,
+         heuristics.COOP_CHUNK) = saved
+        forget_plans()
+
+
 def gpu_main(only: str) -> int:
     import cupy as cp
     from exp_reductions import event_time
-
-    import fusejit as fj
-    from fusejit.codegen import emit_kernel
 
     sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
     for rows, cols in SHAPES:
@@ -327,23 +351,17 @@ def gpu_main(only: str) -> int:
         copy_us = event_time(lambda x=x, y=y: cp.copyto(y, x)) * 1e6
         print(f"{rows}x{cols} float32: copy {copy_us:.1f} us ({sms} SMs)", flush=True)
         for kind in ("softmax", "layer_norm"):
-            want = reference(kind, cp.asnumpy(x), cp.asnumpy(w), cp.asnumpy(b))
-            scale = float(np.abs(want).max())
+            want = reference(kind, x, w, b, cp)
+            scale = float(cp.abs(want).max())
 
             ctx = {"kind": kind, "want": want, "scale": scale, "rows": rows,
                    "copy_us": copy_us}
             if re.search(only, f"{kind} emitted"):
-                with fj.using_backend("interpret"):  # (planned only)
-                    zeros = [fj.asarray(np.zeros(a.shape, np.float32)) for a in (x, w, b)]
-                    t = (fj.softmax(zeros[0], axis=-1) if kind == "softmax"
-                         else fj.layer_norm(zeros[0], zeros[1], zeros[2], eps=EPS))
-                    (kernel,) = fj.plan(t).program.kernels
-                emitted = emit_kernel(kernel, None, "cuda")
+                emitted = emit_plan(kind, x, w, b)
                 arrays = [x] if kind == "softmax" else [x, EPS, w, b]  # (eps: a scalar param)
                 for name, kwargs, checked in (
-                        ("emitted", {}, True), ("emitted, 8 warps", {"warps": 8}, True),
+                        ("emitted", {}, True),
                         ("emitted, maxnreg 96", {"maxnreg": 96}, True),
-                        ("emitted, maxnreg 128", {"maxnreg": 128}, True),
                         ("emitted, no wait", {"source": no_wait(emitted.source)}, False)):
                     try:
                         run, out = launch_emitted(emitted, arrays, **kwargs)
@@ -351,10 +369,23 @@ def gpu_main(only: str) -> int:
                         print(f"  {kind} {name}: failed {type(exc).__name__}: {exc}"[:300])
                         continue
                     report(ctx, name, run, out, checked)
+                # fusejit's own pipelined form (heuristics.COOP_PIPELINE), by programs an SM,
+                # chunk and warps
+                for per_sm, chunk, warps in ((1, 0, 0), (2, 0, 0), (3, 0, 0), (2, 4096, 0),
+                                             (2, 0, 8)):
+                    name = (f"emitted pipelined {per_sm}/SM" + (f", chunks {chunk}" if chunk
+                                                                   else "")
+                            + (f", {warps} warps" if warps else ""))
+                    try:
+                        emitted = emit_plan(kind, x, w, b, pipeline=per_sm, chunk=chunk)
+                        run, out = launch_emitted(emitted, arrays, warps=warps or None)
+                    except Exception as exc:  # noqa: BLE001
+                        print(f"  {kind} {name}: failed {type(exc).__name__}: {exc}"[:300])
+                        continue
+                    report(ctx, name, run, out)
             if re.search(only, f"{kind} pipelined"):
-                for chunk, warps, per_sm in ((8192, 4, 1), (8192, 4, 2), (8192, 8, 1),
-                                             (8192, 8, 2), (4096, 4, 2), (4096, 4, 3),
-                                             (4096, 4, 4)):
+                for chunk, warps, per_sm in ((8192, 4, 1), (8192, 4, 2), (8192, 8, 2),
+                                             (4096, 4, 3)):
                     if cols % chunk or cols // chunk < 2:
                         continue
                     run, out = run_pipelined(cp, kind, x, w, b, chunk, per_sm * sms, warps)

@@ -11,6 +11,8 @@ exact chunks).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -520,3 +522,59 @@ def test_equal_chunks_on_a_gpu(cooperative, monkeypatch):
             assert "col_mask = cols < tl.minimum(chunk * 7896 + 7896, 150000)" in emitted.source
             for c in compile_all(emitted, 90, True):
                 assert c.cubin[:4] == b"\x7fELF"
+
+
+@pytest.fixture
+def pipelined(cooperative, monkeypatch):
+    """Cooperative rows by a persistent grid whose programs take chunks in turn, each loading
+    its next chunk before it waits for the row of the one it holds (``COOP_PIPELINE``, an
+    experiment, off by default)."""
+    monkeypatch.setattr(heuristics, "COOP_PIPELINE", True)
+
+
+@pytest.mark.parametrize("width", [37, 64])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_pipelined_cooperative_rows_match_numpy(pipelined, name, width):
+    """Every case against NumPy, twice (the second launch finds the ticket counter the first
+    zeroed: ``rows * chunks + programs`` tickets drawn). The interpreter runs its programs one
+    after another, so the first takes every chunk: it meets rows that are complete (the
+    write from the chunk held) and rows that are not (chunks given up, re-read by the row's
+    last program)."""
+    fn, make = CASES[name]
+    arrays = make(width)
+    kernels = _cooperative_kernels(fn, arrays)
+    assert kernels and all("while ticket < " in e.source for e in kernels)
+    _check_against_numpy(fn, arrays)
+
+
+@pytest.mark.parametrize("width", [37, 30])
+@pytest.mark.parametrize("name", ["softmax", "layer_norm", "sum_and_var_ints"])
+def test_pipelined_windowed_rows_match_numpy(pipelined, coop_window, name, width):
+    """Rows that are not 16-byte multiples (chunks laid from the row's first word), pipelined."""
+    fn, make = CASES[name]
+    arrays = make(width)
+    assert _cooperative_kernels(fn, arrays)
+    _check_against_numpy(fn, arrays)
+
+
+@pytest.mark.parametrize("width", [1 << 18, 150_001])
+@pytest.mark.parametrize("name", ["softmax", "layer_norm"])
+def test_pipelined_kernels_compile_for_sm90(pipelined, monkeypatch, name, width):
+    """The persistent form on ``cuda``: 2 programs an SM (264), no register cap (two chunks
+    held), the values the write reads carried from one iteration to the next and the
+    indices recomputed; it compiles for sm_90 (aligned and windowed rows)."""
+    monkeypatch.setattr(heuristics, "COOP_WINDOW", True)
+    fn, make = CASES[name]
+    arrays = [np.resize(a, (3, width) if a.ndim == 2 else (width,)) for a in make(8)]
+    (emitted,) = _cooperative_kernels(fn, arrays, target="cuda")
+    (launch,) = emitted.launches
+    chunks = len(re.findall(r"\bpid_next = ", emitted.source))
+    assert chunks == 1 and launch.max_registers == 0
+    src = emitted.source
+    total = int(re.search(r"while ticket < (\d+):", src).group(1))  # (rows x chunks)
+    assert launch.grid[0] == min(heuristics.COOP_PIPELINE_PROGRAMS_PER_SM * heuristics.SMS, total)
+    assert f"if ticket_next == {total + launch.grid[0] - 1}:" in src  # (the last drawn)
+    assert "while ticket < " in src and "ticket = ticket_next" in src
+    assert "idx = " in src.split("while ticket < ")[1]  # (recomputed for the chunk held)
+    for c in compile_all(emitted, 90, True):
+        assert c.cubin[:4] == b"\x7fELF"

@@ -331,6 +331,15 @@ class CoopTiles:
     span: int = 0
 
 
+#: Cooperative rows run by a persistent grid of ``COOP_PIPELINE_PROGRAMS_PER_SM`` programs an
+#: SM, each taking chunks in turn and loading the next one (and storing its partials) before
+#: it waits for the row of the chunk it holds, so that the wait overlaps a load
+#: (``triton_emitter._Emitter._pipeline_chunks``). ``FUSEJIT_COOP_PIPELINE=1``: an experiment
+#: (``bench/exp_s20_wide.py`` times it beside a hand-written form), off by default.
+COOP_PIPELINE = os.environ.get("FUSEJIT_COOP_PIPELINE", "0") == "1"
+COOP_PIPELINE_PROGRAMS_PER_SM = 2
+
+
 #: Reductions whose cooperative chunk is held as ``COOP_SUB_BLOCKS`` tiles under a cap of
 #: ``COOP_MAX_REGISTERS`` (``coop_sub_blocks``).
 #: (``FUSEJIT_COOP_SUB_BLOCKS=1`` at import: one tile, no cap, as before.)

@@ -1596,8 +1596,99 @@ class _Emitter:
                        f"warps): each reads its chunk once, waits for its row's partials, "
                        f"then writes the chunk (a chunk given up is re-read by the row's last "
                        f"program)"]
-        launch = self._partials_launch(fn, part_names, (rows * n_split, 1, 1), num_warps)
-        return [fn, stats, finish], [replace(launch, max_registers=t.max_registers)]
+        programs, max_registers = rows * n_split, t.max_registers
+        if heuristics.COOP_PIPELINE:
+            programs = self._pipeline_chunks(fn, rows * n_split, arrivals)
+            max_registers = 0  # (two chunks held: no cap that one chunk's halves fit)
+            self.tiling = [f"cooperative rows, pipelined: {t.why}, {programs} persistent "
+                           f"programs of {num_warps} warps taking the {rows * n_split} chunks "
+                           f"in turn: each loads its next chunk and stores that chunk's "
+                           f"partials before it waits for the row of the chunk it holds, then "
+                           f"writes that chunk (a chunk given up is re-read by the row's last "
+                           f"program)"]
+        launch = self._partials_launch(fn, part_names, (programs, 1, 1), num_warps)
+        return [fn, stats, finish], [replace(launch, max_registers=max_registers)]
+
+    def _pipeline_chunks(self, fn: _Fn, total: int, arrivals: int) -> int:
+        """Rewrite the cooperative program ``fn`` (one chunk per program) as a persistent one
+        (``COOP_PIPELINE``); returns its number of programs.
+
+        The one-chunk program is: draw a ticket, *take* its chunk (indices, loads, the
+        chunk's partials, their stores), arrive at the row's counter, wait for the row's
+        other chunks, *write* the chunk. The persistent program takes a chunk, then loops:
+        draw the next ticket and take its chunk (its partials stored and its arrival made at
+        once), then wait for the row of the chunk it holds and write that one. The wait for
+        a row then overlaps the next chunk's load. The values the write reads are carried
+        from one iteration to the next; indices are recomputed from the ticket (a loop-carried
+        index tile would hold registers the loads need). A program past the last chunk takes
+        the last chunk again (loaded, never stored or counted), so every load is unmasked as
+        before.
+
+        No program waits for one that waits for it: arrivals never wait, and every ticket
+        below the highest drawn has arrived, so a program waits only on the row being drawn,
+        whose chunks at most half the programs hold (two each) while the others finish rows
+        before it. Every program draws exactly one ticket past the last chunk (the one that
+        ends its loop), so the ticket counter ends at ``total + programs`` and the program
+        that draws the last of those zeroes it for the next launch."""
+        out = fn.out
+        per_sm = heuristics.COOP_PIPELINE_PROGRAMS_PER_SM
+        programs = max(1, min(total, per_sm * heuristics.SMS))
+        draw, reset_if, reset = out[0], out[1], out[2]
+        if not (draw.startswith("ticket = tl.atomic_add(counters, 1") and
+                reset_if.startswith("if ticket == ")):
+            raise AssertionError("the cooperative program's ticket lines moved")
+        arrive_at = next(i for i, line in enumerate(out) if line.startswith("arrived = "))
+        take = out[3:arrive_at]
+        # (the partials' stores, moved after the values: they read no stored value)
+        guarded = [line for line in take if line.startswith("tl.")]
+        assigned = [line for line in take if not line.startswith("tl.")]
+        if any(not re.match(r"\w+ = ", line) for line in assigned):
+            raise AssertionError("the cooperative program's chunk is not straight assignments")
+        wait_and_write = out[arrive_at + 1:]
+        cur = fn.fresh("cur")
+        assigned = [f"{cur} = tl.minimum(ticket, {total - 1})  # (a ticket past the last chunk "
+                    f"takes the last chunk again: loaded, never stored)"] + \
+            [re.sub(r"\bticket\b", cur, line) for line in assigned]
+        names = [m.group(1) for m in (re.match(r"(\w+) = ", ln) for ln in assigned) if m]
+        data: set[str] = set()  # (names whose values come from the chunk's loads)
+        for line in assigned:
+            m = re.match(r"(\w+) = (.*)", line)
+            if m and ("tl.load(" in m.group(2)
+                      or set(re.findall(r"\b\w+\b", m.group(2))) & data):
+                data.add(m.group(1))
+        read_later = set(re.findall(r"\b\w+\b", "\n".join(wait_and_write)))
+        carried = [n for n in names if n in data and n in read_later]
+        arrive = f'tl.atomic_add(counters + {arrivals} + pid, 1, sem="acq_rel")  # the chunk ' \
+            f"arrives: its partials are stored"
+
+        def renamed(lines: list[str], suffix: str) -> tuple[list[str], dict[str, str]]:
+            table = {n: fn.fresh(f"{n}_{suffix}") for n in ["ticket", *names]}
+            pattern = re.compile(r"\b(" + "|".join(map(re.escape, table)) + r")\b")
+            def one(line: str) -> str:  # (the code, not its comment)
+                code, sep, comment = line.partition("  # ")
+                return pattern.sub(lambda m: table[m.group(1)], code) + sep + comment
+            return [one(line) for line in lines], table
+
+        last = total + programs - 1
+        take_lines = [draw, f"if ticket == {last}:  # the last ticket drawn (every program draws "
+                            f"one past the last chunk): zero for the next launch", reset,
+                      *assigned, f"if ticket < {total}:  # a chunk of the grid: its partials "
+                                 f"and its arrival", *["    " + ln for ln in guarded],
+                      "    " + arrive]
+        first, first_of = renamed(take_lines, "first")
+        following, next_of = renamed(take_lines, "next")
+        index_lines = [ln for ln in assigned
+                       if (m := re.match(r"(\w+) = ", ln)) is None or m.group(1) not in data]
+        body = [*following, "# the chunk held: its row's partials, then its outputs",
+                *index_lines,
+                f'arrived = tl.atomic_add(counters + {arrivals} + pid, 0, sem="acquire")  '
+                f"# programs of the row arrived", *wait_and_write,
+                f"ticket = {next_of['ticket']}", *[f"{n} = {next_of[n]}" for n in carried]]
+        fn.out = [*first, f"ticket = {first_of['ticket']}",
+                  *[f"{n} = {first_of[n]}" for n in carried],
+                  f"while ticket < {total}:  # this program's chunks, one after another",
+                  *["    " + line for line in body]]
+        return programs
 
     def _chunk_partial(self, fn: _Fn, r: Instr, tiles: list[_HeldTile], chunk: int) -> Any:
         """The partial(s) of reduction ``r`` over a cooperative program's chunk of ``chunk``
