@@ -280,7 +280,7 @@ class _Fn:
         self.memo_tile: dict[Any, str] = {}
         self.rowvals: dict[str, str] = {}
         #: a coordinate that ``unravel`` computed -> (the flat index, its shape, the axis);
-        #: ``merged_offset`` folds runs of them back into one term of the flat index
+        #: ``offset_terms`` folds runs of them back into one term of the flat index
         self.unraveled: dict[str, tuple[str, tuple[int, ...], int]] = {}
         # function arguments and module-level names are never taken by a temporary
         self.used: set[str] = {*em.ptr_name, *em.out_name, *_RESERVED}
