@@ -79,6 +79,12 @@ def hoist(src: str) -> str:
     for _, stmt, _ in loads:
         src = re.sub(r"\n +" + re.escape(stmt) + r"[^\n]*", "", src, count=1)
     indent_cols = re.search(r"\n( +)cols_n = [^\n]*", src)
+    if indent_cols is None:  # (unread, so pruned since the twentieth session: put it back)
+        cols = re.search(r"\n +cols = (pid_n \* \d+ \+ tl\.arange\(0, \d+\)\[None, :\])", src)
+        rows = re.search(r"\n( +)rows_m = [^\n]*", src)
+        assert cols and rows
+        src = src[:rows.end()] + f"\n{rows.group(1)}cols_n = {cols.group(1)}" + src[rows.end():]
+        indent_cols = re.search(r"\n( +)cols_n = [^\n]*", src)
     assert indent_cols
     moved = "".join(f"\n{indent_cols.group(1)}{stmt.replace('+ cols)', '+ cols_n)')}  # hoisted"
                     for _, stmt, _ in loads)
@@ -106,7 +112,7 @@ def maxfix(src: str) -> str:
 def tma_store(src: str, m: int, n: int, halves: bool) -> str:
     """The output tile stored through a TMA descriptor (``out0``)."""
     bm = int(re.search(r"rows_m = pid_m \* (\d+)", src).group(1))
-    bn = int(re.search(r"cols_n = pid_n \* (\d+)", src).group(1))
+    bn = int(re.search(r"cols(?:_n)? = pid_n \* (\d+)", src).group(1))  # (cols_n: pruned if unread)
     store = re.search(r"\n( +)flat = rows_m \* \d+ \+ cols\n +tl\.store\(out0 \+ flat, (\w+)\)[^\n]*",
                       src)
     assert store, "no plain output store"

@@ -268,6 +268,27 @@ def _m2_riders(stage: list[Instr], acc_dtype: Callable[[Instr], np.dtype]) -> di
             if m.op == "m2" and m.args[0] == s.args[0] and acc_dtype(m) == acc_dtype(s)}
 
 
+#: Calls an index expression may make (``_Fn.prune_unread_indices``): none reads memory or has
+#: an effect, so an assignment of one that nothing reads can go.
+INDEX_CALLS = frozenset({"tl.arange", "tl.full", "tl.minimum", "tl.maximum", "tl.where",
+                         "tl.multiple_of"})
+
+
+def _index_expr(rhs: str) -> bool:
+    """Whether the right-hand side ``rhs`` (its comment aside) calls only ``INDEX_CALLS`` and
+    casts."""
+    code = rhs.partition("  # ")[0]
+    return all(call in INDEX_CALLS or call.endswith(".to")
+               for call in re.findall(r"([\w.]+)\(", code))
+
+
+def _only_statement(lines: list[str], k: int, indent: int) -> bool:
+    """Whether ``lines[k]`` (indented ``indent``) is the only statement of its block."""
+    opens = k > 0 and lines[k - 1].rstrip().split("  #")[0].endswith(":")
+    after = next((ln for ln in lines[k + 1:] if ln.strip()), "")
+    return opens and len(after) - len(after.lstrip()) < indent
+
+
 class _Fn:
     """Builds the body of one Triton function."""
 
@@ -354,16 +375,27 @@ class _Fn:
         memo[key] = tuple(dims)
         return tuple(dims)
 
-    def prune_unused_coordinates(self) -> None:
-        """Drop the lines of coordinates ``unravel`` computed that no statement reads (every
-        offset that used them read a merged coordinate instead: ``offset_terms``)."""
-        if not self.unraveled:
-            return
-        text = "\n".join(self.source)
-        dead = {var for var in self.unraveled
-                if len(re.findall(rf"\b{re.escape(var)}\b", text)) == 1}
-        self.source = [line for line in self.source
-                       if line.strip().split(" = ", 1)[0] not in dead]
+    def prune_unread_indices(self) -> None:
+        """Drop the assignments of index values that no statement reads: coordinates every
+        offset of which reads a merged coordinate instead (``offset_terms``), a GEMM's K
+        indices where TMA loads its tiles. Only names assigned once, from arithmetic and
+        ``INDEX_CALLS`` (no load, no atomic, no call of a generated function), and never the
+        only statement of a block; until none is left (one may have read another)."""
+        lines = self.source
+        while True:
+            text = "\n".join(lines)
+            keep: list[str] = []
+            for k, line in enumerate(lines):
+                m = re.match(r"(\s*)(\w+) = (.*)", line)
+                if m and _index_expr(m.group(3)) \
+                        and len(re.findall(rf"\b{m.group(2)}\b", text)) == 1 \
+                        and not _only_statement(lines, k, len(m.group(1))):
+                    continue
+                keep.append(line)
+            if len(keep) == len(lines):
+                break
+            lines = keep
+        self.source = lines
 
     def offset_terms(self, dims: tuple[str, ...], strides: tuple[int, ...],
                      shape: tuple[int, ...]) -> list[tuple[str, int]]:
@@ -870,7 +902,7 @@ class _Emitter:
         if any(f.low.uses_exp_f32 for f in fns):
             lines += EXP_F32_HELPER.splitlines()
         for i, f in enumerate(fns):
-            f.prune_unused_coordinates()
+            f.prune_unread_indices()
             lines += ["", "", *f.source] if i else ["", *f.source]
         source = "\n".join(lines) + "\n"
         return EmittedKernel(self.name, source, tuple(launches), tuple(self.scratch),
