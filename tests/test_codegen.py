@@ -152,3 +152,24 @@ def test_axes_merge_only_where_the_buffer_lays_them_out_contiguously():
         got = build(*(fj.asarray(v) for v in (a, b, c, d))).numpy()
         want = ref(a, b, c, d)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_index_assignments_nothing_reads_are_pruned():
+    """A GEMM that loads its tiles through TMA computes no K index tiles (``k_a``/``k_b``)
+    and no unread column tile; loads, atomics and calls are never pruned, nor the only
+    statement of a block (the source would not parse)."""
+    from fusejit.codegen.triton_emitter import _index_expr, _only_statement
+    a = fj.asarray(np.zeros((4096, 512), np.float16))
+    b = fj.asarray(np.zeros((512, 1024), np.float16))
+    (k,) = _kernels(fj.maximum(a @ b, 0))
+    src = emit_kernel(k, None, "cuda").source
+    assert ".load([" in src  # (TMA)
+    assert "k_a = " not in src and "k_b = " not in src and "cols_n = " not in src
+    compile(src, "<gen>", "exec")
+    assert _index_expr("pid * 8 + tl.arange(0, 8)[None, :]  # index")
+    assert _index_expr("tl.where(m, x.to(tl.int64), 0)")
+    assert not _index_expr("tl.load(p + offs)")
+    assert not _index_expr('tl.atomic_add(counters, 1, sem="relaxed")')
+    assert not _index_expr("kernel_stats(pid, parts)")
+    block = ["if ok:", "    x = 1", "y = 2"]
+    assert _only_statement(block, 1, 4) and not _only_statement(block, 2, 0)
