@@ -6,11 +6,13 @@ The H200 moves 40% more bytes a second with the same 132 SMs and registers, so a
 that holds its chunk while it waits for its row's other programs costs more there. This
 script measures, beside a copy and against a float64 reference:
 
-1. the emitted kernels as they are, at 8 warps, and under a register cap;
+1. the emitted kernels as they are and under a register cap of 96 (not with ``--quick``);
 2. the emitted kernels with **no wait** (each program writes its chunk at once with the row
    statistics found so far: wrong answers, timed only): how fast the structure would be if
    waiting cost nothing;
-3. a hand-written **persistent, pipelined** form (``PIPELINED``): a grid of a few programs
+3. fusejit's own pipelined form (``heuristics.COOP_PIPELINE``) at 1-3 programs an SM (with
+   chunks of 4096 and at 8 warps too, not with ``--quick``), and a hand-written **persistent,
+   pipelined** form (``PIPELINED``): a grid of a few programs
    per SM, each taking a chunk's ticket, loading it and storing its partials before it
    waits for the row of the chunk it already holds, so that the wait overlaps the next
    load. Arrivals never wait (a chunk's partials are stored as soon as it is loaded), and a
@@ -248,37 +250,6 @@ def interpret_check() -> int:
     return 1 if failed else 0
 
 
-def launch_emitted(emitted: Any, arrays: list[Any], source: str | None = None,
-                   warps: int | None = None, maxnreg: int | None = None) -> tuple[Any, Any]:
-    """One launch's closure and its output buffer: the emitted single-launch kernel (or
-    ``source`` in its place) through Triton's launcher, counters zeroed before each launch."""
-    import cupy as cp
-    import torch
-
-    from fusejit.runtime import kernel_cache
-    if source is not None:
-        emitted = dataclasses.replace(emitted, source=source)
-    (launch,) = emitted.launches
-    module = kernel_cache.import_source(kernel_cache.write_source(emitted), interpret=False)
-    fn = getattr(module, launch.fn_name)
-    outs = [cp.empty(t.shape, t.dtype) for t in emitted.out_types]
-    scratch = [cp.empty(n, d) for d, n in emitted.scratch]
-    counters = cp.zeros(max(emitted.counters, 1), cp.int32)
-    groups = {"in": arrays, "out": outs, "scratch": scratch, "counters": [counters]}
-    args = [v if isinstance(v, (int, float)) else torch.from_dlpack(v)
-            for v in (groups[kind][i] for kind, i in launch.args)]
-    options: dict[str, Any] = {"num_warps": warps or launch.num_warps, "enable_fp_fusion": False}
-    if maxnreg:
-        options["maxnreg"] = maxnreg
-    if launch.num_stages:
-        options["num_stages"] = launch.num_stages
-
-    def run() -> None:
-        counters.fill(0)
-        fn[launch.grid](*args, **options)
-    return run, outs[0]
-
-
 def no_wait(source: str) -> str:
     """The emitted source with its wait removed: every program writes its chunk at once."""
     out, n = re.subn(r"while \(arrived < (\d+)\)", "while (arrived < 0)", source)
@@ -341,6 +312,7 @@ def gpu_main(only: str, shapes: tuple[tuple[int, int], ...] = SHAPES,
              quick: bool = False) -> int:
     import cupy as cp
     from exp_reductions import event_time
+    from exp_wide_softmax import direct_launch
 
     sms = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
     for rows, cols in shapes:
@@ -360,12 +332,14 @@ def gpu_main(only: str, shapes: tuple[tuple[int, int], ...] = SHAPES,
             if re.search(only, f"{kind} emitted"):
                 emitted = emit_plan(kind, x, w, b)
                 arrays = [x] if kind == "softmax" else [x, EPS, w, b]  # (eps: a scalar param)
-                for name, kwargs, checked in (
-                        ("emitted", {}, True),
-                        *([] if quick else [("emitted, maxnreg 96", {"maxnreg": 96}, True)]),
-                        ("emitted, no wait", {"source": no_wait(emitted.source)}, False)):
+                waitless = dataclasses.replace(emitted, source=no_wait(emitted.source))
+                for name, variant, cap, checked in (
+                        ("emitted", emitted, None, True),
+                        *([] if quick else [("emitted, maxnreg 96", emitted, 96, True)]),
+                        ("emitted, no wait", waitless, None, False)):
                     try:
-                        run, out = launch_emitted(emitted, arrays, **kwargs)
+                        run, (out,) = direct_launch(variant, arrays, zero_counters=True,
+                                                    maxnreg=cap)
                     except Exception as exc:  # noqa: BLE001
                         print(f"  {kind} {name}: failed {type(exc).__name__}: {exc}"[:300])
                         continue
@@ -379,7 +353,8 @@ def gpu_main(only: str, shapes: tuple[tuple[int, int], ...] = SHAPES,
                             + (f", {warps} warps" if warps else ""))
                     try:
                         emitted = emit_plan(kind, x, w, b, pipeline=per_sm, chunk=chunk)
-                        run, out = launch_emitted(emitted, arrays, warps=warps or None)
+                        run, (out,) = direct_launch(emitted, arrays, zero_counters=True,
+                                                    num_warps=warps or None)
                     except Exception as exc:  # noqa: BLE001
                         print(f"  {kind} {name}: failed {type(exc).__name__}: {exc}"[:300])
                         continue

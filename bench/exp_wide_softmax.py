@@ -46,6 +46,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -238,18 +239,18 @@ def interpret_check(rows: int, cols: int) -> int:
     return int(failed > 0)
 
 
-def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
-                     fp_fusion: bool = False, outputs: list[Any] | None = None,
-                     zero_counters: bool = False, maxnreg: int | None = None) -> float:
-    """Microseconds per launch of an emitted single-launch kernel through Triton's own
-    launcher (torch views of CuPy buffers: this script only): inputs ``arrays`` in order,
-    fresh outputs and scratch, zeroed counters (the kernel leaves them zero). fusejit
-    compiles without floating-point contraction (``fp_fusion`` False: its compile options);
-    the hand-written kernel above is compiled with it (Triton's default). Python numbers in
-    ``arrays`` are the kernel's scalar parameters; ``outputs``, when given, receives the output
-    buffers (holding the last launch's results); ``zero_counters``: a memset of the counters
-    before each launch (timed with it), for variants that do not leave them zero;
-    ``maxnreg``: Triton's register cap per thread (ptxas fits the kernel under it)."""
+def direct_launch(emitted: Any, arrays: list[Any], fp_fusion: bool = False,
+                  zero_counters: bool = False, maxnreg: int | None = None,
+                  num_warps: int | None = None) -> tuple[Callable[[], None], list[Any]]:
+    """One launch of an emitted single-launch kernel through Triton's own launcher (torch
+    views of CuPy buffers: this script only), as a closure, and its output buffers (holding
+    the last launch's results): inputs ``arrays`` in order, fresh outputs and scratch,
+    zeroed counters (the kernel leaves them zero). fusejit compiles without floating-point
+    contraction (``fp_fusion`` False: its compile options); the hand-written kernel above is
+    compiled with it (Triton's default). Python numbers in ``arrays`` are the kernel's scalar
+    parameters; ``zero_counters``: a memset of the counters before each launch (timed with
+    it), for variants that do not leave them zero; ``maxnreg``: Triton's register cap per
+    thread (ptxas fits the kernel under it); ``num_warps``: in place of the launch's."""
     import cupy as cp
     import torch
 
@@ -263,10 +264,8 @@ def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
     groups = {"in": arrays, "out": outs, "scratch": scratch, "counters": [counters]}
     args = [v if isinstance(v, (int, float)) else torch.from_dlpack(v)
             for v in (groups[kind][i] for kind, i in launch.args)]
-    if outputs is not None:
-        outputs.extend(outs)
     grid = launch.grid
-    options = {"num_warps": launch.num_warps, "enable_fp_fusion": fp_fusion}
+    options = {"num_warps": num_warps or launch.num_warps, "enable_fp_fusion": fp_fusion}
     if maxnreg:
         options["maxnreg"] = maxnreg
     if launch.num_stages:
@@ -276,6 +275,17 @@ def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
         if zero_counters:
             counters.fill(0)
         fn[grid](*args, **options)
+    return run, outs
+
+
+def direct_launch_us(emitted: Any, arrays: list[Any], events: Any,
+                     fp_fusion: bool = False, outputs: list[Any] | None = None,
+                     zero_counters: bool = False, maxnreg: int | None = None) -> float:
+    """Microseconds per launch of ``direct_launch``'s closure (``events`` times it);
+    ``outputs``, when given, receives the output buffers."""
+    run, outs = direct_launch(emitted, arrays, fp_fusion, zero_counters, maxnreg)
+    if outputs is not None:
+        outputs.extend(outs)
     return float(events(run))
 
 

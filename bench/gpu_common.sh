@@ -137,6 +137,30 @@ fuzz_report() {
   if [ -d "$work/fuzz/failures" ]; then cp -r "$work/fuzz/failures" "$out/"; fi
 }
 
+# coop_correctness WORK OUT FUZZ_S [full]: cuda correctness of the cooperative rows with the
+# pipelined form on (FUSEJIT_COOP_PIPELINE=1): their gpu tests, a wide-row fuzz, and a plain
+# fuzz; with "full", the default form's tests and wide-row fuzz too. The tests' summaries go
+# to OUT/correctness.txt, the fuzz's last lines and failures through fuzz_report.
+coop_correctness() {
+  local work=$1 out=$2 fuzz_s=$3 full=${4:-} f
+  local tests="tests/test_cooperative_rows.py tests/test_row_window.py"
+  mkdir -p "$work/fuzz"
+  ( if [ -n "$full" ]; then timeout $((fuzz_s + 40)) python3 -m pytest -m gpu -q \
+      -p no:cacheprovider $tests > "$work/tests-default.log" 2>&1; fi
+    FUSEJIT_COOP_PIPELINE=1 timeout $((fuzz_s + 30)) python3 -m pytest -m gpu -q \
+      -p no:cacheprovider $tests > "$work/tests-pipelined.log" 2>&1 ) &
+  timeout $((fuzz_s + 30)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" \
+    --seed 20021 --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/plain.log" 2>&1 &
+  if [ -n "$full" ]; then timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda \
+    --seconds "$fuzz_s" --seed 20022 > "$work/fuzz/rows.log" 2>&1 & fi
+  FUSEJIT_COOP_PIPELINE=1 timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda \
+    --seconds "$fuzz_s" --seed 20023 > "$work/fuzz/rows-pipelined.log" 2>&1 &
+  wait
+  for f in "$work"/tests-*.log; do echo "$f: $(grep -E 'passed|failed' "$f" | tail -1)";
+    grep -E "^FAILED|^ERROR" "$f" | head -10; done | tee "$out/correctness.txt"
+  fuzz_report "$work" "$out"
+}
+
 # pack_out OUT: every file under OUT packed into OUT/results.tar.gz and the rest removed (at
 # most 8 files come back from a device call: the sixteenth session's third call wrote 14 and
 # lost its test summary); unpack here with tar -xzf.

@@ -1263,13 +1263,11 @@ def _scale(step: Step, scales: list[float], result: Any, values: list[Any] | Non
         # residue of 9.5e-7 halved is still within rounding of 0 at the var's input scale
         # (interpret fuzz, seed 20001: logical_and(var(x) * 0.5, 0.5))
         a, b = step.args[:2]
+        if name == "multiply" and isinstance(b, Ref):  # (constant * value)
+            a, b = b, a
         if isinstance(a, Ref) and isinstance(b, (int, float)) and not isinstance(b, bool) \
                 and b != 0 and math.isfinite(b):
-            factor = abs(b) if name == "multiply" else 1 / abs(b)
-            return max(own, scales[a.index] * factor)
-        if name == "multiply" and isinstance(b, Ref) and isinstance(a, (int, float)) \
-                and not isinstance(a, bool) and math.isfinite(a):
-            return max(own, scales[b.index] * abs(a))
+            return max(own, scales[a.index] * (abs(b) if name == "multiply" else 1 / abs(b)))
     if name not in _ADDITIVE:
         return own
     scale = max([own] + [scales[a.index] for a in step.args if isinstance(a, Ref)])

@@ -568,8 +568,8 @@ def test_pipelined_kernels_compile_for_sm90(pipelined, monkeypatch, name, width)
     arrays = [np.resize(a, (3, width) if a.ndim == 2 else (width,)) for a in make(8)]
     (emitted,) = _cooperative_kernels(fn, arrays, target="cuda")
     (launch,) = emitted.launches
-    chunks = len(re.findall(r"\bpid_next = ", emitted.source))
-    assert chunks == 1 and launch.max_registers == 0
+    takes = len(re.findall(r"\bpid_next = ", emitted.source))  # (the next chunk's, once)
+    assert takes == 1 and launch.max_registers == 0
     src = emitted.source
     total = int(re.search(r"while ticket < (\d+):", src).group(1))  # (rows x chunks)
     assert launch.grid[0] == min(heuristics.COOP_PIPELINE_PROGRAMS_PER_SM * heuristics.SMS, total)

@@ -33,6 +33,7 @@ import hashlib
 import keyword
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -268,6 +269,8 @@ def _m2_riders(stage: list[Instr], acc_dtype: Callable[[Instr], np.dtype]) -> di
             if m.op == "m2" and m.args[0] == s.args[0] and acc_dtype(m) == acc_dtype(s)}
 
 
+#: ``indent``, ``name``, ``value`` of a line assigning one name
+_ASSIGNMENT = re.compile(r"(\s*)(\w+) = (.*)")
 #: Calls an index expression may make (``_Fn.prune_unread_indices``): none reads memory or has
 #: an effect, so an assignment of one that nothing reads can go.
 INDEX_CALLS = frozenset({"tl.arange", "tl.full", "tl.minimum", "tl.maximum", "tl.where",
@@ -383,15 +386,11 @@ class _Fn:
         only statement of a block; until none is left (one may have read another)."""
         lines = self.source
         while True:
-            text = "\n".join(lines)
-            keep: list[str] = []
-            for k, line in enumerate(lines):
-                m = re.match(r"(\s*)(\w+) = (.*)", line)
-                if m and _index_expr(m.group(3)) \
-                        and len(re.findall(rf"\b{m.group(2)}\b", text)) == 1 \
-                        and not _only_statement(lines, k, len(m.group(1))):
-                    continue
-                keep.append(line)
+            reads = Counter(re.findall(r"\b\w+\b", "\n".join(lines)))
+            keep = [line for k, line in enumerate(lines)
+                    if not ((m := _ASSIGNMENT.match(line)) and reads[m.group(2)] == 1
+                            and _index_expr(m.group(3))
+                            and not _only_statement(lines, k, len(m.group(1))))]
             if len(keep) == len(lines):
                 break
             lines = keep
@@ -408,24 +407,23 @@ class _Fn:
         unravel of ``f`` is ``(f // c_b) % (n_a * c_a / c_b)`` (no ``%`` when ``a`` is the
         unravel's first axis, which has none): a sum over axes (0, 1, 2) of a 4-D array reads
         ``cols * 3 + run`` where it took three divisions and three remainders per element."""
-        used = [(d, s, n) for d, s, n in zip(dims, strides, shape)
-                if n != 1 and s != 0 and d != "0"]
+        used = [(d, s) for d, s, n in zip(dims, strides, shape) if n != 1 and s != 0 and d != "0"]
         terms: list[tuple[str, int]] = []
         i = 0
         while i < len(used):
-            d, s, n = used[i]
+            d, s = used[i]
             src = self.unraveled.get(d)
             j = i
             while src is not None and j + 1 < len(used):
-                d2, s2, _ = used[j + 1]
-                src2 = self.unraveled.get(d2)
-                # (the coordinate's extent, the unravel's: the buffer's axis may be longer,
-                # a slice of it read)
-                if src2 is None or src2[:2] != src[:2] or used[j][1] != s2 * src2[1][src2[2]]:
-                    break
+                nxt = self.unraveled.get(used[j + 1][0])
                 at = self.unraveled[used[j][0]][2]
-                if src2[2] <= at or any(n != 1 for n in src[1][at + 1:src2[2]]):
-                    break  # (the unravel's axes out of order, or one skipped: stride 0)
+                # (in the unravel's order, no axis of it left out between (a stride 0), and
+                # the coordinate's extent the unravel's: the buffer's axis may be longer, a
+                # slice of it read)
+                if nxt is None or nxt[:2] != src[:2] or nxt[2] <= at \
+                        or any(e != 1 for e in src[1][at + 1:nxt[2]]) \
+                        or used[j][1] != used[j + 1][1] * nxt[1][nxt[2]]:
+                    break
                 j += 1
             if j == i:
                 terms.append((d, s))
@@ -435,19 +433,18 @@ class _Fn:
             last_axis = self.unraveled[used[j][0]][2]
             inner = math.prod(ushape[last_axis + 1:])  # (c_b: the flat's stride of the last)
             extent = math.prod(ushape[first_axis:last_axis + 1])
-            is_first = all(n == 1 for n in ushape[:first_axis])  # (its coordinate has no %)
+            is_first = all(e == 1 for e in ushape[:first_axis])  # (its coordinate has no %)
             expr = flat if inner == 1 else f"{flat} // {inner}"
             if not is_first:
                 expr = f"({expr}) % {extent}" if inner != 1 else f"{flat} % {extent}"
-            if expr == flat:
-                terms.append((flat, used[j][1]))
-                i = j + 1
-                continue
-            key = ("merged", flat, inner, extent, is_first)
-            memo = self.memo_tile if self.lvl(flat) >= 2 else self.memo_row
-            if key not in memo:
-                memo[key] = self.emit(self.lvl(flat), expr, "i")
-            terms.append((memo[key], used[j][1]))
+            coord = flat
+            if expr != flat:
+                key = ("merged", flat, inner, extent, is_first)
+                memo = self.memo_tile if self.lvl(flat) >= 2 else self.memo_row
+                if key not in memo:
+                    memo[key] = self.emit(self.lvl(flat), expr, "i")
+                coord = memo[key]
+            terms.append((coord, used[j][1]))
             i = j + 1
         return terms
 
@@ -1674,20 +1671,19 @@ class _Emitter:
         # (the partials' stores, moved after the values: they read no stored value)
         guarded = [line for line in take if line.startswith("tl.")]
         assigned = [line for line in take if not line.startswith("tl.")]
-        if any(not re.match(r"\w+ = ", line) for line in assigned):
+        if any(not _ASSIGNMENT.match(line) for line in assigned):
             raise AssertionError("the cooperative program's chunk is not straight assignments")
         wait_and_write = out[arrive_at + 1:]
         cur = fn.fresh("cur")
         assigned = [f"{cur} = tl.minimum(ticket, {total - 1})  # (a ticket past the last chunk "
                     f"takes the last chunk again: loaded, never stored)"] + \
             [re.sub(r"\bticket\b", cur, line) for line in assigned]
-        names = [m.group(1) for m in (re.match(r"(\w+) = ", ln) for ln in assigned) if m]
+        parsed = [_ASSIGNMENT.match(line).groups()[1:] for line in assigned]  # type: ignore[union-attr]
+        names = [name for name, _ in parsed]
         data: set[str] = set()  # (names whose values come from the chunk's loads)
-        for line in assigned:
-            m = re.match(r"(\w+) = (.*)", line)
-            if m and ("tl.load(" in m.group(2)
-                      or set(re.findall(r"\b\w+\b", m.group(2))) & data):
-                data.add(m.group(1))
+        for name, value in parsed:
+            if "tl.load(" in value or set(re.findall(r"\b\w+\b", value)) & data:
+                data.add(name)
         read_later = set(re.findall(r"\b\w+\b", "\n".join(wait_and_write)))
         carried = [n for n in names if n in data and n in read_later]
         arrive = f'tl.atomic_add(counters + {arrivals} + pid, 1, sem="acq_rel")  # the chunk ' \
@@ -1709,8 +1705,7 @@ class _Emitter:
                       "    " + arrive]
         first, first_of = renamed(take_lines, "first")
         following, next_of = renamed(take_lines, "next")
-        index_lines = [ln for ln in assigned
-                       if (m := re.match(r"(\w+) = ", ln)) is None or m.group(1) not in data]
+        index_lines = [line for line, name in zip(assigned, names) if name not in data]
         body = [*following, "# the chunk held: its row's partials, then its outputs",
                 *index_lines,
                 f'arrived = tl.atomic_add(counters + {arrivals} + pid, 0, sem="acquire")  '
