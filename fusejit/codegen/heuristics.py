@@ -334,8 +334,9 @@ class CoopTiles:
 #: Cooperative rows run by a persistent grid of ``COOP_PIPELINE_PROGRAMS_PER_SM`` programs an
 #: SM, each taking chunks in turn and loading the next one (and storing its partials) before
 #: it waits for the row of the chunk it holds, so that the wait overlaps a load
-#: (``triton_emitter._Emitter._pipeline_chunks``). ``FUSEJIT_COOP_PIPELINE=1``: an experiment
-#: (``bench/exp_s20_wide.py`` times it beside a hand-written form), off by default.
+#: (``cooperative_rows.CooperativeRowEmitter._pipeline_chunks``).
+#: ``FUSEJIT_COOP_PIPELINE=1``: an experiment (``bench/exp_s20_wide.py`` times it beside a
+#: hand-written form), off by default.
 COOP_PIPELINE = os.environ.get("FUSEJIT_COOP_PIPELINE", "0") == "1"
 COOP_PIPELINE_PROGRAMS_PER_SM = 2
 

@@ -1,20 +1,18 @@
 """The Triton emitter: one Kernel region -> one launched Triton function.
 
-One formulation covers every kind. A program instance owns a block of
-*rows* (flattened kept coordinates of the domain) and walks the *columns*
-(flattened reduced coordinates): in one tile when the row fits a block
-(persistent: the row stays in registers, so reduce-then-broadcast reads the
-input once), else in a loop per reduction *stage* (a stage is the set of
-reductions that depend only on earlier stages; each stage re-reads the row),
-plus a final loop that stores the domain-shaped outputs. A pointwise region
-is the degenerate case: a 1-D block over the flattened output, or 2-D
-``[TILE, TILE]`` tiles when an input is read transposed (contiguous along an
-output axis other than the last), so that both the read and the write
-coalesce. A ``kind=split_reduction`` region is one launch over (row blocks x
-chunks of the reduced extent): each program runs the prologue over its chunk
-into scratch partials, and the last program of each row block to finish
-(counted atomically) calls ``<name>_final``, which combines the row block's
-partials in a fixed order and runs the epilogue.
+This module holds what every kernel kind shares and the row reduction kind itself; each
+other kind is a module of its own over it (``emitter_class`` picks one per region):
+``pointwise`` (no reductions), ``split_reduction`` (too few rows to fill the GPU: chunks
+of the reduced extent over programs, combined by the last), ``cooperative_rows`` (rows
+too wide for one program, over several that each hold a chunk) and ``gemm`` (a region
+holding a ``matmul``).
+
+The row reduction: a program instance owns a block of *rows* (flattened kept
+coordinates of the domain) and walks the *columns* (flattened reduced coordinates): in
+one tile when the row fits a block (persistent: the row stays in registers, so
+reduce-then-broadcast reads the input once), else in a loop per reduction *stage* (a
+stage is the set of reductions that depend only on earlier stages; each stage re-reads
+the row), plus a final loop that stores the domain-shaped outputs.
 
 Values are evaluated *at coordinates*: a parameter is loaded at
 ``sum(coord_i * stride_i)``; a view maps the coordinates backward (permute
@@ -41,27 +39,18 @@ from typing import Any
 import numpy as np
 
 from ..ir.domain import SPLIT_REDUCTION, Domain, load_sites, region_domain
-from ..ir.ops import REDUCE, SPLITTABLE
-from ..ir.program import Instr, Kernel, TensorType, contiguous_strides, pitched
+from ..ir.ops import REDUCE
+from ..ir.program import Instr, Kernel, TensorType, contiguous_strides
 from . import heuristics
 from .heuristics import (
-    COOP_REDO_BLOCK,
-    COOP_SPIN_LIMIT,
     PERSISTENT_LIMIT,
     POINTWISE_BLOCK,
     TILE_2D,
     WELFORD_STATE,
-    CoopTiles,
     GemmConfig,
     SplitTiles,
     choose_split,
-    coop_sub_blocks,
-    cooperative_tiles,
     next_pow2,
-    pointwise_candidates,
-    reduction_candidates,
-    split_candidates,
-    tiles_2d_candidates,
 )
 from .lowering import (
     BOOL,
@@ -206,21 +195,6 @@ def _as_int64(value: int) -> int:
 def _same_strides(strides: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     """Whether a buffer of ``shape`` with ``strides`` is C-contiguous (size-1 dims ignored)."""
     return all(s == c for s, c, d in zip(strides, contiguous_strides(shape), shape) if d != 1)
-
-
-@dataclass
-class _HeldTile:
-    """One of the tiles a cooperative program holds its chunk in: its coordinates and the
-    masks that ``_open_tile`` left open for it."""
-
-    coords: Coords
-    masks: dict[int, str | None]
-    col_mask: str | None
-
-    def use(self, fn: _Fn) -> None:
-        """Make this tile the open one of ``fn`` (its masks guard what is emitted next)."""
-        fn.masks = dict(self.masks)
-        fn.col_mask = self.col_mask
 
 
 @dataclass
@@ -744,10 +718,6 @@ class _Emitter:
         self.row_max: dict[str, str | None] = {}
         #: the per-row shift each looped m2 accumulates against, by name
         self.shift: dict[str, str | None] = {}
-        #: a cooperative row's sumexp partials, by name: per tile of the chunk its
-        #: exp(x - chunk max), and the chunk max (``_reuse_chunk_exps`` writes exp(x - row
-        #: max) from them)
-        self.chunk_exps: dict[str, tuple[list[str], str]] = {}
         #: elements per 16-byte word when a cooperative row's chunks are laid from the word
         #: each row starts in (``CoopTiles.window``), else 0
         self._coop_window = 0
@@ -760,8 +730,6 @@ class _Emitter:
         #: params passed by value (``s_<name>`` arguments), not pointers (``p_<name>``)
         self.scalars = frozenset(p.name for p in kernel.params if p.scalar)
         self.strides = [tuple(int(s) for s in st) for st in strides]
-        #: bytes between the rows of an input read transposed (``_transposed_axis``; 0: none)
-        self.transposed_row_bytes = 0
         # params "0" and "k_0" would both be p_k_0 (and clipped long names could meet);
         # scalar params (passed by value) are s_..., buffers p_...
         self.ptr_name = _distinct([f"{'s' if p.scalar else 'p'}_{sanitize(p.name)}"
@@ -853,15 +821,8 @@ class _Emitter:
         return self.assemble(fns, launches)
 
     def functions(self) -> tuple[list[_Fn], list[Launch]]:
-        """The functions of the region's kind and their launches (a kind overrides this)."""
-        k = self.kernel
-        if not self.domain.reduced:
-            return self.pointwise()
-        if k.kind == SPLIT_REDUCTION and self._can_split():
-            return self.split_reduction()
-        coop = self._cooperative_tiles()
-        if coop is not None:
-            return self.cooperative_reduction(coop)
+        """The functions of the region's kind and their launches: here a row reduction's
+        (``reduction``); the other kinds override this (``emitter_class``)."""
         return self.reduction()
 
     #: lines the kind adds to the header comment, after the target (how it tiles the region)
@@ -922,108 +883,6 @@ class _Emitter:
         strides (``ir.domain.load_sites``)."""
         return load_sites(self.kernel, self.strides, points, roots)
 
-    def _transposed_axis(self) -> int | None:
-        """An output axis along which some input is contiguous while it is not along the last.
-
-        Such a region gets 2-D tiles over (that axis, the last axis): Triton's
-        layout conversion then coalesces both the transposed read and the write. The axis
-        may be short (an input of [N, 3] written as [3, N]): flat blocks would read such an
-        input 3 elements apart, fetching each sector three times.
-        """
-        shape = self.domain.shape
-        if len(shape) < 2 or shape[-1] < 8 or math.prod(shape) < 1024:
-            return None
-        origin = tuple(0 for _ in shape)
-        axes = [axis for axis in range(len(shape) - 1) if shape[axis] >= 2]
-        points = (origin, origin[:-1] + (1,),
-                  *(tuple(1 if i == axis else 0 for i in range(len(shape))) for axis in axes))
-        sites = self._load_sites(points)
-        for j, axis in enumerate(axes):
-            for param, offsets in sites:
-                o0, o1, o2 = offsets[0], offsets[1], offsets[2 + j]
-                if abs(o1 - o0) > 1 and o2 - o0 == 1:
-                    # the distance between the input's rows along the output's last axis
-                    self.transposed_row_bytes = \
-                        abs(o1 - o0) * self.kernel.params[param].type.dtype.itemsize
-                    return axis
-        return None
-
-    def pointwise_2d(self, axis: int) -> tuple[list[_Fn], list[Launch]]:
-        """A pointwise region in ``[TILE, TILE]`` tiles over output axes ``axis`` and the last.
-
-        Other axes are enumerated by the program id (outermost), so one program
-        writes one tile; loads and stores use each buffer's own strides.
-        """
-        self.scratch = []
-        d = self.domain
-        shape = d.shape
-        last = len(shape) - 1
-        t = self.choose(tiles_2d_candidates(self.target, shape[axis], shape[last],
-                                            self._itemsize(), self.transposed_row_bytes,
-                                            self._heavy_calls()))
-        tm, tn = t.tile_m, t.tile_n
-        n_m, n_n = -(-shape[axis] // tm), -(-shape[last] // tn)
-        batch = [i for i in range(len(shape)) if i not in (axis, last)]
-        n_batch = math.prod(shape[i] for i in batch)
-        fn = _Fn(self)
-        fn.used.update({"pid", "tile_m", "tile_n", "b", "i_m", "i_n", "mask_m", "mask_n", "mask"})
-        out = fn.out
-        out.append(f"pid = {self._pid()}")
-        out.append(f"tile_n = pid % {n_n}  # tile along output axis {last}")
-        if n_m > 1:
-            out.append(f"tile_m = (pid // {n_n}) % {n_m}  # tile along output axis {axis}")
-        fn.level.update({"tile_n": 1, "tile_m": 1})
-        dims: list[str] = ["0"] * len(shape)
-        if n_batch > 1:
-            out.append(f"b = pid // {n_m * n_n}  # the other axes {batch}, flattened")
-            fn.level["b"] = 1
-            bdims = fn.unravel("b", tuple(shape[i] for i in batch))
-            for i, bd in zip(batch, bdims):
-                dims[i] = bd
-        first_m = f"tile_m * {tm} + " if n_m > 1 else ""  # (one tile along the axis)
-        out.append(f"i_m = {first_m}tl.arange(0, {tm})[:, None]  # index along axis {axis}")
-        out.append(f"i_n = tile_n * {tn} + tl.arange(0, {tn})[None, :]  # index along axis {last}")
-        fn.level.update({"i_m": 2, "i_n": 2})
-        dims[axis], dims[last] = "i_m", "i_n"
-        masks = []
-        if shape[axis] % tm:
-            out.append(f"mask_m = i_m < {shape[axis]}")
-            masks.append("mask_m")
-        if shape[last] % tn:
-            out.append(f"mask_n = i_n < {shape[last]}")
-            masks.append("mask_n")
-        mask = masks[0] if len(masks) == 1 else None
-        if len(masks) == 2:
-            out.append("mask = mask_m & mask_n")
-            mask = "mask"
-        fn.masks = {0: None, 1: None, 2: mask}
-        fn.axis_masks = {"i_m": "mask_m" if "mask_m" in masks else None,
-                         "i_n": "mask_n" if "mask_n" in masks else None}
-        coords = Coords(shape, None, tuple(dims))
-        # (results with rows row_pitch elements apart: their strides, as the backends allocate)
-        strides = contiguous_strides(pitched(shape, self.row_pitch))
-        for j, y in enumerate(self.kernel.yields):
-            v = fn.value(y, coords)
-            if self.row_pitch:
-                at = fn.emit(2, " + ".join(f"{d} * {st}" if st != 1 else d
-                                           for d, n, st in zip(dims, shape, strides)
-                                           if n != 1 and d != "0") or "0", "at",
-                             f"rows {self.row_pitch} elements apart (row_pitch)")
-            else:
-                at = fn.flat_of(coords)
-            m = f", mask={mask}" if mask else ""
-            out.append(f"tl.store({self.out_name[j]} + {at}, "
-                       f"{self.store_expr(v, self.types[y].dtype)}{m})  # yield %{y}")
-        if self.row_pitch:
-            self.tiling = [f"2-D tiles {tm}x{tn} over output axes {axis} and {last}: rows "
-                           f"written {self.row_pitch} elements apart (row_pitch), so each row "
-                           f"starts on a 16-byte boundary"]
-        else:
-            self.tiling = [f"2-D tiles {tm}x{tn} over output axes {axis} and {last}: an input "
-                           f"is contiguous along axis {axis}, so both its reads and the writes "
-                           f"coalesce" + (f" ({t.why})" if t.why.startswith("heuristic:") else "")]
-        return self._single_launch(fn, (n_batch * n_m * n_n, 1, 1), t.num_warps)
-
     def _single_launch(self, fn: _Fn, grid: tuple[int, int, int],
                        num_warps: int) -> tuple[list[_Fn], list[Launch]]:
         """Close ``fn`` as the region's one function, launched once over all params and outputs."""
@@ -1034,112 +893,6 @@ class _Emitter:
                               + [("out", j) for j in range(len(self.out_name))]),
                         self.signature())
         return [fn], [launch]
-
-    def _pitched_copy_source(self) -> int | None:
-        """The param a ``row_pitch`` kernel only copies, read contiguously, to rows a multiple
-        of 16 bytes apart (as the GEMM's alignment copies are: ``fuse/layout.py``,
-        ``align_operand``; a pitch the user wrote may be any), else None."""
-        body, shape = self.kernel.body, self.domain.shape
-        if len(body) != 1 or body[0].op != "permute" or len(self.kernel.yields) != 1 or \
-                body[0].attrs.get("perm") != tuple(range(len(shape))) or \
-                self.kernel.yields[0] != body[0].name or len(shape) < 1:
-            return None
-        param = self.param_index.get(body[0].args[0])
-        if param is None or self.kernel.params[param].type.shape != shape or \
-                not _same_strides(self.strides[param], shape):
-            return None
-        item = self.types[body[0].name].dtype.itemsize
-        return param if item in (1, 2, 4) and self.row_pitch * item % 16 == 0 else None
-
-    def pitched_copy(self, param: int) -> tuple[list[_Fn], list[Launch]]:
-        """A contiguous buffer copied to rows ``row_pitch`` elements apart, in 8-byte words.
-
-        The source rows start at any element (a float16 row of 3787 elements: at 2-byte
-        boundaries), so element-wise loads move 2 bytes each: the H200 copied 10946x3787 that
-        way at 0.8 TB/s (CuPy's ``view[...] = x`` too; a contiguous copy runs at 3.6). Here
-        each output word is two aligned 8-byte loads of the source, funnel-shifted by the
-        row's misalignment, and one 8-byte store (the output rows are 16-byte aligned). A
-        word is stored only when both loads lie wholly inside the source; the source's last
-        16 bytes, which may lie in a partial word, are copied element by element by program 0
-        (a word that overlaps them and is stored holds the same values). The aligned word under
-        a misaligned first row starts up to 7 bytes before the source: inside its allocation,
-        which starts 8-byte aligned (CUDA's and NumPy's do).
-        """
-        self.scratch = []
-        shape, pitch = self.domain.shape, self.row_pitch
-        item = self.types[self.kernel.yields[0]].dtype.itemsize
-        rows, n = math.prod(shape[:-1]), shape[-1]
-        words = pitch * item // 8  # per output row (its rows are 16-byte aligned)
-        tw = min(128, next_pow2(words))
-        tm = max(1, min(1024 // tw, next_pow2(rows)))
-        n_w, n_r = -(-words // tw), -(-rows // tm)
-        tail = min(16 // item, rows * n)
-        src, dst = self.ptr_name[param], self.out_name[0]
-        fn = _Fn(self)
-        tile_r, tile_w = (f"pid // {n_w}", f"(pid % {n_w}) * {tw} + ") if n_w > 1 else ("pid", "")
-        fn.out += [
-            "pid = tl.program_id(0)",
-            f"r = ({tile_r}).to(tl.int64) * {tm} + tl.arange(0, {tm})[:, None]  # row",
-            f"j = {tile_w}tl.arange(0, {tw})[None, :]  # word of the output row",
-            f"row_at = {src}.to(tl.int64) + r * {n * item}  # byte address of the source row",
-            f"end = {src}.to(tl.int64) + {rows * n * item}  # past the source's last byte",
-            "word_at = row_at - row_at % 8 + j * 8  # the aligned source word under word j",
-            "shift = (row_at % 8 * 8).to(tl.uint64)  # the row's misalignment, in bits",
-            f"store_mask = (r < {rows}) & (j < {words})",
-            "lo_in = word_at + 8 <= end",
-            "hi_in = word_at + 16 <= end",
-            "lo = tl.load(word_at.to(tl.pointer_type(tl.uint64)), mask=store_mask & lo_in, "
-            "other=0)",
-            "hi = tl.load((word_at + 8).to(tl.pointer_type(tl.uint64)), mask=store_mask & hi_in, "
-            "other=0)",
-            "word = tl.where(shift == 0, lo, (lo >> shift) | (hi << ((64 - shift) & 63)))",
-            "whole = lo_in & (hi_in | (shift == 0))",
-            f"tl.store({dst}.to(tl.pointer_type(tl.uint64)) + r * {words} + j, word, "
-            f"mask=store_mask & whole)  # yield %{self.kernel.yields[0]}",
-            "if pid == 0:  # the source's last bytes, element by element",
-            f"    f = {rows * n - tail} + tl.arange(0, {next_pow2(tail)})",
-            f"    last = tl.load({src} + f, mask=f < {rows * n})",
-            f"    tl.store({dst} + f // {n} * {pitch} + f % {n}, last, mask=f < {rows * n})",
-        ]
-        self.tiling = [f"a copy in 8-byte words, {tm} rows x {tw} words per program: rows "
-                       f"written {pitch} elements apart (row_pitch), so each row starts on a "
-                       f"16-byte boundary; each source word read aligned and shifted"]
-        return self._single_launch(fn, (n_r * n_w, 1, 1), 4)
-
-    def pointwise(self) -> tuple[list[_Fn], list[Launch]]:
-        if self.row_pitch:  # rows stored apart: a word copy, else 2-D tiles over the last axes
-            copied = self._pitched_copy_source()
-            if copied is not None:
-                return self.pitched_copy(copied)
-            axis: int | None = len(self.domain.shape) - 2
-        else:
-            axis = self._transposed_axis()
-        if axis is not None:
-            return self.pointwise_2d(axis)
-        self.scratch: list[tuple[np.dtype, int]] = []
-        d = self.domain
-        n = math.prod(d.shape)
-        t = self.choose(pointwise_candidates(self.target, n, self._heavy_calls(),
-                                             self._narrowest_item()))
-        block, num_warps = t.block, t.num_warps
-        fn = _Fn(self)
-        fn.out.append(f"pid = {self._pid()}")
-        fn.out.append(f"offs = pid * {block} + tl.arange(0, {block})  # flat output index")
-        fn.level["offs"] = 2
-        fn.used.update({"pid", "offs", "mask"})
-        if n % block:
-            fn.out.append(f"mask = offs < {n}")
-            fn.masks = {0: None, 1: None, 2: "mask"}
-        coords = Coords(d.shape, "offs", None)
-        for j, y in enumerate(self.kernel.yields):
-            v = fn.value(y, coords)
-            mask = ", mask=mask" if n % block else ""
-            fn.out.append(f"tl.store({self.out_name[j]} + offs, "
-                          f"{self.store_expr(v, self.types[y].dtype)}{mask})  # yield %{y}")
-        self.tiling = [f"1-D blocks of {block} elements over the flat output "
-                       f"({max(1, -(-n // block))} programs, {num_warps} warps)"
-                       + ("" if t.why in ("", "heuristic") else f": {t.why}")]
-        return self._single_launch(fn, (max(1, -(-n // block)), 1, 1), num_warps)
 
     # -- reductions -------------------------------------------------------------------
     def _stages(self) -> list[list[Instr]]:
@@ -1156,9 +909,9 @@ class _Emitter:
     def _blocks(self) -> tuple[int, int, int, bool]:
         """(BLOCK_M rows, BLOCK_N columns, num_warps, persistent), from ``heuristics``."""
         d = self.domain
-        t = self.choose(reduction_candidates(self.target, self.padded_rows, d.reduce_size,
-                                             d.kind == "outer_reduction", self._itemsize(),
-                                             self._state(), self._run_pad()))
+        t = self.choose(heuristics.reduction_candidates(
+            self.target, self.padded_rows, d.reduce_size, d.kind == "outer_reduction",
+            self._itemsize(), self._state(), self._run_pad()))
         self.tiling = [f"{t.block_m}x{t.block_n} tiles (kept x reduced), {t.num_warps} warps, "
                        f"{-(-self.padded_rows // t.block_m)} programs: {t.why}"]
         return t.block_m, t.block_n, t.num_warps, t.persistent
@@ -1311,110 +1064,6 @@ class _Emitter:
         return whole, edges
 
     # -- split reductions -------------------------------------------------------------
-    def _can_split(self) -> bool:
-        """Whether the region is one stage of combinable reductions writing row values only."""
-        stages = self._stages()
-        d = self.domain
-        return (len(stages) == 1 and all(r.op in SPLITTABLE for r in stages[0])
-                and all(self.types[y].shape in (d.kept_shape, d.keepdims_shape)
-                        and y in d.row_dependent for y in self.kernel.yields))
-
-    def _split_tiles(self) -> SplitTiles:
-        """The tiles and partials per output of a split reduction's launch."""
-        d = self.domain
-        split = self.kernel.attrs.get("split")
-        t = self.choose(split_candidates(
-            self.target, self.padded_rows, d.reduce_size, d.kind == "outer_reduction",
-            self._itemsize(), split if isinstance(split, int) and split >= 1 else None,
-            self._state(), self._run_pad()))
-        return t
-
-    def split_reduction(self) -> tuple[list[_Fn], list[Launch]]:
-        """One launch over (row blocks x chunks); the last program of each row block finishes it.
-
-        Every program runs the prologue and reduces one chunk of the reduced extent
-        into a scratch buffer per partial value (``partials[chunk, row]``, in the
-        accumulator dtype: float32 for float16/float32 sums, the result dtype for
-        integer sums, int8 for any/all; m2 keeps (count, mean, m2), sumexp (max,
-        sum)). Then it counts itself done on its row block's counter (``counters[pid]``,
-        int32). The program that counts last calls ``<name>_final`` on its rows: that
-        loads every partial of them in chunk order and combines them in one fixed tree
-        (so a result is the same bits on every run), with the same reduction (max/min
-        still propagate NaN), runs the epilogue and stores the outputs; then the counter
-        is set back to 0, so the buffer that the backend zeroed once stays zeroed
-        (``EmittedKernel.counters``).
-
-        Memory ordering: a CTA barrier puts every thread's partial stores before the
-        count, which one thread makes with an ``acq_rel`` atomic at GPU scope (release:
-        the stores are visible before the count is; acquire: the last program's loads
-        come after every other program's release); the partials load with ``.cg`` (from
-        L2, never a line another row block's finish left in this SM's L1). No program
-        waits for another, so any scheduling order completes.
-        """
-        d = self.domain
-        rows, cols = d.rows, d.reduce_size
-        t = self._split_tiles()  # its step already fits the chunk of one of t.split partials
-        bm, bn, num_warps = t.block_m, t.block_n, t.num_warps
-        row_blocks = -(-self.padded_rows // bm)
-        per = max(1, -(-cols // t.split))        # elements per partial before rounding to tiles
-        chunk = -(-per // bn) * bn               # a whole number of tiles
-        n_split = max(1, -(-cols // chunk))
-        self._bm, self._bn = bm, bn
-        (stage,) = self._stages()
-        slots, part_names = self._partial_slots(stage, n_split)
-        self.counters = row_blocks
-
-        # -- every program: the partials of one chunk of one row block -------------------
-        fn = _Fn(self)
-        fn.used.update({"pid", "chunk", "rows", "row_mask", "cols", "col_mask", "mask", "k",
-                        "done", "sub", "counters", *part_names})
-        out = fn.out
-        block = (f"block of {bm} kept points, runs of {self.kept_run[0]} padded to "
-                 f"{self.kept_run[1]}" if self.kept_run else f"block of {bm} output rows")
-        out.append(f"pid = {self._pid(0)}  # {block}")
-        out.append(f"chunk = {self._pid(1)}  # chunk of {chunk} reduced elements, of {n_split}")
-        row_mask = self._open_rows(fn, bm, self.padded_rows)
-        col_masked = cols != n_split * chunk or cols == 0
-        accs = [self._acc_init(fn, r, bm, bn) for r in stage]
-        fn.body = []
-        fn.memo_tile = {}
-        coords = self._open_tile(fn, f"chunk * {chunk} + k + ", True, col_masked, row_mask)
-        for r, acc in zip(stage, accs):
-            self._acc_update(fn, r, fn.value(r.args[0], coords), acc)
-        self._close_loop(fn, chunk, bn)
-        m = f", mask={row_mask}" if row_mask else ""
-        at = "chunk + rows" if rows == 1 else f"chunk * {rows} + rows"
-        for r, acc in zip(stage, accs):
-            vs = self._reduce_tile(fn, r, None, acc, partial=True)
-            for part, v in zip(slots[r.name], vs if isinstance(vs, tuple) else (vs,)):
-                fn.out.append(f"tl.store({part} + {at}, {v}{m})  # partial of %{r.name}")
-
-        # -- the last program of the row block: combine, epilogue, outputs ----------------
-        final_name = f"{self.name}_final"
-        g, fbm, final_used = self._split_final(final_name, stage, slots, part_names, n_split)
-        call = ", ".join(part_names + [self.ptr_name[i] for i in final_used] + self.out_name)
-        out.append("tl.debug_barrier()  # every thread's partials are stored before the count")
-        out.append('done = tl.atomic_add(counters + pid, 1, sem="acq_rel")  '
-                   "# programs of this row block done before this one")
-        out.append(f"if done == {n_split - 1}:  # the last of {n_split}: every partial of its "
-                   f"rows is stored")
-        first = "pid" if bm == 1 else f"pid * {bm}"
-        if fbm < bm:
-            out.append(f"    for sub in range(0, {bm}, {fbm}):")
-            out.append(f"        {final_name}({first} + sub, {call})")
-        else:
-            out.append(f"    {final_name}({first}, {call})")
-        out.append("    tl.store(counters + pid, 0)  # zero again for the next launch")
-        self.tiling = [f"split in one launch: {bm}x{bn} tiles, {num_warps} warps, {row_blocks} "
-                       f"row block(s) x {n_split} chunks of {chunk} reduced elements "
-                       f"({row_blocks * n_split} programs, to fill the GPU) write partials",
-                       f"the last program of each row block (an atomic count) combines its "
-                       f"{n_split} partials per row in chunk order, {fbm} row(s) at a time, "
-                       f"then the epilogue"]
-        self._describe_run()
-        launch = self._partials_launch(fn, part_names, (row_blocks, n_split, 1), num_warps)
-        return [fn, g], [launch]
-
     def _describe_run(self) -> None:
         """Add the short inner kept run's padding (``kept_run``) to the tiling lines."""
         if self.kept_run:
@@ -1457,384 +1106,7 @@ class _Emitter:
                             + [("counters", 0)]
                             + [("out", j) for j in range(len(self.out_name))]), sig)
 
-    def _split_final(self, name: str, stage: list[Instr], slots: dict[str, list[str]],
-                     part_names: list[str], n_split: int) -> tuple[_Fn, int, list[int]]:
-        """``name(first, partials..., params..., outputs...)``: rows ``first ...`` of a split
-        reduction from all their partials, then the epilogue; returns the function, its rows
-        per call and the params it reads."""
-        rows, bm = self.padded_rows, self._bm
-        sb = next_pow2(n_split)
-        limit = (1 << 16) if self.target == "interpret" else 4096
-        fbm = max(1, min(bm, limit // sb))
-        g = _Fn(self)
-        g.used.update({"first", *part_names})
-        row_mask = self._open_partials(g, "first", fbm, rows % bm != 0, n_split)
-        self._combine_partials(g, stage, slots, n_split)
-        self._store_row_outputs(g, row_mask)  # (a split reduction yields row values only)
-        used = self._used_params(g.out)
-        g.source = self._header(name, ["first"] + part_names + [self.ptr_name[i] for i in used]
-                                + self.out_name)
-        g.source += ["    " + line for line in g.out]
-        return g, fbm, used
-
-    # -- cooperative rows ---------------------------------------------------------------
-    def _cooperative_tiles(self) -> CoopTiles | None:
-        """The chunks of a cooperative row kernel for this region (``heuristics``: wide
-        rows whose values go back over the row), or None (it runs as ``reduction``)."""
-        d = self.domain
-        if not heuristics.COOPERATIVE_ROWS or self.tiles is not None \
-                or d.kind != "inner_reduction" or self.kernel.kind == SPLIT_REDUCTION:
-            return None
-        stages = self._stages()
-        if len(stages) != 1 or not all(r.op in SPLITTABLE for r in stages[0]):
-            return None
-        if not any(self.types[y].shape == d.shape for y in self.kernel.yields):
-            return None  # (row values only: a split reduction's job)
-        looped = reduction_candidates(self.target, d.rows, d.reduce_size, False,
-                                      self._itemsize(), self._state())[0]
-        if looped.persistent:
-            return None
-        row_items = tuple({p.type.dtype.itemsize for p in self.kernel.params
-                           if not p.scalar and p.type.shape == d.shape}
-                          | {self.types[y].dtype.itemsize for y in self.kernel.yields
-                             if self.types[y].shape == d.shape})
-        ops = frozenset(r.op for r in stages[0])
-        t = cooperative_tiles(self.target, d.rows, d.reduce_size, self._itemsize(), row_items,
-                              self._window_words(), ops)
-        if t is None:
-            return None
-        return coop_sub_blocks(self.target, t, ops, self._itemsize(), d.reduce_size,
-                               self._row_vectors())
-
-    def cooperative_reduction(self, t: CoopTiles) -> tuple[list[_Fn], list[Launch]]:
-        """Each row over ``t.chunks`` programs that read their chunk once (``heuristics``,
-        "cooperative rows"): one launch, one read and one write per element.
-
-        A program takes a ticket (``counters[0]``, in start order): row ``ticket //
-        chunks``, chunk ``ticket % chunks``. It loads its chunk as one tile, stores the
-        chunk's partial of each reduction (the split reduction's partials: sums, (max, sum)
-        for sumexp, (count, mean, m2) for m2, from the tile it holds) and arrives at its
-        row's counter. On ``cuda`` it then waits until the row's programs have all
-        arrived, at most ``COOP_SPIN_LIMIT`` spins; when they have, ``<name>_stats``
-        combines the row's partials in chunk order (the same bits in every program) and
-        the program writes its chunk's outputs from the tile it still holds. Otherwise it
-        flags its chunk given up. Then it settles on a second counter; the row's last to
-        settle calls ``<name>_finish``, which writes the row's own outputs and re-reads the
-        chunks given up (the interpreter runs programs one after another: there every chunk
-        of a row but the last is given up, so this path is checked on the CPU too), and
-        zeroes the row's counters and flags. The program that draws the last ticket zeroes
-        the ticket at once: every other ticket is drawn by then, and the next launch on
-        the stream starts after this one ends. (A count of programs done, the grid's last
-        zeroing the ticket, cost every program an ordered atomic on one address; with it, a
-        partials layout that put a row's partials 256 apart and a loop reading every flag,
-        this kernel ran at 45-65% of the copy rate at 256 rows of 2**18 float32, 80% now.)
-
-        Memory ordering as in ``split_reduction``: a CTA barrier before each atomic that
-        publishes stores (release), acquire on the counts read, partials and flags loaded
-        with ``.cg``. The settle count publishes nothing on the fast path (relaxed); a
-        program giving its chunk up settles with release after its flag, and the row's last
-        to settle acquires before it reads the flags. A row's partials are side by side
-        (``row * chunks + chunk``). Counters: the ticket, then per row its arrivals, per row
-        its settled programs, and per chunk its flag (``EmittedKernel.counters``).
-        """
-        d = self.domain
-        rows, cols = d.rows, d.reduce_size
-        n_split, bn, num_warps = t.chunks, t.block, t.num_warps
-        (stage,) = self._stages()
-        riders = _sumexp_riders(stage)  # (no partials of their own)
-        sum_riders = _m2_riders(stage, self._acc_dtype)
-        computed = [r for r in stage if r.name not in riders and r.name not in sum_riders]
-        slots, part_names = self._partial_slots(computed, n_split, cooperative=True)
-        arrivals, settled, given_up = 1, 1 + rows, 1 + 2 * rows
-        self.counters = 1 + 2 * rows + rows * n_split
-        fn = _Fn(self)
-        fn.used.update({"ticket", "pid", "chunk", "rows", "row_mask", "cols", "col_mask", "mask",
-                        "arrived", "spins", "counters", *part_names})
-        out = fn.out
-        self._bm, self._bn = 1, bn
-        out.append('ticket = tl.atomic_add(counters, 1, sem="relaxed")  # in the order programs '
-                   'start')
-        out.append(f"if ticket == {rows * n_split - 1}:  # the last ticket: zero for the next launch")
-        out.append('    tl.atomic_xchg(counters, 0, sem="relaxed")')
-        out.append(f"pid = ticket // {n_split}{'.to(tl.int64)' if self.idx64 else ''}  # the row")
-        out.append(f"chunk = ticket % {n_split}  # its chunk of {bn} elements, of {n_split}")
-        n_sub = t.sub_blocks
-        sub = bn // n_sub
-        self._bn = sub
-        step, limit = self._chunk_columns("chunk", bn, t.span)
-        row_mask = self._open_rows(fn, 1, rows)
-        self._coop_window = t.window
-        if t.window:  # (chunk k from the row's first word: its columns k * bn - shift on)
-            self._open_window(fn, 1, t.window)
-        tiles: list[_HeldTile] = []
-        for k in range(n_sub):  # (the chunk as one tile, or as n_sub held side by side)
-            start = f"chunk * {step} + " + (f"{k * sub} + " if k else "")
-            suffix = f"_{k}" if n_sub > 1 else ""
-            fn.used.update({f"cols{suffix}", f"col_mask{suffix}", f"mask{suffix}"})
-            coords = self._open_tile(fn, start, False, cols % bn != 0 or bool(t.window),
-                                     row_mask, suffix, limit)
-            tiles.append(_HeldTile(coords, dict(fn.masks), fn.col_mask))
-        at = f"rows * {n_split} + chunk"  # (a row's partials side by side: one or two lines)
-        for r in computed:  # (of the tiles the program holds)
-            vs = self._chunk_partial(fn, r, tiles, step)
-            for part, v in zip(slots[r.name], vs if isinstance(vs, tuple) else (vs,)):
-                out.append(f"tl.store({part} + {at}, {v})  # partial of %{r.name}")
-        out.append("tl.debug_barrier()  # every thread's partials are stored before the arrival")
-        out.append(f'arrived = tl.atomic_add(counters + {arrivals} + pid, 1, sem="acq_rel") + 1'
-                   f"  # programs of the row arrived")
-        if self.target == "cuda":  # (the interpreter runs one program at a time: no waiting)
-            out.append("spins = 0")
-            out.append(f"while (arrived < {n_split}) & (spins < {COOP_SPIN_LIMIT}):  "
-                       f"# the row's other programs, resident: they arrive")
-            out.append(f'    arrived = tl.atomic_add(counters + {arrivals} + pid, 0, '
-                       f'sem="acquire")')
-            out.append("    spins += 1")
-            out.append("tl.debug_barrier()")
-        stats_name, finish_name = f"{self.name}_stats", f"{self.name}_finish"
-        stats = self._coop_stats(stats_name, stage, computed, riders, sum_riders, slots,
-                                 part_names, n_split, step)
-        self._bm, self._bn = 1, sub  # (the stats function's tile was its partials')
-        out.append(f"if arrived >= {n_split}:  # every partial of the row is stored: "
-                   f"the chunk held is written")
-        mark = len(out)
-        self._call_stats(fn, stage, stats_name, "pid", part_names)
-        for k, tile in enumerate(tiles):  # (each tile's outputs whole before the next)
-            tile.use(fn)
-            self._reuse_chunk_exps(fn, stage, tile.coords, k)
-            self._store_domain_outputs(fn, tile.coords)
-        out.append(f'settled = tl.atomic_add(counters + {settled} + pid, 1, sem="relaxed")'
-                   f"  # (it publishes nothing)")
-        out[mark:] = ["    " + line for line in out[mark:]]
-        out.append("else:  # waited too long: the row's last program writes this chunk")
-        out.append(f"    tl.store(counters + {given_up} + pid * {n_split} + chunk, 1)")
-        out.append("    tl.debug_barrier()  # the flag is stored before this program settles")
-        out.append(f'    settled = tl.atomic_add(counters + {settled} + pid, 1, sem="release")')
-        finish, finish_params = self._coop_finish(finish_name, stats_name, stage, part_names,
-                                                  n_split, bn, given_up, t.span)
-        call = ", ".join(part_names + [self.ptr_name[i] for i in finish_params]
-                         + ["counters"] + self.out_name)
-        out.append(f"if settled == {n_split - 1}:  # the row's last to settle")
-        out.append(f'    tl.atomic_add(counters + {settled} + pid, 0, sem="acquire")  '
-                   f"# every flag stored before a settle is seen")
-        out.append("    tl.debug_barrier()")
-        out.append(f"    {finish_name}(pid, {call})")
-        out.append(f'    tl.atomic_xchg(counters + {arrivals} + pid, 0, sem="relaxed")  '
-                   f"# the row's counters are zero again")
-        out.append(f'    tl.atomic_xchg(counters + {settled} + pid, 0, sem="relaxed")')
-        self.tiling = [f"cooperative rows: {t.why} ({rows * n_split} programs, {num_warps} "
-                       f"warps): each reads its chunk once, waits for its row's partials, "
-                       f"then writes the chunk (a chunk given up is re-read by the row's last "
-                       f"program)"]
-        programs, max_registers = rows * n_split, t.max_registers
-        if heuristics.COOP_PIPELINE:
-            programs = self._pipeline_chunks(fn, rows * n_split, arrivals)
-            max_registers = 0  # (two chunks held: no cap that one chunk's halves fit)
-            self.tiling = [f"cooperative rows, pipelined: {t.why}, {programs} persistent "
-                           f"programs of {num_warps} warps taking the {rows * n_split} chunks "
-                           f"in turn: each loads its next chunk and stores that chunk's "
-                           f"partials before it waits for the row of the chunk it holds, then "
-                           f"writes that chunk (a chunk given up is re-read by the row's last "
-                           f"program)"]
-        launch = self._partials_launch(fn, part_names, (programs, 1, 1), num_warps)
-        return [fn, stats, finish], [replace(launch, max_registers=max_registers)]
-
-    def _pipeline_chunks(self, fn: _Fn, total: int, arrivals: int) -> int:
-        """Rewrite the cooperative program ``fn`` (one chunk per program) as a persistent one
-        (``COOP_PIPELINE``); returns its number of programs.
-
-        The one-chunk program is: draw a ticket, *take* its chunk (indices, loads, the
-        chunk's partials, their stores), arrive at the row's counter, wait for the row's
-        other chunks, *write* the chunk. The persistent program takes a chunk, then loops:
-        draw the next ticket and take its chunk (its partials stored and its arrival made at
-        once), then wait for the row of the chunk it holds and write that one. The wait for
-        a row then overlaps the next chunk's load. The values the write reads are carried
-        from one iteration to the next; indices are recomputed from the ticket (a loop-carried
-        index tile would hold registers the loads need). A program past the last chunk takes
-        the last chunk again (loaded, never stored or counted), so every load is unmasked as
-        before.
-
-        No program waits for one that waits for it: arrivals never wait, and every ticket
-        below the highest drawn has arrived, so a program waits only on the row being drawn,
-        whose chunks at most half the programs hold (two each) while the others finish rows
-        before it. Every program draws exactly one ticket past the last chunk (the one that
-        ends its loop), so the ticket counter ends at ``total + programs`` and the program
-        that draws the last of those zeroes it for the next launch."""
-        out = fn.out
-        per_sm = heuristics.COOP_PIPELINE_PROGRAMS_PER_SM
-        programs = max(1, min(total, per_sm * heuristics.SMS))
-        draw, reset_if, reset = out[0], out[1], out[2]
-        if not (draw.startswith("ticket = tl.atomic_add(counters, 1") and
-                reset_if.startswith("if ticket == ")):
-            raise AssertionError("the cooperative program's ticket lines moved")
-        arrive_at = next(i for i, line in enumerate(out) if line.startswith("arrived = "))
-        take = out[3:arrive_at]
-        # (the partials' stores, moved after the values: they read no stored value)
-        guarded = [line for line in take if line.startswith("tl.")]
-        assigned = [line for line in take if not line.startswith("tl.")]
-        if any(not _ASSIGNMENT.match(line) for line in assigned):
-            raise AssertionError("the cooperative program's chunk is not straight assignments")
-        wait_and_write = out[arrive_at + 1:]
-        cur = fn.fresh("cur")
-        assigned = [f"{cur} = tl.minimum(ticket, {total - 1})  # (a ticket past the last chunk "
-                    f"takes the last chunk again: loaded, never stored)"] + \
-            [re.sub(r"\bticket\b", cur, line) for line in assigned]
-        parsed = [_ASSIGNMENT.match(line).groups()[1:] for line in assigned]  # type: ignore[union-attr]
-        names = [name for name, _ in parsed]
-        data: set[str] = set()  # (names whose values come from the chunk's loads)
-        for name, value in parsed:
-            if "tl.load(" in value or set(re.findall(r"\b\w+\b", value)) & data:
-                data.add(name)
-        read_later = set(re.findall(r"\b\w+\b", "\n".join(wait_and_write)))
-        carried = [n for n in names if n in data and n in read_later]
-        arrive = f'tl.atomic_add(counters + {arrivals} + pid, 1, sem="acq_rel")  # the chunk ' \
-            f"arrives: its partials are stored"
-
-        def renamed(lines: list[str], suffix: str) -> tuple[list[str], dict[str, str]]:
-            table = {n: fn.fresh(f"{n}_{suffix}") for n in ["ticket", *names]}
-            pattern = re.compile(r"\b(" + "|".join(map(re.escape, table)) + r")\b")
-            def one(line: str) -> str:  # (the code, not its comment)
-                code, sep, comment = line.partition("  # ")
-                return pattern.sub(lambda m: table[m.group(1)], code) + sep + comment
-            return [one(line) for line in lines], table
-
-        last = total + programs - 1
-        take_lines = [draw, f"if ticket == {last}:  # the last ticket drawn (every program draws "
-                            f"one past the last chunk): zero for the next launch", reset,
-                      *assigned, f"if ticket < {total}:  # a chunk of the grid: its partials "
-                                 f"and its arrival", *["    " + ln for ln in guarded],
-                      "    " + arrive]
-        first, first_of = renamed(take_lines, "first")
-        following, next_of = renamed(take_lines, "next")
-        index_lines = [line for line, name in zip(assigned, names) if name not in data]
-        body = [*following, "# the chunk held: its row's partials, then its outputs",
-                *index_lines,
-                f'arrived = tl.atomic_add(counters + {arrivals} + pid, 0, sem="acquire")  '
-                f"# programs of the row arrived", *wait_and_write,
-                f"ticket = {next_of['ticket']}", *[f"{n} = {next_of[n]}" for n in carried]]
-        fn.out = [*first, f"ticket = {first_of['ticket']}",
-                  *[f"{n} = {first_of[n]}" for n in carried],
-                  f"while ticket < {total}:  # this program's chunks, one after another",
-                  *["    " + line for line in body]]
-        return programs
-
-    def _chunk_partial(self, fn: _Fn, r: Instr, tiles: list[_HeldTile], chunk: int) -> Any:
-        """The partial(s) of reduction ``r`` over a cooperative program's chunk of ``chunk``
-        columns, held as ``tiles`` (one, or several: ``coop_sub_blocks``): an m2's and a
-        sumexp's from every tile at once (``_chunk_m2``, ``_chunk_sumexp``), a sum as the sum
-        of its tiles' sums, any other reduction of its one tile."""
-        if r.op == "m2":
-            return self._chunk_m2(fn, r, tiles, chunk)
-        if r.op == "sumexp":
-            return self._chunk_sumexp(fn, r, tiles)
-        if len(tiles) > 1 and r.op != "sum":
-            raise AssertionError(f"a chunk held as tiles reduces sums, m2s and sumexps, "
-                                 f"not {r.op}")
-        parts = []
-        for tile in tiles:
-            tile.use(fn)
-            parts.append(self._reduce_tile(fn, r, fn.value(r.args[0], tile.coords), None,
-                                           partial=True))
-        if len(parts) == 1:
-            return parts[0]
-        return fn.emit(1, " + ".join(parts), f"part_{self.var_name(r.name)}",
-                       _instr_text(r) + " (partial: the sum of its tiles' sums)")
-
-    def _chunk_sumexp(self, fn: _Fn, r: Instr, tiles: list[_HeldTile]) -> tuple[str, str]:
-        """(max, sum of exp(x - max)) of a cooperative program's chunk held as ``tiles``, as
-        ``_online_reduce`` combines them: the chunk's max over its tiles' maxes
-        (NaN-propagating), then each tile's exps from that one max (kept in ``chunk_exps``
-        for ``_reuse_chunk_exps``)."""
-        dt = self._acc_dtype(r)
-        hint = "part_" + self.var_name(r.name)
-        held = []
-        for tile in tiles:
-            tile.use(fn)
-            held.append(self._masked(fn, r, fn.value(r.args[0], tile.coords), dt))
-        # (equal values, both -inf, count 1 as the online update does, so a chunk of -inf
-        # weighs exp(-inf - max) = 0 in the combine, not NaN)
-        maxes = []
-        for tile, t in zip(tiles, held):
-            tile.use(fn)
-            maxes.append(self._row_max(fn, t, dt, f"{hint}_max"))
-        m = maxes[0]
-        for other in maxes[1:]:
-            m = fn.emit(1, f"tl.maximum({m}, {other}, propagate_nan=tl.PropagateNan.ALL)",
-                        f"{hint}_max", "the chunk's max")
-        exps, sums = [], []
-        for tile, t in zip(tiles, held):
-            tile.use(fn)
-            e = self._exp(fn, f"{t} - {m}", dt, 2, f"{hint}_exp")
-            e = fn.emit(2, f"tl.where({t} == {m}, 1, {e})", f"{hint}_exp")
-            exps.append(e)
-            if fn.masks[2]:
-                e = fn.emit(2, f"tl.where({fn.masks[2]}, {e}, 0)", f"{hint}_exp")
-            sums.append(f"tl.reduce({e}, 1, tl.standard._sum_combine)[:, None]")
-        self.chunk_exps[r.name] = (exps, m)
-        return m, fn.emit(1, " + ".join(sums), f"{hint}_sum", _instr_text(r) + " (partial)")
-
-    def _reuse_chunk_exps(self, fn: _Fn, stage: list[Instr], coords: Coords,
-                          tile: int = 0) -> None:
-        """In a cooperative row's fast path: each ``exp(a - max(a))`` of the region (softmax's
-        numerator) as ``exp(a - chunk max) * exp(chunk max - row max)``, from the exps that the
-        chunk's sumexp partial of ``a`` computed. One exp per element instead of two (the
-        hand-written kernel of ``bench/exp_wide_softmax2.py`` at 2**18-wide float32 rows: 80%
-        of the copy rate with two, 84-86% with one); as close to the float64 softmax as
-        NumPy's float32 one (``tests/test_cooperative_rows.py``). Equal values (both
-        infinite) keep NumPy's answer: the chunk's exp counts 1 there (``_sumexp_tile``) and
-        exp(inf - inf) is NaN, as exp(x - max) is. ``tile``: which of the chunk's tiles
-        ``coords`` is (``coop_sub_blocks``)."""
-        maxes = {r.name: r.args[0] for r in stage if r.op == "max"}
-        partials = {r.args[0]: r.name for r in stage
-                    if r.op == "sumexp" and r.name in self.chunk_exps}
-        for instr in self.kernel.body:
-            if instr.op != "exp" or instr.type.shape != self.domain.shape:
-                continue
-            shifted = self.defs.get(instr.args[0])
-            if shifted is None or shifted.op != "sub":
-                continue
-            a, big = shifted.args
-            spread = self.defs.get(big)
-            if spread is not None and spread.op == "expand":
-                big = spread.args[0]
-            if maxes.get(big) != a or a not in partials:
-                continue
-            sumexp = partials[a]
-            exps, chunk_max = self.chunk_exps[sumexp]
-            e = exps[tile]
-            if self._acc_dtype(self.defs[sumexp]) != instr.type.dtype:
-                continue  # (float16 exps are rounded to float16 in the region: not the same)
-            row_max = fn.row_value(big)
-            hint = self.var_name(instr.name)
-            key = (instr.name, "chunk scale")
-            scale = fn.memo_row.get(key)
-            if scale is None:  # (one per chunk, whatever its tiles)
-                scale = fn.memo_row[key] = self._exp(fn, f"{chunk_max} - {row_max}",
-                                                     instr.type.dtype, 1, f"{hint}_scale")
-            var = fn.emit(2, f"{e} * {scale}", hint, _instr_text(instr)
-                          + ": the chunk's exps, rescaled to the row's max")
-            fn.memo_tile[(instr.name, coords.key())] = var
-
-    def _coop_stats(self, name: str, stage: list[Instr], computed: list[Instr],
-                    riders: dict[str, Instr], sum_riders: dict[str, Instr],
-                    slots: dict[str, list[str]], part_names: list[str], n_split: int,
-                    bn: int) -> _Fn:
-        """``name(row, partials...)``: the row values of ``stage``'s reductions, combined from
-        the row's ``n_split`` partials of ``bn`` columns: those of ``computed``, then the
-        riders (``riders``: maxes that are a sumexp's max; ``sum_riders``: sums whose
-        partials are an m2's)."""
-        g = _Fn(self)
-        g.used.update({"row", *part_names})
-        self._open_partials(g, "row", 1, False, n_split)
-        sums = self._combine_partials(g, computed, slots, n_split, row_major=True, chunk=bn)
-        for r in stage:
-            if r.name in sum_riders:
-                g.rowvals[r.name] = self._reduce_tile(g, r, sums[sum_riders[r.name].name], None,
-                                                      src=self._acc_dtype(r))
-        self._ride_on_sumexps(g, riders)
-        g.out.append(f"return {', '.join(g.rowvals[r.name] for r in stage)}")
-        g.source = self._header(name, ["row"] + part_names) + ["    " + line for line in g.out]
-        return g
-
+    # -- partials: shared by split reductions and cooperative rows (cooperative_rows.py) --
     def _ride_on_sumexps(self, fn: _Fn, riders: dict[str, Instr]) -> None:
         """Each max of ``riders`` (``_sumexp_riders``) as its sumexp's row max in ``fn``, cast
         to the max's dtype (a float16 max of float32-accumulated values is exact in float16)."""
@@ -1842,64 +1114,6 @@ class _Emitter:
             m, out = self.row_max[e.name], self.types[name].dtype
             fn.rowvals[name] = m if self._acc_dtype(e) == out else \
                 fn.emit(1, f"{m}.to({TL[out]})", self.var_name(name), "max shared with sumexp")
-
-    def _call_stats(self, fn: _Fn, stage: list[Instr], stats_name: str, row: str,
-                    part_names: list[str]) -> None:
-        """Call ``<name>_stats`` (``_coop_stats``) for ``row``: its results are the row values
-        of ``stage``'s reductions in ``fn``."""
-        names = [fn.fresh(self.var_name(r.name)) for r in stage]
-        fn.out.append(f"{', '.join(names)} = {stats_name}({row}, {', '.join(part_names)})")
-        for r, name in zip(stage, names):
-            fn.rowvals[r.name] = name
-            fn.level[name] = 1
-
-    def _coop_finish(self, name: str, stats_name: str, stage: list[Instr],
-                     part_names: list[str], n_split: int, bn: int, given_up: int,
-                     span: int = 0) -> tuple[_Fn, list[int]]:
-        """``name(row, partials..., params..., counters, outputs...)``: what the last program
-        of a cooperative row does (``cooperative_reduction``); returns it and the params it
-        reads. ``span``: the columns a chunk covers when fewer than ``bn``."""
-        d = self.domain
-        cols = d.reduce_size
-        h = _Fn(self)
-        h.used.update({"row", "c", "sub", "counters", "rows", "cols", "col_mask", "mask",
-                       "chunks", "flags",
-                       *part_names})
-        self._call_stats(h, stage, stats_name, "row", part_names)
-        h.out.append("rows = row + tl.arange(0, 1)[:, None]  # flat kept index")
-        h.level["rows"] = 1
-        h.rows = "rows"
-        h.masks = {0: None, 1: None, 2: None}
-        h.row_dims = h.unravel("rows", d.kept_shape) if d.kept_shape else ()
-        self._store_row_outputs(h, None)
-        redo = min(bn, COOP_REDO_BLOCK)
-        self._bm, self._bn = 1, redo
-        h.body = []
-        h.memo_tile = {}
-        if self._coop_window:  # (the chunks given up, laid as the programs laid them)
-            self._open_window(h, 1, self._coop_window, row="row")
-        step, limit = self._chunk_columns("c", bn, span)
-        coords = self._open_tile(h, f"c * {step} + sub + ", True,
-                                 cols % bn != 0 or bool(self._coop_window), None, "", limit)
-        self._store_domain_outputs(h, coords)
-        body, h.body = h.body, None
-        flag = f"counters + {given_up} + row * {n_split} + c"
-        sb = next_pow2(n_split)
-        h.out.append(f"chunks = tl.arange(0, {sb})")
-        mask = f", mask=chunks < {n_split}, other=0" if sb != n_split else ""
-        h.out.append(f"flags = tl.load(counters + {given_up} + row * {n_split} + chunks{mask}, "
-                     f'cache_modifier=".cg")  # one load: is any chunk given up?')
-        h.out.append("if tl.reduce(flags, 0, tl.standard._elementwise_max) != 0:")
-        h.out.append(f"    for c in range(0, {n_split}):  # the chunks given up, read again")
-        h.out.append(f'        if tl.load({flag}, cache_modifier=".cg") != 0:')
-        h.out.append(f"            for sub in range(0, {step}, {redo}):")
-        h.out.extend("                " + line for line in body)
-        h.out.append(f"            tl.store({flag}, 0)")
-        used = self._used_params(h.out)
-        h.source = self._header(name, ["row"] + part_names + [self.ptr_name[i] for i in used]
-                                + ["counters"] + self.out_name)
-        h.source += ["    " + line for line in h.out]
-        return h, used
 
     def _open_partials(self, g: _Fn, first: str, fbm: int, ragged: bool, n_split: int
                        ) -> str | None:
@@ -2402,40 +1616,6 @@ class _Emitter:
             v = f"({v}).to({TL[r.dtype]})"
         return fn.emit(1, v, hint, _instr_text(r))
 
-    def _chunk_m2(self, fn: _Fn, r: Instr, tiles: list[_HeldTile], chunk: int
-                  ) -> tuple[str, str]:
-        """(sum, m2) of a cooperative program's chunk of ``chunk`` columns, held as ``tiles``:
-        the chunk's sum (of the tiles' sums), its mean, then the squared deviations of every
-        tile from that one mean.
-        The stats function takes the count from the chunk's place in the row (Triton 3.6
-        miscompiled the count as a sum of the column mask beside the other sums of the chunk:
-        "operand does not dominate") and divides the sum by it as this chunk does, so a sum
-        of the same operand shares the partial."""
-        dt = self._acc_dtype(r)
-        hint = "part_" + self.var_name(r.name)
-        total = "tl.reduce({}, 1, tl.standard._sum_combine)[:, None]"
-        held = []
-        for tile in tiles:
-            tile.use(fn)
-            x = fn.value(r.args[0], tile.coords)
-            held.append((self._masked(fn, r, x, dt), tile, fn.masks[2]))
-        count = f"{chunk}"
-        if held[0][2]:  # (a masked chunk: its columns in the row)
-            shift = fn.emit(1, "row_at - word_at", "shift", "the row's start in its word") \
-                if self._coop_window else None
-            count = f"{self._chunk_count('chunk', chunk, shift)}.to({TL[dt]})"
-        n = fn.emit(1, f"tl.full([{self._bm}, 1], {count}, {TL[dt]})", f"{hint}_n")
-        chunk_sum = fn.emit(1, " + ".join(total.format(t) for t, _, _ in held), f"{hint}_sum")
-        mean = fn.emit(1, f"{chunk_sum} / tl.where({n} == 0, 1, {n})", f"{hint}_mean")
-        squares = []
-        for t, tile, mask in held:
-            tile.use(fn)
-            dev = f"{t} - {mean}"
-            d = fn.emit(2, f"tl.where({mask}, {dev}, 0)" if mask else dev, f"{hint}_dev")
-            squares.append(total.format(f"{d} * {d}"))
-        return chunk_sum, fn.emit(1, " + ".join(squares), f"{hint}_m2",
-                                  _instr_text(r) + " (partial)")
-
     def _chunk_count(self, index: str, chunk: int, shift: str | None) -> str:
         """The row's columns in cooperative chunk ``index`` of ``chunk`` columns (the last
         chunk's fewer, the chunks past the row's end none); ``shift``: the row's start in its
@@ -2446,14 +1626,6 @@ class _Emitter:
             return f"tl.minimum(tl.maximum({size} - {index} * {chunk}, 0), {chunk})"
         return (f"tl.maximum(tl.minimum({size} + {shift} - {index} * {chunk}, {chunk}) - "
                 f"tl.maximum({shift} - {index} * {chunk}, 0), 0)")
-
-    def _chunk_columns(self, index: str, bn: int, span: int) -> tuple[int, str | None]:
-        """(step, limit) of cooperative chunk ``index``: the columns between chunk starts
-        (``span``, equal chunks, or the tile's ``bn``), and the reduced index its tile stops
-        at where that is not the row's end (equal chunks)."""
-        if not span:
-            return bn, None
-        return span, f"tl.minimum({index} * {span} + {span}, {self.domain.reduce_size})"
 
     def _exp(self, fn: _Fn, arg: str, dt: np.dtype, level: int, hint: str) -> str:
         """exp of an expression in ``dt``, lowered as the ``exp`` op is on this target."""
@@ -2589,6 +1761,25 @@ class _Emitter:
         return fn.emit(level, v, hint, comment)
 
 
+def emitter_class(kernel: Kernel) -> type[_Emitter]:
+    """The emitter of ``kernel``'s kind: each kind is a module of its own over this one."""
+    # (imported here: those modules build on this one)
+    from .cooperative_rows import CooperativeRowEmitter
+    from .gemm import GemmEmitter
+    from .pointwise import PointwiseEmitter
+    from .split_reduction import SplitReductionEmitter
+    if any(i.op == "matmul" for i in kernel.body):
+        return GemmEmitter
+    domain = region_domain(kernel)
+    if not domain.reduced:
+        return PointwiseEmitter
+    if kernel.kind == SPLIT_REDUCTION:
+        return SplitReductionEmitter
+    if domain.kind == "inner_reduction":
+        return CooperativeRowEmitter  # (rows that fit a program run as ``reduction``)
+    return _Emitter
+
+
 def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
                 target: str = "cuda", tiles: Any = None, origin: str | None = None
                 ) -> EmittedKernel:
@@ -2608,12 +1799,7 @@ def emit_kernel(kernel: Kernel, strides: list[tuple[int, ...]] | None = None,
         kernel, tiles = replace(kernel, attrs={**kernel.attrs, **tiles.attrs()}), None
     elif isinstance(tiles, SplitTiles):
         kernel = replace(kernel, attrs={**kernel.attrs, "split": tiles.split})
-    em: _Emitter
-    if any(i.op == "matmul" for i in kernel.body):
-        from .gemm import GemmEmitter  # the gemm kind builds on this module
-        em = GemmEmitter(kernel, list(strides), target, tiles, origin)
-    else:
-        em = _Emitter(kernel, list(strides), target, tiles, origin)
+    em = emitter_class(kernel)(kernel, list(strides), target, tiles, origin)
     em.need_mul = False
     em.helpers = set()
     em._bm = em._bn = 0

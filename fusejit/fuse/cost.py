@@ -233,7 +233,7 @@ GEMM_MISALIGNED_SHARE = {8: 0.8, 4: 0.6, 2: 0.22, 1: 0.22}
 #: a copy of B, which reads and writes it, never pays for a product that reads it once.
 GEMM_MISALIGNED_MEMORY_SHARE = {8: 0.9, 4: 0.7, 2: 0.5, 1: 0.5}
 #: Bytes per second the aligning copy moves (read plus write): the word copy
-#: (``triton_emitter.pitched_copy``) moved 2.8-3.3e12 B/s on the H200 at 20-166 MB
+#: (``pointwise.PointwiseEmitter.pitched_copy``) moved 2.8-3.3e12 B/s on the H200 at 20-166 MB
 #: (``bench/results/h200-exp-s7b-copies-words-2026-12-02-s8.txt``; before it, element by
 #: element, 0.8e12).
 ALIGN_BYTES_PER_S = 3.0e12

@@ -820,7 +820,7 @@ def rule_align_gemm_operands(kernel: Kernel, domain: Any, padded: frozenset[str]
 
     Why: at 7453x3898x5000 (B's rows 4-byte aligned) the H200 ran 377 TFLOP/s against 550 for
     torch.compile, which pads; at 1548x11932x3183 with ``b.T`` (both operands' rows 2-byte
-    aligned) 122 against 445 (with the word copies, ``triton_emitter.pitched_copy``, whole
+    aligned) 122 against 445 (with the word copies, ``pointwise.PointwiseEmitter.pitched_copy``, whole
     plans 542 and 433). Products under ``cost.GEMM_ALIGN_MIN_FLOPS`` are left as they are:
     there the copies were measured to lose (2321x2782x515: 46.5 -> 56.6 us on the H200),
     each time with a misaligned B read N-major; where every copied operand is read K-major the
