@@ -173,3 +173,32 @@ def test_index_assignments_nothing_reads_are_pruned():
     assert not _index_expr("kernel_stats(pid, parts)")
     block = ["if ok:", "    x = 1", "y = 2"]
     assert _only_statement(block, 1, 4) and not _only_statement(block, 2, 0)
+
+
+def test_each_kernel_kind_is_emitted_by_its_own_module():
+    """``emitter_class`` picks one emitter per kind (DESIGN: one codegen module per kind): a
+    region without reductions is pointwise, a ``kind=split_reduction`` one a split reduction,
+    an inner reduction the cooperative-rows emitter (which runs it cooperatively only where
+    the row is too wide for one program), an outer reduction the base row reduction, a
+    region with a ``matmul`` a GEMM; the emitted source is each kind's."""
+    from fusejit.codegen.cooperative_rows import CooperativeRowEmitter
+    from fusejit.codegen.gemm import GemmEmitter
+    from fusejit.codegen.pointwise import PointwiseEmitter
+    from fusejit.codegen.split_reduction import SplitReductionEmitter
+    from fusejit.codegen.triton_emitter import _Emitter, emitter_class
+
+    x = fj.asarray(np.ones((64, 32), np.float32))
+    tall = fj.asarray(np.ones((1 << 16, 64), np.float32))
+    wide = fj.asarray(np.ones((4, 1 << 18), np.float32))
+    cases = [
+        (x * 2 + 1, PointwiseEmitter, "offs"),
+        (tall.sum(axis=0), SplitReductionEmitter, "_final("),
+        (x - x.max(axis=1, keepdims=True), CooperativeRowEmitter, "tl.reduce("),
+        (fj.softmax(wide, axis=-1), CooperativeRowEmitter, "_finish("),
+        (x.max(axis=0), _Emitter, "tl.reduce("),
+        (x @ x.T, GemmEmitter, "tl.dot("),
+    ]
+    for out, kind, mark in cases:
+        (k,) = _kernels(out)
+        assert emitter_class(k) is kind, (k.name, emitter_class(k), kind)
+        assert mark in emit_kernel(k, None, "cuda").source, (k.name, mark)

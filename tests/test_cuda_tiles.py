@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import fusejit as fj
-from fusejit.codegen import triton_emitter
+from fusejit.codegen import heuristics
 from fusejit.codegen.heuristics import SMS
 from fusejit.runtime import forget_plans
 from fusejit.testing import numpy_reference
@@ -31,13 +31,13 @@ from fusejit.testing import numpy_reference
 
 @pytest.fixture
 def cuda_tiles(monkeypatch: pytest.MonkeyPatch, interpret_backend: str) -> Iterator[None]:
-    reduction, split = triton_emitter.reduction_candidates, triton_emitter.split_candidates
-    tiles_2d = triton_emitter.tiles_2d_candidates
-    monkeypatch.setattr(triton_emitter, "reduction_candidates",
+    reduction, split = heuristics.reduction_candidates, heuristics.split_candidates
+    tiles_2d = heuristics.tiles_2d_candidates
+    monkeypatch.setattr(heuristics, "reduction_candidates",
                         lambda target, *a, **k: reduction("cuda", *a, **k)[:1])
-    monkeypatch.setattr(triton_emitter, "tiles_2d_candidates",
+    monkeypatch.setattr(heuristics, "tiles_2d_candidates",
                         lambda target, *a, **k: tiles_2d("cuda", *a, **k)[:1])
-    monkeypatch.setattr(triton_emitter, "split_candidates",
+    monkeypatch.setattr(heuristics, "split_candidates",
                         lambda target, *a, **k: split("cuda", *a, **k)[:1])
     forget_plans()
     yield
