@@ -88,12 +88,12 @@ def main() -> int:
 
     import fusejit as fj
     from fusejit.codegen import heuristics as heur
-    from fusejit.codegen import triton_emitter as emitter
+    from fusejit.codegen.pointwise import PointwiseEmitter
     from fusejit.runtime import forget_plans
 
     if args.set in ("transpose", "all"):
-        original = emitter.tiles_2d_candidates
-        original_axis = emitter._Emitter._transposed_axis
+        original = heur.tiles_2d_candidates
+        original_axis = PointwiseEmitter._transposed_axis
         for name, (shape, dtype) in TRANSPOSE.items():
             if args.only and args.only not in name:
                 continue
@@ -104,10 +104,10 @@ def main() -> int:
             print(f"== {name} stored {shape} {dtype}: copy of {nbytes / 1e6:.0f} MB {base:.1f} us",
                   flush=True)
             results = []
-            emitter._Emitter._transposed_axis = lambda self: None
+            PointwiseEmitter._transposed_axis = lambda self: None
             us, _ = time_plan(chain(x))
             results.append((us, "flat 1-D blocks (the old path)"))
-            emitter._Emitter._transposed_axis = original_axis
+            PointwiseEmitter._transposed_axis = original_axis
             h = heur.tiles_2d("cuda", m, n)
             grid = [h]
             mp, np2 = heur.next_pow2(m), heur.next_pow2(n)
@@ -125,7 +125,7 @@ def main() -> int:
                 if key in seen:
                     continue
                 seen.add(key)
-                emitter.tiles_2d_candidates = lambda *a, t=t, **k: [t]
+                heur.tiles_2d_candidates = lambda *a, t=t, **k: [t]
                 try:
                     us, _ = time_plan(chain(x))
                 except Exception as exc:  # noqa: BLE001
@@ -133,7 +133,7 @@ def main() -> int:
                     continue
                 label = f"{t.tile_m}x{t.tile_n} w{t.num_warps}" + (" (heuristic)" if t is h else "")
                 results.append((us, label))
-            emitter.tiles_2d_candidates = original
+            heur.tiles_2d_candidates = original
             for us, label in results[:2]:
                 print(f"   {us:8.1f} us {100 * base / us:5.1f}% of copy  {label}")
             for us, label in sorted(results[2:])[:6]:
@@ -188,7 +188,7 @@ def main() -> int:
             del x
             cp.get_default_memory_pool().free_all_blocks()
     if args.set == "round2":
-        round2(fj, cp, heur, emitter, time_plan, copy_us, args.only)
+        round2(fj, cp, heur, time_plan, copy_us, args.only)
     forget_plans()
     return 0
 
@@ -224,10 +224,10 @@ F16ROWS = {
 }
 
 
-def round2(fj: Any, cp: Any, heur: Any, emitter: Any, time_plan: Any, copy_us: Any,
+def round2(fj: Any, cp: Any, heur: Any, time_plan: Any, copy_us: Any,
            only: str | None) -> None:
     """The second round's three grids (``--set round2``)."""
-    original = emitter.tiles_2d_candidates
+    original = heur.tiles_2d_candidates
     for name, (shape, dtype) in TRANSPOSE2.items():
         if only and only not in name:
             continue
@@ -236,14 +236,14 @@ def round2(fj: Any, cp: Any, heur: Any, emitter: Any, time_plan: Any, copy_us: A
         base = copy_us(nbytes)  # (copies nbytes: reads and writes what the program does)
         print(f"== {name} stored {shape} {dtype}: copy {base:.1f} us", flush=True)
         for tm, tn, w in TILES2:
-            emitter.tiles_2d_candidates = lambda *a, t=(tm, tn, w), **k: [
+            heur.tiles_2d_candidates = lambda *a, t=(tm, tn, w), **k: [
                 heur.Tiles2D(*t, "grid")]
             try:
                 us, _ = time_plan(chain(x))
                 print(f"   {us:8.1f} us {100 * base / us:5.1f}% of copy  {tm}x{tn} w{w}", flush=True)
             except Exception as exc:  # noqa: BLE001
                 print(f"   failed {tm}x{tn} w{w}: {type(exc).__name__}: {str(exc)[:100]}")
-        emitter.tiles_2d_candidates = original
+        heur.tiles_2d_candidates = original
         del x
         cp.get_default_memory_pool().free_all_blocks()
     saved_limit = dict(heur.PERSISTENT_LIMIT)

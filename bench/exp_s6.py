@@ -97,15 +97,14 @@ def main() -> int:
 
     import fusejit as fj
     from fusejit.codegen import heuristics as heur
-    from fusejit.codegen import triton_emitter as emitter
     from fusejit.fuse import cost
     from fusejit.ir import domain as dom
     target = "interpret" if args.dry else "cuda"
 
     if args.set in ("chains", "all"):
-        chains(args, cp, fj, heur, emitter, time_plan, copy_us)
+        chains(args, cp, fj, heur, time_plan, copy_us)
     rule = dom.Domain.short_inner_kept
-    red, split = emitter.reduction_candidates, emitter.split_candidates
+    red, split = heur.reduction_candidates, heur.split_candidates
     for name, (shape, dtype, fn) in SHAPES.items():
         if args.set == "chains":
             break
@@ -151,7 +150,7 @@ def main() -> int:
                 def one_split(tgt: str, *a: Any, t: tuple = (across, step, warps), **k: Any) -> list:
                     h = split(target, *a, **k)[0]
                     return [heur.SplitTiles(t[0], t[1], t[2], h.split, "grid")]
-                emitter.reduction_candidates, emitter.split_candidates = one_red, one_split
+                heur.reduction_candidates, heur.split_candidates = one_red, one_split
                 try:
                     us, how = time_plan(fn(x))
                     results.append((us, how, f"grid {across}x{step} w{warps}"))
@@ -159,7 +158,7 @@ def main() -> int:
                     print(f"   failed {across}x{step} w{warps}: {type(exc).__name__}: "
                           f"{str(exc)[:160]}")
                 finally:
-                    emitter.reduction_candidates, emitter.split_candidates = red, split
+                    heur.reduction_candidates, heur.split_candidates = red, split
         for us, how, label in results[:4]:
             print(f"   {us:9.1f} us {50 * base / us:5.1f}% of copy  {label}: {how}")
         for us, _how, label in sorted(results[4:])[:5]:
@@ -169,13 +168,14 @@ def main() -> int:
     return 0
 
 
-def chains(args: Any, cp: Any, fj: Any, heur: Any, emitter: Any, time_plan: Any, copy_us: Any
+def chains(args: Any, cp: Any, fj: Any, heur: Any, time_plan: Any, copy_us: Any
            ) -> None:
     """Pointwise chains over a strided view (``CHAINS``): flat 1-D blocks (the default) at other
     blocks and warps, against 2-D tiles over (rows, columns) (``pointwise_2d``, which the
     emitter uses for transposed reads only)."""
-    point, tiles2 = emitter.pointwise_candidates, emitter.tiles_2d_candidates
-    axis = emitter._Emitter._transposed_axis
+    from fusejit.codegen.pointwise import PointwiseEmitter
+    point, tiles2 = heur.pointwise_candidates, heur.tiles_2d_candidates
+    axis = PointwiseEmitter._transposed_axis
     for name, (shape, dtype, strided) in CHAINS.items():
         if args.only and args.only not in name:
             continue
@@ -195,26 +195,26 @@ def chains(args: Any, cp: Any, fj: Any, heur: Any, emitter: Any, time_plan: Any,
                 if not heur._warps_ok(warps, block) or block // (32 * warps) > 16:
                     continue
                 one = heur.PointwiseTiles(block, warps, "grid")
-                emitter.pointwise_candidates = lambda *a, t=one, **k: [t]
+                heur.pointwise_candidates = lambda *a, t=one, **k: [t]
                 try:
                     us, _ = time_plan(_chain4(x, b, s, strided))
                     results.append((us, "", f"1-D blocks of {block}, {warps} warps"))
                 finally:
-                    emitter.pointwise_candidates = point
-        emitter._Emitter._transposed_axis = lambda self: 0
+                    heur.pointwise_candidates = point
+        PointwiseEmitter._transposed_axis = lambda self: 0
         for tm, tn in () if args.no_2d else ((8, 256), (16, 128), (16, 256), (32, 64), (32, 128),
                                              (64, 64), (4, 512)):
             for warps in (4, 8):
                 one2 = heur.Tiles2D(tm, tn, warps, "grid")
-                emitter.tiles_2d_candidates = lambda *a, t=one2, **k: [t]
+                heur.tiles_2d_candidates = lambda *a, t=one2, **k: [t]
                 try:
                     us, _ = time_plan(_chain4(x, b, s, strided))
                     results.append((us, "", f"2-D tiles {tm}x{tn}, {warps} warps"))
                 except Exception as exc:  # noqa: BLE001
                     print(f"   failed 2-D {tm}x{tn} w{warps}: {type(exc).__name__}: {str(exc)[:120]}")
                 finally:
-                    emitter.tiles_2d_candidates = tiles2
-        emitter._Emitter._transposed_axis = axis
+                    heur.tiles_2d_candidates = tiles2
+        PointwiseEmitter._transposed_axis = axis
         us, how, label = results[0]
         print(f"   {us:9.1f} us {100 * base / us:5.1f}% of copy  {label}: {how}")
         for us, _how, label in sorted(results[1:])[:8]:

@@ -65,9 +65,8 @@ def main() -> int:
     cp, time_plan, copy_us = timers(args.dry)
 
     from fusejit.codegen import heuristics as heur
-    from fusejit.codegen import triton_emitter as emitter
     target = "interpret" if args.dry else "cuda"
-    original = emitter.split_candidates
+    original = heur.split_candidates
     for name, (shape, dtype, fn) in SHAPES.items():
         if args.only and args.only not in name:
             continue
@@ -79,11 +78,11 @@ def main() -> int:
             seen.setdefault("h", out[0])
             seen.setdefault("rows", a[0])
             return out[:1]
-        emitter.split_candidates = spy
+        heur.split_candidates = spy
         try:
             us, how = time_plan(fn(x))
         finally:
-            emitter.split_candidates = original
+            heur.split_candidates = original
         if "h" not in seen:
             print(f"   {us:9.1f} us {50 * base / us:5.1f}% of copy  not split: {how}")
             continue
@@ -99,13 +98,13 @@ def main() -> int:
                 t = original(target, *a, **k)[0]
                 step = max(1, min(t.block_n, heur.next_pow2(-(-a[1] // s))))
                 return [heur.SplitTiles(t.block_m, step, t.num_warps, s, "forced")]
-            emitter.split_candidates = forced
+            heur.split_candidates = forced
             try:
                 rows.append((time_plan(fn(x))[0], s, f"{f}x"))
             except Exception as exc:  # noqa: BLE001
                 print(f"   failed split {s}: {type(exc).__name__}: {str(exc)[:160]}")
             finally:
-                emitter.split_candidates = original
+                heur.split_candidates = original
         print(f"   tiles {h.block_m}x{h.block_n} w{h.num_warps}, {blocks} row blocks; {how}")
         for t, s, label in rows:
             print(f"   {t:9.1f} us {50 * base / t:5.1f}% of copy  split {s:4d} "

@@ -12,7 +12,7 @@ emitter: the question is which shape of kernel the emitter should write) beside 
   whole aligned vector, each load a gather of ``row * N + column`` masked to the row.
 - ``flat_in``: 1-D blocks over the input (vector loads), stores to ``row * P + column``.
 
-fusejit's own copy (8-byte words, ``triton_emitter.pitched_copy``) is timed by exp_s7b.py.
+fusejit's own copy (8-byte words, ``pointwise.PointwiseEmitter.pitched_copy``) is timed by exp_s7b.py.
 Run on the GPU machine: ``python3 bench/exp_s8b.py``.
 """
 

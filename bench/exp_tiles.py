@@ -28,7 +28,6 @@ import numpy as np  # noqa: E402
 
 import fusejit as fj  # noqa: E402
 from fusejit.codegen import heuristics as heur  # noqa: E402
-from fusejit.codegen import triton_emitter as emitter  # noqa: E402
 from fusejit.runtime import autotune  # noqa: E402
 
 EPS = 1e-5
@@ -161,8 +160,8 @@ def main() -> int:
     args = p.parse_args()
     programs = SETS[args.set]
     names = args.only.split(",") if args.only else list(programs)
-    emitter.reduction_candidates = reduction_grid
-    emitter.split_candidates = split_grid
+    heur.reduction_candidates = reduction_grid
+    heur.split_candidates = split_grid
     import cupy as cp
     fj.set_backend("cuda")
     measured: list[tuple[str, tuple[Any, ...], tuple[float | None, ...]]] = []
