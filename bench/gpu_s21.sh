@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Twenty-first session, first call (about 8 min on an H200), in order of what matters (each
+# phase writes its own files, at most 8 in all):
+#  1. cuda correctness: the twentieth session's emitter (offsets through merged coordinates,
+#     unread index lines pruned: never run on cuda before), the codegen split into one module
+#     per kind (the same source), the pipelined cooperative rows: every gpu-marked test beside
+#     the cuda fuzz (plain, fj.jit) and the wide-row fuzz with and without COOP_PIPELINE
+#     -> correctness.txt (tests, fuzz; failures kept);
+#  2. bench/exp_s20_wide.py --quick at 256x2**18, 1024x2**16 and 256x150,001: the emitted
+#     cooperative rows, their no-wait bound, fusejit's pipelined form at 1-3 programs an SM
+#     and the hand-written pipelined kernels -> exp_s20_wide.txt.
+#   bash bench/gpu_s21.sh [FUZZ_S]
+set -uo pipefail
+fuzz_s=${1:-90}
+out=${OUT:-gpu-out}; mkdir -p "$out"; work=/tmp/s21; mkdir -p "$work/fuzz"
+here="$(dirname "${BASH_SOURCE[0]}")"
+. "$here/gpu_common.sh"; gpu_setup || exit 1
+nvidia-smi --query-gpu=name --format=csv,noheader | tee "$out/card.txt"
+timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda --seconds "$fuzz_s" \
+  --seed 21022 > "$work/fuzz/rows.log" 2>&1 &
+FUSEJIT_COOP_PIPELINE=1 timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda \
+  --seconds "$fuzz_s" --seed 21023 > "$work/fuzz/rows-pipelined.log" 2>&1 &
+FUSEJIT_COOP_PIPELINE=1 timeout $((fuzz_s + 30)) python3 -m pytest -m gpu -q -p no:cacheprovider \
+  tests/test_cooperative_rows.py tests/test_row_window.py > "$work/tests-pipelined.log" 2>&1 &
+tests_beside_fuzz "$work" "$fuzz_s" 5 21000 $((fuzz_s + 150))  # (waits for the jobs above too)
+{ fuzz_summary "$work"; echo "pipelined cooperative tests: $(grep -E 'passed|failed' \
+    "$work/tests-pipelined.log" | tail -1)"; grep -E "^FAILED|^ERROR" "$work/tests-pipelined.log" \
+    | head -10; tail -n 1 "$work"/fuzz/rows*.log; } | tee "$out/correctness.txt"
+[ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
+timeout 200 python3 bench/exp_s20_wide.py --quick --shapes 256x262144,1024x65536,256x150001 \
+  > "$out/exp_s20_wide.txt" 2>&1
+echo "exp_s20_wide exit $?"; grep -v Warning "$out/exp_s20_wide.txt" | grep -v warn_once | tail -60
+true
