@@ -8,10 +8,12 @@
 #     -> correctness.txt (tests, fuzz; failures kept);
 #  2. bench/exp_s20_wide.py --quick at 256x2**18, 1024x2**16 and 256x150,001: the emitted
 #     cooperative rows, their no-wait bound, fusejit's pipelined form at 1-3 programs an SM
-#     and the hand-written pipelined kernels -> exp_s20_wide.txt.
+#     and the hand-written pipelined kernels -> exp_s20_wide.txt;
+#  3. the suite's wide softmax and layer norm (both sizes, fusejit alone) with COOP_PIPELINE
+#     off and on, each in its own process -> wide-off/, wide-on/.
 #   bash bench/gpu_s21.sh [FUZZ_S]
 set -uo pipefail
-fuzz_s=${1:-90}
+fuzz_s=${1:-80}
 out=${OUT:-gpu-out}; mkdir -p "$out"; work=/tmp/s21; mkdir -p "$work/fuzz"
 here="$(dirname "${BASH_SOURCE[0]}")"
 . "$here/gpu_common.sh"; gpu_setup || exit 1
@@ -27,7 +29,14 @@ tests_beside_fuzz "$work" "$fuzz_s" 5 21000 $((fuzz_s + 150))  # (waits for the 
     "$work/tests-pipelined.log" | tail -1)"; grep -E "^FAILED|^ERROR" "$work/tests-pipelined.log" \
     | head -10; tail -n 1 "$work"/fuzz/rows*.log; } | tee "$out/correctness.txt"
 [ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
-timeout 200 python3 bench/exp_s20_wide.py --quick --shapes 256x262144,1024x65536,256x150001 \
+timeout 170 python3 bench/exp_s20_wide.py --quick --shapes 256x262144,1024x65536,256x150001 \
   > "$out/exp_s20_wide.txt" 2>&1
 echo "exp_s20_wide exit $?"; grep -v Warning "$out/exp_s20_wide.txt" | grep -v warn_once | tail -60
+for pipe in 0 1; do
+  name=wide-$([ $pipe = 1 ] && echo on || echo off)
+  FUSEJIT_COOP_PIPELINE=$pipe timeout 75 python3 bench/suite.py --out "$work/$name" --budget 60 \
+    --impls fusejit --only "softmax_wide|layer_norm_wide" > "$work/$name.log" 2>&1
+  echo "suite $name exit $?"; mkdir -p "$out/$name"; cp "$work/$name"/results.md "$out/$name/"
+  grep "_wide" "$work/$name/results.md" | cut -d'|' -f2-8
+done
 true
