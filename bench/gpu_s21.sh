@@ -11,13 +11,14 @@
 #     and the hand-written pipelined kernels -> exp_s20_wide.txt;
 #  3. the suite's wide softmax and layer norm (both sizes, fusejit alone) with COOP_PIPELINE
 #     off and on, each in its own process -> wide-off/, wide-on/.
-#   bash bench/gpu_s21.sh [FUZZ_S]
+#   bash bench/gpu_s21.sh [FUZZ_S] [PHASES]   (PHASES: which of 1, 2, 3 to run; default 123)
 set -uo pipefail
-fuzz_s=${1:-80}
+fuzz_s=${1:-80}; phases=${2:-123}
 out=${OUT:-gpu-out}; mkdir -p "$out"; work=/tmp/s21; mkdir -p "$work/fuzz"
 here="$(dirname "${BASH_SOURCE[0]}")"
 . "$here/gpu_common.sh"; gpu_setup || exit 1
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$out/card.txt"
+if [[ $phases == *1* ]]; then
 timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda --seconds "$fuzz_s" \
   --seed 21022 > "$work/fuzz/rows.log" 2>&1 &
 FUSEJIT_COOP_PIPELINE=1 timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda \
@@ -29,9 +30,13 @@ tests_beside_fuzz "$work" "$fuzz_s" 5 21000 $((fuzz_s + 150))  # (waits for the 
     "$work/tests-pipelined.log" | tail -1)"; grep -E "^FAILED|^ERROR" "$work/tests-pipelined.log" \
     | head -10; tail -n 1 "$work"/fuzz/rows*.log; } | tee "$out/correctness.txt"
 [ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
+fi
+if [[ $phases == *2* ]]; then
 timeout 170 python3 bench/exp_s20_wide.py --quick --shapes 256x262144,1024x65536,256x150001 \
   > "$out/exp_s20_wide.txt" 2>&1
 echo "exp_s20_wide exit $?"; grep -v Warning "$out/exp_s20_wide.txt" | grep -v warn_once | tail -60
+fi
+[[ $phases == *3* ]] || exit 0
 for pipe in 0 1; do
   name=wide-$([ $pipe = 1 ] && echo on || echo off)
   FUSEJIT_COOP_PIPELINE=$pipe timeout 75 python3 bench/suite.py --out "$work/$name" --budget 60 \
