@@ -36,6 +36,9 @@ class PointwiseEmitter(_Emitter):
         return self.pointwise()
 
     def pointwise(self) -> tuple[list[_Fn], list[Launch]]:
+        """One launch: a pitched copy or 2-D tiles where they apply (``row_pitch``, an input
+        read transposed), else 1-D blocks of the flat output (``heuristics``' block and
+        warps: wider for slow math, narrower where the flat size breaks vector loads)."""
         if self.row_pitch:  # rows stored apart: a word copy, else 2-D tiles over the last axes
             copied = self._pitched_copy_source()
             if copied is not None:

@@ -2,12 +2,13 @@
 
 A ``kind=split_reduction`` region (the fuser marks a reduction whose outputs are too few
 for one program each to fill the GPU, ``fuse/rules.py``'s ``rule_split_reduction``: a sum
-over the leading axis, a full sum; a user may mark one in the IR text) is one launch over (row blocks x chunks of the reduced extent): each program runs
-the prologue over its chunk into scratch partials, and the last program of each row
-block to finish (counted atomically) calls ``<name>_final``, which combines the row
-block's partials in a fixed order (the same bits on every run) and runs the epilogue.
-A region that cannot split (more than one stage of reductions, or outputs of the
-domain's shape) runs as the base emitter's ``reduction``.
+over the leading axis, a full sum; a user may mark one in the IR text) is one launch over
+(row blocks x chunks of the reduced extent): each program runs the prologue over its chunk
+into scratch partials, and the last program of each row block to finish (counted
+atomically) calls ``<name>_final``, which combines the row block's partials in a fixed
+order (the same bits on every run) and runs the epilogue. A region that cannot split (more
+than one stage of reductions, or outputs of the domain's shape) runs as the base emitter's
+``reduction``.
 """
 
 from __future__ import annotations
