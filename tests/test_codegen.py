@@ -158,7 +158,7 @@ def test_index_assignments_nothing_reads_are_pruned():
     """A GEMM that loads its tiles through TMA computes no K index tiles (``k_a``/``k_b``)
     and no unread column tile; loads, atomics and calls are never pruned, nor the only
     statement of a block (the source would not parse)."""
-    from fusejit.codegen.triton_emitter import _index_expr, _only_statement
+    from fusejit.codegen.values import _index_expr, _only_statement
     a = fj.asarray(np.zeros((4096, 512), np.float16))
     b = fj.asarray(np.zeros((512, 1024), np.float16))
     (k,) = _kernels(fj.maximum(a @ b, 0))

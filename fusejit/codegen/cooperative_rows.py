@@ -36,16 +36,8 @@ from .heuristics import (
     next_pow2,
 )
 from .lowering import TL
-from .triton_emitter import (
-    _ASSIGNMENT,
-    Coords,
-    Launch,
-    _Emitter,
-    _Fn,
-    _instr_text,
-    _m2_riders,
-    _sumexp_riders,
-)
+from .triton_emitter import Launch, _Emitter, _m2_riders, _sumexp_riders
+from .values import _ASSIGNMENT, Coords, _Fn, _instr_text
 
 
 @dataclass

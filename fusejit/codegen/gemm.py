@@ -5,7 +5,7 @@ A program owns one ``block_m x block_n`` tile of the product ``C = A @ B``
 ordered in groups of ``group_m`` tile rows so that programs running together
 share tiles in L2). It walks K in steps of ``block_k``: each step evaluates the
 operands at their tile coordinates (``A`` at ``(rows_m, k_a)``, ``B`` at ``(k_b,
-cols_n)``) through the shared value machinery (``triton_emitter._Fn``), so views
+cols_n)``) through the shared value machinery (``values._Fn``), so views
 of an operand (transposes, slices, broadcast batch dimensions) are index math in
 the load and its pointwise producers (the *prologue*: casts, scales) are
 computed on the tile as it loads; then ``tl.dot`` adds the step's product into
@@ -64,7 +64,8 @@ from ..ir.program import Kernel
 from . import heuristics
 from .heuristics import GEMM_ATTRS, GemmConfig, gemm_candidates, gemm_uses_dot
 from .lowering import PTR, SLOW_MATH, TL
-from .triton_emitter import INT32_MAX, Coords, Launch, _Emitter, _Fn, _instr_text
+from .triton_emitter import INT32_MAX, Launch, _Emitter
+from .values import Coords, _Fn, _instr_text
 
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)

@@ -19,7 +19,8 @@ import numpy as np
 from ..ir.program import Kernel, contiguous_strides, pitched
 from . import heuristics
 from .heuristics import next_pow2
-from .triton_emitter import Coords, Launch, _Emitter, _Fn, _same_strides
+from .triton_emitter import Launch, _Emitter
+from .values import Coords, _Fn, _same_strides
 
 
 class PointwiseEmitter(_Emitter):

@@ -17,7 +17,8 @@ from ..ir.ops import SPLITTABLE
 from ..ir.program import Instr
 from . import heuristics
 from .heuristics import SplitTiles, next_pow2
-from .triton_emitter import Launch, _Emitter, _Fn
+from .triton_emitter import Launch, _Emitter
+from .values import _Fn
 
 
 class SplitReductionEmitter(_Emitter):
