@@ -23,7 +23,6 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..ir.domain import SPLIT_REDUCTION
 from ..ir.ops import SPLITTABLE
 from ..ir.program import Instr, Kernel
 from . import heuristics
@@ -78,9 +77,8 @@ class CooperativeRowEmitter(_Emitter):
         """The chunks of a cooperative row kernel for this region (``heuristics``: wide
         rows whose values go back over the row), or None (it runs as ``reduction``)."""
         d = self.domain
-        if not heuristics.COOPERATIVE_ROWS or self.tiles is not None \
-                or d.kind != "inner_reduction" or self.kernel.kind == SPLIT_REDUCTION:
-            return None
+        if not heuristics.COOPERATIVE_ROWS or self.tiles is not None:
+            return None  # (``emitter_class`` sends only inner, unsplit reductions here)
         stages = self._stages()
         if len(stages) != 1 or not all(r.op in SPLITTABLE for r in stages[0]):
             return None

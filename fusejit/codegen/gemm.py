@@ -65,7 +65,7 @@ from . import heuristics
 from .heuristics import GEMM_ATTRS, GemmConfig, gemm_candidates, gemm_uses_dot
 from .lowering import PTR, SLOW_MATH, TL
 from .triton_emitter import INT32_MAX, Launch, _Emitter
-from .values import Coords, _Fn, _instr_text
+from .values import Coords, _Fn, _instr_text, joint_mask
 
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
@@ -728,11 +728,7 @@ class GemmEmitter(_Emitter):
         name = self.mm.args[index]
         shape = self.types[name].shape
         c = self.cfg
-        masks = [m for m in (mask_outer, mask_k) if m]
-        tile_mask = masks[0] if len(masks) == 1 else None
-        if len(masks) == 2:
-            fn.body.append(f"{mask_name} = {mask_outer} & {mask_k}")
-            tile_mask = mask_name
+        tile_mask = joint_mask(fn.body, [mask_outer, mask_k], mask_name)
         fn.masks = {0: None, 1: mask_outer, 2: tile_mask}
         if index == 0:
             dims = (*self.bdims, "rows_m", "k_a")
@@ -886,11 +882,7 @@ class GemmEmitter(_Emitter):
         bn = self.cfg.block_n
         out.append(f"cols = pid_n * {bn} + tl.arange(0, {bn})[None, :]  # index along N")
         fn.level["cols"] = 2
-        masks = [m for m in (self.mask_m, self.mask_n) if m]
-        tile_mask = masks[0] if len(masks) == 1 else None
-        if len(masks) == 2:
-            out.append("mask = mask_m & mask_n")
-            tile_mask = "mask"
+        tile_mask = joint_mask(out, [self.mask_m, self.mask_n])
         fn.masks = {0: None, 1: self.mask_m, 2: tile_mask}
         if self.fold:
             fn.rows = "rows_bm"

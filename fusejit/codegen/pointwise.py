@@ -20,7 +20,7 @@ from ..ir.program import Kernel, contiguous_strides, pitched
 from . import heuristics
 from .heuristics import next_pow2
 from .triton_emitter import Launch, _Emitter
-from .values import Coords, _Fn, _same_strides
+from .values import Coords, _Fn, _same_strides, joint_mask
 
 
 class PointwiseEmitter(_Emitter):
@@ -144,10 +144,7 @@ class PointwiseEmitter(_Emitter):
         if shape[last] % tn:
             out.append(f"mask_n = i_n < {shape[last]}")
             masks.append("mask_n")
-        mask = masks[0] if len(masks) == 1 else None
-        if len(masks) == 2:
-            out.append("mask = mask_m & mask_n")
-            mask = "mask"
+        mask = joint_mask(out, masks)
         fn.masks = {0: None, 1: None, 2: mask}
         fn.axis_masks = {"i_m": "mask_m" if "mask_m" in masks else None,
                          "i_n": "mask_n" if "mask_n" in masks else None}

@@ -58,6 +58,7 @@ from .values import (
     _instr_text,
     _same_strides,
     function_name,
+    joint_mask,
     sanitize,
 )
 
@@ -589,17 +590,12 @@ class _Emitter:
         self._bm, self._bn = fbm, sb
         out = g.out
         row_mask = self._kept_rows(g, first, fbm, ragged)
-        masks = [row_mask] if row_mask else []
         out.append(f"parts = tl.arange(0, {sb})[None, :]  # partial index (chunk)")
         g.level["parts"] = 2
-        if sb != n_split:
+        part_mask = "part_mask" if sb != n_split else None
+        if part_mask:
             out.append(f"part_mask = parts < {n_split}")
-            masks.append("part_mask")
-        tile_mask = masks[0] if len(masks) == 1 else None
-        if len(masks) == 2:
-            out.append("mask = row_mask & part_mask")
-            tile_mask = "mask"
-        g.masks = {0: None, 1: row_mask, 2: tile_mask}
+        g.masks = {0: None, 1: row_mask, 2: joint_mask(out, [row_mask, part_mask])}
         return row_mask
 
     def _combine_partials(self, g: _Fn, stage: list[Instr], slots: dict[str, list[str]],
@@ -828,20 +824,11 @@ class _Emitter:
         else:
             tgt.append(f"{cols_} = {start}tl.arange(0, {bn})[None, :]{cast}  # flat reduced index")
         fn.level[cols_] = 2
-        masks = []
         col_masked = col_masked or limit is not None
         if col_masked:
             tgt.append(f"{col_mask} = ({cols_} >= 0) & ({cols_} < {cols})" if window
                        else f"{col_mask} = {cols_} < {limit or cols}")
-            masks.append(col_mask)
-        if row_mask:
-            masks.append(row_mask)
-        tile_mask = None
-        if len(masks) == 2:
-            tgt.append(f"{mask} = {row_mask} & {col_mask}")
-            tile_mask = mask
-        elif masks:
-            tile_mask = masks[0]
+        tile_mask = joint_mask(tgt, [row_mask, col_mask if col_masked else None], mask)
         fn.masks = {0: None, 1: row_mask, 2: tile_mask}
         fn.col_mask = col_mask if col_masked else None
         red_shape = tuple(d.shape[i] for i in d.reduced)

@@ -92,6 +92,16 @@ def _same_strides(strides: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     return all(s == c for s, c, d in zip(strides, contiguous_strides(shape), shape) if d != 1)
 
 
+def joint_mask(lines: list[str], masks: list[str | None], name: str = "mask") -> str | None:
+    """A tile's mask from the masks of its two axes (either may be None): None, the one
+    given, or both joined as ``name`` (its assignment appended to ``lines``)."""
+    given = [m for m in masks if m]
+    if len(given) == 2:
+        lines.append(f"{name} = {given[0]} & {given[1]}")
+        return name
+    return given[0] if given else None
+
+
 @dataclass
 class Coords:
     """Coordinates of a value: a flat (row-major) index and/or one index per dim."""
