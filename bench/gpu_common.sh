@@ -8,6 +8,15 @@ gpu_setup() {
   export FUSEJIT_CACHE_DIR=/tmp/fusejit-cache
 }
 
+# gpu_begin WORK: a call's start: sets out (OUT, default gpu-out) and work (WORK), makes them
+# (and WORK/fuzz), installs the wheels (gpu_setup) and writes the card's name to out/card.txt.
+gpu_begin() {
+  out=${OUT:-gpu-out}; work=$1
+  mkdir -p "$out" "$work/fuzz"
+  gpu_setup || return 1
+  nvidia-smi --query-gpu=name --format=csv,noheader | tee "$out/card.txt"
+}
+
 # tests_beside_fuzz WORK FUZZ_SECONDS PROCS SEED_BASE TESTS_TIMEOUT [PYTEST_K]
 # The gpu-marked tests (all but PYTEST_K's exclusions: the exhaustive exp test and the
 # no-synchronization timing test by default) beside PROCS cuda fuzz processes, the last 3 of
@@ -137,24 +146,33 @@ fuzz_report() {
   if [ -d "$work/fuzz/failures" ]; then cp -r "$work/fuzz/failures" "$out/"; fi
 }
 
-# coop_correctness WORK OUT FUZZ_S [full]: cuda correctness of the cooperative rows with the
-# pipelined form on (FUSEJIT_COOP_PIPELINE=1): their gpu tests, a wide-row fuzz, and a plain
-# fuzz; with "full", the default form's tests and wide-row fuzz too. The tests' summaries go
-# to OUT/correctness.txt, the fuzz's last lines and failures through fuzz_report.
-coop_correctness() {
-  local work=$1 out=$2 fuzz_s=$3 full=${4:-} f
+# coop_jobs WORK FUZZ_S SEED [full]: in the background (the caller waits), the cooperative and
+# window gpu tests with the pipelined form on (WORK/tests-pipelined.log; with "full" first as
+# shipped, tests-default.log) and the wide-row fuzz with it on (seed SEED + 1,
+# WORK/fuzz/rows-pipelined.log; with "full" as shipped too, seed SEED, rows.log).
+coop_jobs() {
+  local work=$1 fuzz_s=$2 seed=$3 full=${4:-}
   local tests="tests/test_cooperative_rows.py tests/test_row_window.py"
   mkdir -p "$work/fuzz"
   ( if [ -n "$full" ]; then timeout $((fuzz_s + 40)) python3 -m pytest -m gpu -q \
       -p no:cacheprovider $tests > "$work/tests-default.log" 2>&1; fi
     FUSEJIT_COOP_PIPELINE=1 timeout $((fuzz_s + 30)) python3 -m pytest -m gpu -q \
       -p no:cacheprovider $tests > "$work/tests-pipelined.log" 2>&1 ) &
+  if [ -n "$full" ]; then timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda \
+    --seconds "$fuzz_s" --seed "$seed" > "$work/fuzz/rows.log" 2>&1 & fi
+  FUSEJIT_COOP_PIPELINE=1 timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda \
+    --seconds "$fuzz_s" --seed $((seed + 1)) > "$work/fuzz/rows-pipelined.log" 2>&1 &
+}
+
+# coop_correctness WORK OUT FUZZ_S [full]: cuda correctness of the cooperative rows with the
+# pipelined form on (FUSEJIT_COOP_PIPELINE=1): their gpu tests, a wide-row fuzz, and a plain
+# fuzz; with "full", the default form's tests and wide-row fuzz too. The tests' summaries go
+# to OUT/correctness.txt, the fuzz's last lines and failures through fuzz_report.
+coop_correctness() {
+  local work=$1 out=$2 fuzz_s=$3 full=${4:-} f
+  coop_jobs "$work" "$fuzz_s" 20022 "$full"
   timeout $((fuzz_s + 30)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" \
     --seed 20021 --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/plain.log" 2>&1 &
-  if [ -n "$full" ]; then timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda \
-    --seconds "$fuzz_s" --seed 20022 > "$work/fuzz/rows.log" 2>&1 & fi
-  FUSEJIT_COOP_PIPELINE=1 timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda \
-    --seconds "$fuzz_s" --seed 20023 > "$work/fuzz/rows-pipelined.log" 2>&1 &
   wait
   for f in "$work"/tests-*.log; do echo "$f: $(grep -E 'passed|failed' "$f" | tail -1)";
     grep -E "^FAILED|^ERROR" "$f" | head -10; done | tee "$out/correctness.txt"

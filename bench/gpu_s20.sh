@@ -13,10 +13,7 @@
 #   bash bench/gpu_s20.sh [FUZZ_S]
 set -uo pipefail
 fuzz_s=${1:-50}
-out=${OUT:-gpu-out}; mkdir -p "$out"; work=/tmp/s20; mkdir -p "$work/fuzz"
-here="$(dirname "${BASH_SOURCE[0]}")"
-. "$here/gpu_common.sh"; gpu_setup || exit 1
-nvidia-smi --query-gpu=name --format=csv,noheader | tee "$out/card.txt"
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"; gpu_begin /tmp/s20 || exit 1
 timeout 260 python3 bench/exp_s20_wide.py > "$out/exp_s20_wide.txt" 2>&1
 echo "exp_s20_wide exit $?"; grep -v Warning "$out/exp_s20_wide.txt" | grep -v warn_once | tail -80
 coop_correctness "$work" "$out" "$fuzz_s" full

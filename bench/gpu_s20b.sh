@@ -6,10 +6,7 @@
 #   bash bench/gpu_s20b.sh [FUZZ_S]
 set -uo pipefail
 fuzz_s=${1:-40}
-out=${OUT:-gpu-out}; mkdir -p "$out"; work=/tmp/s20b; mkdir -p "$work/fuzz"
-here="$(dirname "${BASH_SOURCE[0]}")"
-. "$here/gpu_common.sh"; gpu_setup || exit 1
-nvidia-smi --query-gpu=name --format=csv,noheader | tee "$out/card.txt"
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"; gpu_begin /tmp/s20b || exit 1
 timeout 170 python3 bench/exp_s20_wide.py --quick --shapes 256x262144,1024x65536 \
   > "$out/exp_s20_wide.txt" 2>&1
 echo "exp_s20_wide exit $?"; grep -v Warning "$out/exp_s20_wide.txt" | grep -v warn_once | tail -40

@@ -14,21 +14,13 @@
 #   bash bench/gpu_s21.sh [FUZZ_S] [PHASES]   (PHASES: which of 1, 2, 3 to run; default 123)
 set -uo pipefail
 fuzz_s=${1:-80}; phases=${2:-123}
-out=${OUT:-gpu-out}; mkdir -p "$out"; work=/tmp/s21; mkdir -p "$work/fuzz"
-here="$(dirname "${BASH_SOURCE[0]}")"
-. "$here/gpu_common.sh"; gpu_setup || exit 1
-nvidia-smi --query-gpu=name --format=csv,noheader | tee "$out/card.txt"
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"; gpu_begin /tmp/s21 || exit 1
 if [[ $phases == *1* ]]; then
-timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda --seconds "$fuzz_s" \
-  --seed 21022 > "$work/fuzz/rows.log" 2>&1 &
-FUSEJIT_COOP_PIPELINE=1 timeout $((fuzz_s + 30)) python3 bench/fuzz_rows.py --backend cuda \
-  --seconds "$fuzz_s" --seed 21023 > "$work/fuzz/rows-pipelined.log" 2>&1 &
-FUSEJIT_COOP_PIPELINE=1 timeout $((fuzz_s + 30)) python3 -m pytest -m gpu -q -p no:cacheprovider \
-  tests/test_cooperative_rows.py tests/test_row_window.py > "$work/tests-pipelined.log" 2>&1 &
+coop_jobs "$work" "$fuzz_s" 21022 full
 tests_beside_fuzz "$work" "$fuzz_s" 5 21000 $((fuzz_s + 150))  # (waits for the jobs above too)
-{ fuzz_summary "$work"; echo "pipelined cooperative tests: $(grep -E 'passed|failed' \
-    "$work/tests-pipelined.log" | tail -1)"; grep -E "^FAILED|^ERROR" "$work/tests-pipelined.log" \
-    | head -10; tail -n 1 "$work"/fuzz/rows*.log; } | tee "$out/correctness.txt"
+{ fuzz_summary "$work"; for f in "$work"/tests-*.log; do echo "$f: $(grep -E 'passed|failed' \
+    "$f" | tail -1)"; grep -E "^FAILED|^ERROR" "$f" | head -10; done
+  tail -n 1 "$work"/fuzz/rows*.log; } | tee "$out/correctness.txt"
 [ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
 fi
 if [[ $phases == *2* ]]; then
