@@ -85,6 +85,16 @@ WORKLOADS: dict[str, tuple[Callable[..., Any], Callable[[Any], list[Any]]]] = {
     "gelu_f64_2^25": (lambda xp, x: 0.5 * x * (1.0 + xp.tanh(
         0.7978845608028654 * (x + 0.044715 * (x * x * x)))),
         lambda cp: [_normal(cp, (1 << 25,), np.float64)]),
+    # split reductions of shapes no heuristic was tuned on (the split-count question: whole
+    # equal chunks or the heuristic's count)
+    "sum_mid_96x3000x640": (lambda xp, x: x.sum(axis=1), lambda cp: [_normal(cp, (96, 3000, 640))]),
+    "mean_cols_150000x768": (lambda xp, x: x.mean(axis=0),
+                             lambda cp: [_normal(cp, (150000, 768))]),
+    "max_axes02_48x2000x1000": (lambda xp, x: x.max(axis=(0, 2)),
+                                lambda cp: [_normal(cp, (48, 2000, 1000))]),
+    "var_cols_300000x200": (lambda xp, x: x.var(axis=0), lambda cp: [_normal(cp, (300000, 200))]),
+    "sum_cols_f16_131072x512": (lambda xp, x: x.sum(axis=0, dtype=F32),
+                                lambda cp: [_normal(cp, (131072, 512), F16)]),
 }
 
 #: seconds each run may start workloads for (the whole script stays within --budget)

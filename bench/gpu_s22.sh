@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Twenty-second session, first call (about 8 min), in order of what matters:
+#  1. (H200 only) bench/exp_s20_wide.py --quick at 256x2**18, 1024x2**16, 256x150,001: is the
+#     H200's wide softmax / layer norm (79% / 72% of copy) waiting (no-wait bound well above
+#     the emitted kernel) or bytes in flight (bound near it)? -> exp_s20_wide.txt
+#  2. bench/autotune_check.py over the split reductions (four known, five unseen shapes): the
+#     tuner's time of every split candidate, the heuristic's count beside "chunks of whole
+#     tiles", 2x / half the partials -> autotune/autotune_check.json, autotune.txt
+#  3. (H200 only) the suite's wide softmax and layer norm with COOP_PIPELINE off and on.
+#   bash bench/gpu_s22.sh [PHASES]   (default 123; on an H100 phases 1 and 3 are left out)
+set -uo pipefail
+phases=${1:-123}
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"; gpu_begin /tmp/s22 || exit 1
+grep -q H200 "$out/card.txt" || { echo "not an H200: phase 2 alone"; phases=${phases//[13]/}; }
+if [[ $phases == *1* ]]; then
+timeout 170 python3 bench/exp_s20_wide.py --quick --shapes 256x262144,1024x65536,256x150001 \
+  > "$out/exp_s20_wide.txt" 2>&1
+echo "exp_s20_wide exit $?"; grep -v Warning "$out/exp_s20_wide.txt" | grep -v warn_once | tail -40
+fi
+if [[ $phases == *2* ]]; then
+split=sum_axes02_64x4096x256,std_cols_65536x1024,colsum_65536x1024,sum_mid_96x3000x640
+split+=,mean_cols_150000x768,max_axes02_48x2000x1000,var_cols_300000x200,sum_cols_f16_131072x512
+timeout 260 python3 bench/autotune_check.py "$out/autotune" --only "$split" --budget 200 \
+  > "$out/autotune.txt" 2>&1
+echo "autotune_check exit $?"; grep -v "^\[" "$out/autotune.txt" | tail -60
+fi
+[[ $phases == *3* ]] || exit 0
+for pipe in 0 1; do
+  name=wide-$([ $pipe = 1 ] && echo on || echo off)
+  FUSEJIT_COOP_PIPELINE=$pipe timeout 75 python3 bench/suite.py --out "$work/$name" --budget 60 \
+    --impls fusejit --only "softmax_wide|layer_norm_wide" > "$work/$name.log" 2>&1
+  echo "suite $name exit $?"; mkdir -p "$out/$name"; cp "$work/$name"/results.md "$out/$name/"
+  grep "_wide" "$work/$name/results.md" | cut -d'|' -f2-8
+done
+true
