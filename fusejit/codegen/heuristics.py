@@ -423,6 +423,18 @@ COOP_WINDOW_BYTES = 16
 COOP_BALANCE = os.environ.get("FUSEJIT_COOP_BALANCE", "0") == "1"
 
 
+def coop_row_capacity(itemsize: int, target: str = "cuda") -> int:
+    """Elements of the widest row a cooperative row kernel holds (``COOP_MAX_CHUNKS`` chunks
+    of the most elements a program holds: ``cooperative_tiles``' limit), 0 when cooperative
+    rows are off. The fuser keeps a wider row's broadcast back out of its reduction's kernel
+    when there are too few rows to fill the GPU
+    (``fuse.rules.rule_broadcast_back_fills_gpu``)."""
+    if not COOPERATIVE_ROWS:
+        return 0
+    halved = 2 if itemsize >= 8 else 1
+    return COOP_MAX_CHUNKS * (min(COOP_CHUNK[target], PERSISTENT_LIMIT[target]) // halved)
+
+
 def cooperative_tiles(target: str, rows: int, cols: int, itemsize: int,
                       row_items: tuple[int, ...] = (), window: int = 0,
                       ops: frozenset[str] = frozenset()) -> CoopTiles | None:

@@ -56,7 +56,8 @@ class PointwiseEmitter(_Emitter):
                                                         self._narrowest_item()))
         block, num_warps = t.block, t.num_warps
         fn = _Fn(self)
-        fn.out.append(f"pid = {self._pid()}")
+        programs = max(1, -(-n // block))
+        fn.out.append(self._ordered_pid(programs))
         fn.out.append(f"offs = pid * {block} + tl.arange(0, {block})  # flat output index")
         fn.level["offs"] = 2
         fn.used.update({"pid", "offs", "mask"})
@@ -70,9 +71,27 @@ class PointwiseEmitter(_Emitter):
             fn.out.append(f"tl.store({self.out_name[j]} + offs, "
                           f"{self.store_expr(v, self.types[y].dtype)}{mask})  # yield %{y}")
         self.tiling = [f"1-D blocks of {block} elements over the flat output "
-                       f"({max(1, -(-n // block))} programs, {num_warps} warps)"
-                       + ("" if t.why in ("", "heuristic") else f": {t.why}")]
-        return self._single_launch(fn, (max(1, -(-n // block)), 1, 1), num_warps)
+                       f"({programs} programs, {num_warps} warps)"
+                       + ("" if t.why in ("", "heuristic") else f": {t.why}"), *self._order_line()]
+        return self._single_launch(fn, (programs, 1, 1), num_warps)
+
+    def _reversed(self) -> bool:
+        """Whether the programs run last block first (``order=reversed``:
+        ``fuse.rules.rule_reverse_reread``)."""
+        return self.kernel.attrs.get("order") == "reversed"
+
+    def _ordered_pid(self, programs: int) -> str:
+        """The line defining ``pid``, the block a program computes: its program id, or
+        counted from the last block with ``order=reversed``."""
+        if not self._reversed():
+            return f"pid = {self._pid()}"
+        return (f"pid = {programs - 1} - {self._pid()}  # last block first (order=reversed): "
+                f"the launch before left that end in L2")
+
+    def _order_line(self) -> list[str]:
+        """The tiling line of ``order=reversed`` (none in order)."""
+        return (["programs run last block first (order=reversed): the launch before streamed "
+                 "through an input, whose end L2 still holds"] if self._reversed() else [])
 
     def _transposed_axis(self) -> int | None:
         """An output axis along which some input is contiguous while it is not along the last.
@@ -120,7 +139,7 @@ class PointwiseEmitter(_Emitter):
         fn = _Fn(self)
         fn.used.update({"pid", "tile_m", "tile_n", "b", "i_m", "i_n", "mask_m", "mask_n", "mask"})
         out = fn.out
-        out.append(f"pid = {self._pid()}")
+        out.append(self._ordered_pid(n_batch * n_m * n_n))
         out.append(f"tile_n = pid % {n_n}  # tile along output axis {last}")
         if n_m > 1:
             out.append(f"tile_m = (pid // {n_n}) % {n_m}  # tile along output axis {axis}")
@@ -171,6 +190,7 @@ class PointwiseEmitter(_Emitter):
             self.tiling = [f"2-D tiles {tm}x{tn} over output axes {axis} and {last}: an input "
                            f"is contiguous along axis {axis}, so both its reads and the writes "
                            f"coalesce" + (f" ({t.why})" if t.why.startswith("heuristic:") else "")]
+        self.tiling += self._order_line()
         return self._single_launch(fn, (n_batch * n_m * n_n, 1, 1), t.num_warps)
 
     def _pitched_copy_source(self) -> int | None:
@@ -216,7 +236,7 @@ class PointwiseEmitter(_Emitter):
         fn = _Fn(self)
         tile_r, tile_w = (f"pid // {n_w}", f"(pid % {n_w}) * {tw} + ") if n_w > 1 else ("pid", "")
         fn.out += [
-            "pid = tl.program_id(0)",
+            self._ordered_pid(n_r * n_w).replace(self._pid(), "tl.program_id(0)"),
             f"r = ({tile_r}).to(tl.int64) * {tm} + tl.arange(0, {tm})[:, None]  # row",
             f"j = {tile_w}tl.arange(0, {tw})[None, :]  # word of the output row",
             f"row_at = {src}.to(tl.int64) + r * {n * item}  # byte address of the source row",
@@ -241,5 +261,6 @@ class PointwiseEmitter(_Emitter):
         ]
         self.tiling = [f"a copy in 8-byte words, {tm} rows x {tw} words per program: rows "
                        f"written {pitch} elements apart (row_pitch), so each row starts on a "
-                       f"16-byte boundary; each source word read aligned and shifted"]
+                       f"16-byte boundary; each source word read aligned and shifted",
+                       *self._order_line()]
         return self._single_launch(fn, (n_r * n_w, 1, 1), 4)

@@ -56,6 +56,7 @@ from .rules import (
     rule_align_gemm_operands,
     rule_fma_n_major_b,
     rule_name,
+    rule_reverse_reread,
     rule_split_reduction,
     rule_tf32_k_major_b,
 )
@@ -150,6 +151,22 @@ def _region_error(kernel: Kernel) -> tuple[str, Instr | None] | None:
         reason = _row_pitch_problem(kernel, domain)
         if reason is not None:
             return reason, None
+    if "order" in kernel.attrs:
+        reason = _order_problem(kernel, domain)
+        if reason is not None:
+            return reason, None
+    return None
+
+
+def _order_problem(kernel: Kernel, domain: Domain) -> str | None:
+    """Why a kernel's ``order`` attribute (``reversed``: its programs last block first,
+    ``rules.rule_reverse_reread``; ``forward``: in order) cannot work, or None."""
+    order = kernel.attrs["order"]
+    if order not in ("forward", "reversed"):
+        return f"order={order} is not one of forward, reversed"
+    if domain.reduced or domain.kind == GEMM:
+        return (f"order={order} is for pointwise kernels (this one is {domain.kind}): the "
+                f"other kinds keep their programs' order")
     return None
 
 
@@ -287,6 +304,21 @@ def _pass_boundary(copy: Kernel, gemm: Kernel, rule: str, reason: str
     return result, copy.name, reader, rule, reason
 
 
+def _order_launches(body: list[Kernel], user_kernels: set[str]) -> list[tuple[str, str, str]]:
+    """Set ``order=reversed`` on the fused kernels that ``rule_reverse_reread`` reverses (in
+    launch order: a reversed kernel keeps the next one in order); (kernel, rule, sentence)
+    for each."""
+    orders = []
+    for before, kernel in zip([None, *body[:-1]], body):
+        if kernel.name in user_kernels:
+            continue
+        sentence = rule_reverse_reread(kernel, before)
+        if sentence is not None:
+            kernel.attrs["order"] = "reversed"
+            orders.append((kernel.name, rule_name(rule_reverse_reread), sentence))
+    return orders
+
+
 def build_plan(program: Program) -> Plan:
     """Run the pass (no cache): check user kernel blocks, fuse the rest, give TF32 GEMMs a
     K-major B where it pays, name and split kernels."""
@@ -301,10 +333,12 @@ def build_plan(program: Program) -> Plan:
     body: list[Kernel] = []
     launches: list[Launch] = []
     names: dict[Any, str] = {}
+    user_kernels: set[str] = set()  # (kernel blocks as the user wrote them: never reordered)
     if not loose:
         for k in program.kernels:
             k, domain = _normalize_user_kernel(k)
             body.append(k)
+            user_kernels.add(k.name)
             launches.extend(launches_of(k, domain))
     layouts: list[tuple[str, str, str, str]] = []
     extra_boundaries: list[tuple[str, str, str, str, str]] = []
@@ -314,6 +348,7 @@ def build_plan(program: Program) -> Plan:
         kernel, domain = f.kernel, f.domain
         if f.region.frozen is not None:
             kernel, domain = _normalize_user_kernel(kernel)
+            user_kernels.add(kernel.name)
         elif domain.kind == GEMM:
             layout_rule = rule_tf32_k_major_b
             decision = layout_rule(kernel, domain)
@@ -373,6 +408,8 @@ def build_plan(program: Program) -> Plan:
         body.append(kernel)
         launches.extend(launches_of(kernel, domain))
 
+    orders = _order_launches(body, user_kernels)
+
     def name_of(region: Any) -> str:
         return names.get(region.find(), f"r{region.id}") if region is not None else "?"
 
@@ -393,7 +430,7 @@ def build_plan(program: Program) -> Plan:
                     for r in fuser.recomputes],
         notes=[(n.instr, name_of(n.region), n.rule, n.reason) for n in fuser.notes],
         source="mixed" if (loose and has_user) else "user" if has_user else "fused",
-        layouts=layouts)
+        layouts=layouts, orders=orders)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("%s", result.explain().rstrip())
     return result

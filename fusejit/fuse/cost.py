@@ -391,3 +391,25 @@ def outer_broadcast_enabled() -> bool:
         from ..errors import FusejitError
         raise FusejitError(f"FUSEJIT_OUTER_BROADCAST={mode!r} is not one of 0, 1")
     return mode == "1"
+
+
+# -- launch order -------------------------------------------------------------------------
+
+#: Fewest bytes of an input that a pointwise kernel reads right after the launch before it
+#: read or wrote it front to back, for the kernel to run its programs last block first
+#: (``rules.rule_reverse_reread``): a smaller buffer sits in L2 (50 MB on the H100 and
+#: H200) whole, whatever the order.
+REVERSE_REREAD_MIN_BYTES = 16 << 20
+#: ``FUSEJIT_REVERSE_REREADS=1`` (default): apply ``rules.rule_reverse_reread``; ``0``: every
+#: launch runs its programs in order (read when a plan is built).
+REVERSE_REREAD_MODES = ("0", "1")
+
+
+def reverse_rereads() -> bool:
+    """``FUSEJIT_REVERSE_REREADS``, checked (it may hold anything)."""
+    mode = os.environ.get("FUSEJIT_REVERSE_REREADS", "1")
+    if mode not in REVERSE_REREAD_MODES:
+        from ..errors import FusejitError
+        raise FusejitError(f"FUSEJIT_REVERSE_REREADS={mode!r} is not one of "
+                           f"{', '.join(REVERSE_REREAD_MODES)}")
+    return mode == "1"

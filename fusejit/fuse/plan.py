@@ -83,6 +83,9 @@ class Plan:
     #: (operand, GEMM kernel, rule, sentence) for every operand layout a rule decided on
     #: (``rules.rule_tf32_k_major_b``: a B transposed to K-major by a pass of its own, or not)
     layouts: list[tuple[str, str, str, str]] = field(default_factory=list)
+    #: (kernel, rule, sentence) for every kernel whose programs run in reverse order
+    #: (``rules.rule_reverse_reread``)
+    orders: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def num_launches(self) -> int:
@@ -159,6 +162,11 @@ class Plan:
             lines.append("operand layouts:")
             for _operand, kernel, rule, sentence in self.layouts:
                 lines.append(f"  @{kernel} ({rule}): {sentence}")
+        if self.orders:
+            lines.append("launch order:")
+            for kernel, rule, sentence in self.orders:
+                lines.append(f"  @{kernel} runs its programs last block first ({rule}): "
+                             f"{sentence}")
         if self.recomputed:
             lines.append("recomputed instead of written:")
             for value, kernel, consumer, c, reason in self.recomputed:
@@ -217,8 +225,8 @@ def _signature(kernel: Kernel) -> str | None:
         return "log_softmax" if ops["log"] else "softmax" if ops["div"] else None
     if (ops["sum"] >= 2 or ops["m2"]) and ops["rsqrt"] and ops["sub"]:
         return "layer_norm"
-    if ops["sum"] == 1 and ops["rsqrt"] and not ops["sub"]:
-        return "rms_norm"
+    if ops["sum"] == 1 and ops["rsqrt"] and not ops["sub"] and not ops["m2"]:
+        return "rms_norm"  # (with an m2: a layer norm's statistics, split from its normalize)
     return None
 
 

@@ -31,7 +31,9 @@ full-precision float32 GEMM region gets a K-major B written row-major first) and
 ``rule_align_gemm_operands`` (a
 float16 or TF32 GEMM's operands whose rows are not 16-byte aligned are copied to padded rows
 first);
-the rewrites are ``layout.py``.
+the rewrites are ``layout.py``. One rule orders the finished plan's launches:
+``rule_reverse_reread`` (a pointwise kernel reading a large buffer that the launch before it
+streamed through runs its programs last block first, where L2 still holds that buffer).
 """
 
 from __future__ import annotations
@@ -452,6 +454,47 @@ def rule_broadcast_back_inner_only(c: Candidate) -> str | None:
     return None
 
 
+def rule_broadcast_back_fills_gpu(c: Candidate) -> str | None:
+    """A reduction over trailing axes fuses with its broadcast back only where the fused
+    kernel fills the GPU.
+
+    Fuses: softmax, norms and ``x - x.max(-1, keepdims=True)`` where there are enough rows
+    (one program each) or each row fits a cooperative row kernel (a row over up to 64
+    programs that hold it in registers: ``heuristics.coop_row_capacity``). Refuses: a few
+    rows too wide for that (``x / x.sum()`` of a large vector, softmax over 8 rows of
+    2**22). Why: fused, one program per row streams its row twice through one SM, a handful
+    of SMs for the whole array (16 MB through one: 50 times the GPU's copy time). Apart, the
+    reduction splits across the GPU (``rule_split_reduction``) and the broadcast is a
+    pointwise kernel over the whole array: the same bytes as the fused kernel (the input
+    read twice, the output written once) at the GPU's rate, and the second read starts where
+    L2 still holds the end of the first (``rule_reverse_reread``).
+    """
+    dom = c.domain
+    if dom is None:
+        return None
+    shape, axes = dom
+    if reduction_kind(shape, axes) != INNER_REDUCTION:
+        return None
+    reduce_size = math.prod(shape[a] for a in axes)
+    rows = math.prod(shape) // max(1, reduce_size)
+    if not cost.should_split(rows, reduce_size):
+        return None
+    from ..codegen.heuristics import coop_row_capacity
+    itemsize = max(i.dtype.itemsize for i in (c.instr, *c.row_instrs))
+    capacity = coop_row_capacity(itemsize)
+    if reduce_size <= capacity:
+        return None
+    for instr in c.row_instrs:
+        s = instr.shape
+        if len(s) == len(shape) and any(s[a] != 1 and shape[a] != 1 for a in axes):
+            return (f"%{instr.name} broadcasts a reduction back over {rows} row(s) of "
+                    f"{reduce_size} elements: too few rows to fill the GPU one program each, "
+                    f"too wide for a cooperative row kernel ({capacity} elements at most); "
+                    f"the reduction splits across the GPU and the broadcast is a pointwise "
+                    f"kernel")
+    return None
+
+
 def rule_row_values_writable(c: Candidate) -> str | None:
     """A value computed from a reduction has a shape the kernel could write: the domain,
     the reduced shape, or its keepdims form.
@@ -540,6 +583,7 @@ RULES: tuple[Callable[[Candidate], str | None], ...] = (
     rule_siblings_match,
     rule_row_values_stay_put,
     rule_broadcast_back_inner_only,
+    rule_broadcast_back_fills_gpu,
     rule_row_values_writable,
     rule_outputs_fit_domain,
     rule_no_cycle,
@@ -965,3 +1009,40 @@ def _floor_decision(matmul: str, what: str, params: tuple[str, ...], pitches: tu
     return AlignDecision(matmul, params, pitches, True, 0.0, 0.0, cost_s,
                          f"{what} copied to rows padded to 16 bytes before the {why}, the "
                          f"copies cost ~{_us(cost_s)}")
+
+
+# -- launch order (decided on the finished plan) ----------------------------------------------
+
+#: The kinds whose programs, in launch order, read and write their buffers front to back:
+#: flat blocks, rows, and a split reduction's chunks (chunk index the slow grid axis). A GEMM's
+#: tiles, and an outer reduction's column blocks (each reading every row), end elsewhere.
+FRONT_TO_BACK_KINDS = ("pointwise", "inner_reduction", "split_reduction")
+
+
+def rule_reverse_reread(kernel: Kernel, before: Kernel | None) -> str | None:
+    """A pointwise kernel runs its programs last block first (``order=reversed``) when it reads
+    a large buffer that the launch just before it read or wrote front to back; returns why,
+    or None to keep the launch order.
+
+    Fuses nothing: it orders the reads of two kernels that fusion had to keep apart. Why: a
+    buffer larger than L2 leaves its end in L2 when a kernel has streamed through it (the
+    statistics of a batch norm read ``x`` whole, then the normalize reads it again; a full
+    ``sum`` then ``x / total``; a kernel's result read by the next one). Read in launch order,
+    the second kernel starts at the front, long evicted, and by the time it reaches the end,
+    its own reads have pushed the end out of L2 too; read last block first, it begins with
+    what L2 still holds (up to about 50 MB on an H100 or H200). A launch that was itself
+    reversed left the front in L2, so the next one keeps the order: kernels alternate.
+    Pointwise kernels only: each program writes its own block, so the order changes no value.
+    """
+    if kernel.kind != "pointwise" or before is None or not cost.reverse_rereads():
+        return None
+    if before.kind not in FRONT_TO_BACK_KINDS or before.attrs.get("order") == "reversed":
+        return None
+    touched = set(before.args) | set(before.results)
+    for arg, param in zip(kernel.args, kernel.params):
+        if arg in touched and not param.scalar \
+                and param.type.nbytes >= cost.REVERSE_REREAD_MIN_BYTES:
+            how = "wrote" if arg in before.results else "read"
+            return (f"reads %{arg} ({param.type.nbytes / 1e6:.3g} MB), which @{before.name} "
+                    f"{how} front to back just before: its end is what L2 still holds")
+    return None
