@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Twenty-second session, first call (about 8 min), in order of what matters:
-#  0. bench/exp_s22_host.py: where the realize of sin-heavy loses 9% to its kernel (about 30 s)
+#  0. bench/exp_s22_host.py: where the realize of sin-heavy loses 9% to its kernel (about 30 s);
+#     bench/exp_s22_order.py: two-launch plans re-reading their input, with the pointwise
+#     launch in order and last block first (FUSEJIT_REVERSE_REREADS 0 / 1; about 2 min)
 #  1. (H200 only) bench/exp_s20_wide.py --quick at 256x2**18, 1024x2**16, 256x150,001: is the
 #     H200's wide softmax / layer norm (79% / 72% of copy) waiting (no-wait bound well above
 #     the emitted kernel) or bytes in flight (bound near it)? -> exp_s20_wide.txt
@@ -15,6 +17,8 @@ phases=${1:-123}
 grep -q H200 "$out/card.txt" || { echo "not an H200: phase 2 alone"; phases=${phases//[13]/}; }
 timeout 90 python3 bench/exp_s22_host.py > "$out/exp_s22_host.txt" 2>&1
 echo "exp_s22_host exit $?"; head -40 "$out/exp_s22_host.txt"
+timeout 150 python3 bench/exp_s22_order.py > "$out/exp_s22_order.txt" 2>&1
+echo "exp_s22_order exit $?"; grep -v -i warn "$out/exp_s22_order.txt" | tail -24
 if [[ $phases == *1* ]]; then
 timeout 170 python3 bench/exp_s20_wide.py --quick --shapes 256x262144,1024x65536,256x150001 \
   > "$out/exp_s20_wide.txt" 2>&1
