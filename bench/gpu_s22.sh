@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Twenty-second session, first call (about 8 min), in order of what matters:
+# Twenty-second session, first call, in order of what matters:
 #  0. bench/exp_s22_host.py: where the realize of sin-heavy loses 9% to its kernel (about 30 s);
 #     bench/exp_s22_order.py: two-launch plans re-reading their input, with the pointwise
 #     launch in order and last block first (FUSEJIT_REVERSE_REREADS 0 / 1; about 2 min)
@@ -10,15 +10,25 @@
 #     tuner's time of every split candidate, the heuristic's count beside "chunks of whole
 #     tiles", 2x / half the partials -> autotune/autotune_check.json, autotune.txt
 #  3. (H200 only) the suite's wide softmax and layer norm with COOP_PIPELINE off and on.
-#   bash bench/gpu_s22.sh [PHASES]   (default 123; on an H100 phases 1 and 3 are left out)
+#  4. cuda correctness after this session's two fuser rules: every gpu-marked test beside
+#     the cuda fuzz (plain and fj.jit) -> correctness.txt (run before phase 1).
+#   bash bench/gpu_s22.sh [PHASES] [FUZZ_S]  (default 041, about 9 min; on an H100 phases 1
+#   and 3 are left out)
 set -uo pipefail
-phases=${1:-123}
+phases=${1:-041}; fuzz_s=${2:-60}
 . "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"; gpu_begin /tmp/s22 || exit 1
-grep -q H200 "$out/card.txt" || { echo "not an H200: phase 2 alone"; phases=${phases//[13]/}; }
+grep -q H200 "$out/card.txt" || { echo "not an H200: phases 1 and 3 left out"; phases=${phases//[13]/}; }
+if [[ $phases == *0* ]]; then
 timeout 90 python3 bench/exp_s22_host.py > "$out/exp_s22_host.txt" 2>&1
 echo "exp_s22_host exit $?"; head -40 "$out/exp_s22_host.txt"
 timeout 150 python3 bench/exp_s22_order.py > "$out/exp_s22_order.txt" 2>&1
 echo "exp_s22_order exit $?"; grep -v -i warn "$out/exp_s22_order.txt" | tail -24
+fi
+if [[ $phases == *4* ]]; then
+tests_beside_fuzz "$work" "$fuzz_s" 5 22000 $((fuzz_s + 140))
+{ fuzz_summary "$work"; } | tee "$out/correctness.txt"
+[ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
+fi
 if [[ $phases == *1* ]]; then
 timeout 170 python3 bench/exp_s20_wide.py --quick --shapes 256x262144,1024x65536,256x150001 \
   > "$out/exp_s20_wide.txt" 2>&1
