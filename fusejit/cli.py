@@ -232,6 +232,11 @@ def _fuzz_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--products", action="store_true",
                    help="draw matrix products at the ieee precision too (slower: a product on "
                         "the interpreter takes about 10x a pointwise program)")
+    p.add_argument("--large-plans", action="store_true",
+                   help="plan the programs as large arrays are: the fuser's size thresholds "
+                        "lowered (fusejit.testing.large_plans), so that split reductions, "
+                        "reductions kept apart from their broadcast and reversed launches meet "
+                        "programs of kilobytes")
     p.add_argument("--max-failures", type=int, metavar="F", help="stop after F failures")
     p.add_argument("--no-shrink", action="store_true", help="write failures as drawn")
     p.add_argument("--shrink-seconds", type=float, default=60.0, metavar="S",
@@ -254,7 +259,8 @@ def _fuzz(args: argparse.Namespace) -> int:
         max_steps=args.max_steps, max_dims=args.max_dims, max_elements=args.max_elements,
         input_views=not args.no_views, cupy_inputs=args.cupy_inputs, jit=args.jit, shrink=not args.no_shrink,
         shrink_seconds=args.shrink_seconds, max_failures=args.max_failures,
-        matmul_precision=args.matmul_precision, products=args.products)
+        matmul_precision=args.matmul_precision, products=args.products,
+        large_plans=args.large_plans)
     try:
         program_strategy(config)  # the options, checked before anything runs
     except ImportError as exc:

@@ -48,6 +48,7 @@ runs; dead steps and outputs are then dropped (``prune``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import math
@@ -76,6 +77,7 @@ from .testing import (
     Step,
     _nested_source,
     array_source,
+    large_plans,
     output_mismatches,
     output_tolerances,
     programs,
@@ -133,6 +135,9 @@ class FuzzConfig:
     #: default, where they would cut the programs a run checks by about ten on the interpreter
     #: (seed 14422: 477 in 90 s against 5,000-6,000) and draw other programs for a seed
     products: bool = False
+    #: plan the programs as large arrays are (``testing.large_plans``: the fuser's size
+    #: thresholds lowered, so that the plans of megabytes meet programs of kilobytes)
+    large_plans: bool = False
 
 
 @dataclass(frozen=True)
@@ -547,7 +552,8 @@ def _wrap_text(text: str, indent: str = "    ") -> str:
 
 
 def regression_source(recipe: Recipe, outcome: Outcome, backend: str, *, test_name: str,
-                      found: str = "", jit: bool = False, matmul_precision: str = "ieee") -> str:
+                      found: str = "", jit: bool = False, matmul_precision: str = "ieee",
+                      large: bool = False) -> str:
     """A self-contained pytest file that checks ``recipe`` on ``backend`` against NumPy.
 
     The module docstring shows the program as source and how it failed; the
@@ -565,6 +571,8 @@ def regression_source(recipe: Recipe, outcome: Outcome, backend: str, *, test_na
     if matmul_precision != "ieee":
         doc += [f"float32 products at precision={matmul_precision}, checked at "
                 f"fusejit.testing.matmul_tolerance({matmul_precision!r}).", ""]
+    if large:
+        doc += ["Planned as large arrays are (fusejit.testing.large_plans).", ""]
     if found:
         doc += [found, ""]
     doc += ["What went wrong:", "", _wrap_text(message), "", "The program (inputs below):", "",
@@ -603,24 +611,29 @@ def regression_source(recipe: Recipe, outcome: Outcome, backend: str, *, test_na
                   "    steps=(\n" + "".join(line + "\n" for line in steps_src) + "    ),\n"
                   f"    outputs={_literal(recipe.outputs)},\n" + views_src + ")\n")
     options = (", jit=True" if jit else "") + \
-        (f", matmul_precision={matmul_precision!r}" if matmul_precision != "ieee" else "")
+        (f", matmul_precision={matmul_precision!r}" if matmul_precision != "ieee" else "") + \
+        (", large=True" if large else "")
     test = (f"\n\ndef {test_name}() -> None:\n"
             f"    check_program(RECIPE, backend={backend!r}{options})\n")
     return "\n".join(header) + "\n".join(inputs) + "\n\n" + recipe_src + test
 
 
 def write_regression(out: Path, recipe: Recipe, outcome: Outcome, backend: str,
-                     found: str = "", jit: bool = False, matmul_precision: str = "ieee") -> Path:
+                     found: str = "", jit: bool = False, matmul_precision: str = "ieee",
+                     large: bool = False) -> Path:
     """Write ``regression_source`` to ``out/test_fuzz_<kind>_<hash>.py``; returns the path."""
     mode = f"{backend}+jit" if jit else backend
     if matmul_precision != "ieee":
         mode += f"+{matmul_precision}"
+    if large:
+        mode += "+large"
     digest = hashlib.sha256(f"{mode}:{outcome.kind}:{recipe_key(recipe)}".encode()).hexdigest()[:10]
     name = f"test_fuzz_{outcome.kind}_{digest}"
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.py"
     path.write_text(regression_source(recipe, outcome, backend, test_name=name, found=found, jit=jit,
-                                      matmul_precision=matmul_precision), encoding="utf-8")
+                                      matmul_precision=matmul_precision,
+                                      large=large), encoding="utf-8")
     return path
 
 
@@ -693,6 +706,9 @@ def fuzz(config: FuzzConfig, *, progress: TextIO | None = None) -> FuzzReport:
                                                        matmul_precision=config.matmul_precision))
     start = time.monotonic()
     index = 0
+    thresholds = contextlib.ExitStack()  # (the large plans' thresholds, while it runs)
+    if config.large_plans:
+        thresholds.enter_context(large_plans())
     try:
         while True:
             report.elapsed = time.monotonic() - start
@@ -717,6 +733,7 @@ def fuzz(config: FuzzConfig, *, progress: TextIO | None = None) -> FuzzReport:
     except KeyboardInterrupt:  # stop, and report what was found so far
         report.interrupted = True
     finally:
+        thresholds.close()
         report.elapsed = time.monotonic() - start
         line.show(report, force=True)
         line.done()
@@ -750,7 +767,7 @@ def _record(config: FuzzConfig, strategy: Any, index: int, recipe: Recipe, outco
         found = (f"Found as program {index} of `{command(config)}`"
                  + (", then shrunk." if shrunk is not None else " (not shrunk)."))
         failure.path = write_regression(config.out, failure.recipe, failure.outcome, config.backend, found,
-                                        config.jit, config.matmul_precision)
+                                        config.jit, config.matmul_precision, config.large_plans)
     return failure
 
 
@@ -772,6 +789,8 @@ def command(config: FuzzConfig) -> str:
         parts.append(f"--matmul-precision {config.matmul_precision}")
     elif config.products:
         parts.append("--products")
+    if config.large_plans:
+        parts.append("--large-plans")
     return " ".join(parts)
 
 

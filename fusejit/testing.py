@@ -113,7 +113,8 @@ __all__ = ["Recipe", "Step", "Ref", "InputView", "programs", "check_program", "a
            "program_tolerance", "output_tolerances", "output_mismatches", "run_numpy",
            "run_fusejit", "recorded_inputs", "MATMUL_OPS",
            "matmul_error_bound", "matmul_tolerance", "using_matmul_precision",
-           "reduced_precision_products", "MATMUL_UNIT_ROUNDOFF", "MATMUL_TOLERANCE_ROUNDOFFS"]
+           "reduced_precision_products", "MATMUL_UNIT_ROUNDOFF", "MATMUL_TOLERANCE_ROUNDOFFS",
+           "large_plans", "LARGE_PLAN_THRESHOLDS"]
 
 #: (rtol, atol) by float dtype; see the module docstring for why.
 TOLERANCES: dict[np.dtype, tuple[float, float]] = {
@@ -225,6 +226,42 @@ def using_matmul_precision(precision: str | None) -> Iterator[None]:
             os.environ.pop(PRECISION_VARIABLE, None)
         else:
             os.environ[PRECISION_VARIABLE] = before
+
+
+#: The size thresholds ``large_plans`` lowers: (module, name, value within it). Split
+#: reductions from 64 reduced elements (outer ones from 256 in all), rows over 128 elements
+#: too wide for a cooperative kernel, every re-reading pointwise launch last block first.
+LARGE_PLAN_THRESHOLDS: tuple[tuple[str, str, Any], ...] = (
+    ("fusejit.fuse.cost", "SPLIT_MIN_REDUCE", 64),
+    ("fusejit.fuse.cost", "OUTER_SPLIT_MIN_ELEMENTS", 256),
+    ("fusejit.fuse.cost", "REVERSE_REREAD_MIN_BYTES", 0),
+    ("fusejit.codegen.heuristics", "coop_row_capacity", lambda itemsize, target="cuda": 128),
+)
+
+
+@contextlib.contextmanager
+def large_plans() -> Iterator[None]:
+    """Within it, small programs are planned as arrays of megabytes are: the fuser's size
+    thresholds are lowered (``LARGE_PLAN_THRESHOLDS``), so that split reductions, reductions
+    kept apart from their broadcast back and reversed launches meet the random programs of
+    tests and ``fusejit fuzz --large-plans`` (whose arrays are kilobytes). Plans built
+    before or inside it are forgotten on the way in and out. Not thread-safe: it sets module
+    attributes for the whole process."""
+    import importlib
+
+    from .runtime import forget_plans
+    saved = []
+    for module_name, name, value in LARGE_PLAN_THRESHOLDS:
+        module = importlib.import_module(module_name)
+        saved.append((module, name, getattr(module, name)))
+        setattr(module, name, value)
+    forget_plans()
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+        forget_plans()
 
 
 # -- comparing ------------------------------------------------------------------
@@ -859,8 +896,8 @@ def run_fusejit(recipe: Recipe, backend: str | None = None, *, jit: bool = False
 
 
 def check_program(recipe: Recipe, backend: str | None = None, *, rtol: float | None = None,
-                  atol: float | None = None, jit: bool = False, matmul_precision: str = "ieee"
-                  ) -> None:
+                  atol: float | None = None, jit: bool = False, matmul_precision: str = "ieee",
+                  large: bool = False) -> None:
     """Assert that fusejit (on ``backend``, default the current one) computes what NumPy does.
 
     Every output is compared with ``assert_matches_numpy``: ints and bools
@@ -870,11 +907,13 @@ def check_program(recipe: Recipe, backend: str | None = None, *, rtol: float | N
     ``jit``, the recipe runs through ``fj.jit`` (recorded once, replayed once).
     ``matmul_precision``: fusejit records the recipe's float32 products at that precision
     (``FUSEJIT_MATMUL_PRECISION`` is set while it runs), and outputs computed from one are
-    compared at least at ``matmul_tolerance(matmul_precision)``.
+    compared at least at ``matmul_tolerance(matmul_precision)``. ``large``: fusejit plans the
+    recipe as it would large arrays (``large_plans``).
     """
     _check_precision(matmul_precision)
     expected = run_numpy(recipe)
-    actual = run_fusejit(recipe, backend, jit=jit, matmul_precision=matmul_precision)
+    with large_plans() if large else contextlib.nullcontext():
+        actual = run_fusejit(recipe, backend, jit=jit, matmul_precision=matmul_precision)
     mismatches = output_mismatches(recipe, actual, expected,
                                    output_tolerances(recipe, matmul_precision=matmul_precision),
                                    rtol=rtol, atol=atol)

@@ -300,6 +300,38 @@ def test_command_names_the_options_that_change_the_programs() -> None:
     assert fuzz.command(config) == "fusejit fuzz --backend interpret --seed 3 --max-side 64 --no-views"
 
 
+def test_large_plans_lower_the_thresholds_then_restore_them(tmp_path: Path) -> None:
+    """``fusejit fuzz --large-plans`` plans kilobytes as megabytes are planned: a softmax of
+    3 x 500 splits its statistics and reverses its normalize, inside ``large_plans`` only; a
+    failure's regression file checks it the same way."""
+    from fusejit.fuse import cost
+    from fusejit.testing import large_plans
+    before = cost.SPLIT_MIN_REDUCE
+    x = random_array((3, 500), "float32", seed=4)
+
+    def kernels() -> list[tuple[str, object]]:
+        with fj.using_backend("numpy"):
+            plan = fj.plan(fj.softmax(fj.asarray(x), axis=-1))
+        return [(k.kind, k.attrs.get("order")) for k in plan.program.kernels]
+    assert kernels() == [("inner_reduction", None)]
+    with large_plans():
+        assert cost.SPLIT_MIN_REDUCE == 64
+        assert kernels() == [("split_reduction", None), ("pointwise", "reversed")]
+    assert cost.SPLIT_MIN_REDUCE == before and kernels() == [("inner_reduction", None)]
+    config = fuzz.FuzzConfig(backend="interpret", seed=3, large_plans=True)
+    assert fuzz.command(config) == "fusejit fuzz --backend interpret --seed 3 --large-plans"
+    steps = (Step("function", "softmax", (Ref(0),), (("axis", -1),)),)
+    recipe = Recipe((x,), steps, outputs=(1,))
+    outcome = fuzz.Outcome("mismatch", "AssertionError", "found by hand")
+    path = fuzz.write_regression(tmp_path, recipe, outcome, "interpret", large=True)
+    text = path.read_text()
+    assert "check_program(RECIPE, backend='interpret', large=True)" in text
+    assert "Planned as large arrays are" in text
+    # (its own file: the same program planned as usual is another test)
+    assert fuzz.write_regression(tmp_path, recipe, outcome, "interpret").name != path.name
+    getattr(_load(path), path.stem)()  # right on the interpreter, planned large: it passes
+
+
 @pytest.mark.parametrize("backend_name", ["numpy", "interpret"])
 def test_sum_over_no_axes_turns_negative_zero_positive(backend_name: str) -> None:
     """NumPy's sum starts at +0.0, so it maps -0.0 to +0.0 even over no axes (a 0-d array, or
