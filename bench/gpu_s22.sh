@@ -11,7 +11,8 @@
 #     tiles", 2x / half the partials -> autotune/autotune_check.json, autotune.txt
 #  3. (H200 only) the suite's wide softmax and layer norm with COOP_PIPELINE off and on.
 #  4. cuda correctness after this session's two fuser rules: every gpu-marked test beside
-#     the cuda fuzz (plain and fj.jit) -> correctness.txt (run before phase 1).
+#     the cuda fuzz (plain, fj.jit, and --large-plans: the plans of large arrays drawn small)
+#     -> correctness.txt (run before phase 1).
 #   bash bench/gpu_s22.sh [PHASES] [FUZZ_S]  (default 041, about 9 min; on an H100 phases 1
 #   and 3 are left out)
 set -uo pipefail
@@ -25,8 +26,13 @@ timeout 150 python3 bench/exp_s22_order.py > "$out/exp_s22_order.txt" 2>&1
 echo "exp_s22_order exit $?"; grep -v -i warn "$out/exp_s22_order.txt" | tail -24
 fi
 if [[ $phases == *4* ]]; then
-tests_beside_fuzz "$work" "$fuzz_s" 5 22000 $((fuzz_s + 140))
-{ fuzz_summary "$work"; } | tee "$out/correctness.txt"
+for i in 1 2; do  # planned as large arrays are (split reductions, reversed launches: --large-plans)
+  timeout $((fuzz_s + 40)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" \
+    --seed $((22100 + i)) --large-plans $([ $i = 2 ] && echo --jit) --out "$work/fuzz/failures" \
+    --max-failures 3 > "$work/fuzz/large-$i.log" 2>&1 &
+done
+tests_beside_fuzz "$work" "$fuzz_s" 4 22000 $((fuzz_s + 140))  # (waits for the two above too)
+{ fuzz_summary "$work"; grep -h "^fusejit fuzz" "$work"/fuzz/large-*.log; } | tee "$out/correctness.txt"
 [ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
 fi
 if [[ $phases == *1* ]]; then
