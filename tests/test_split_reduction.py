@@ -125,9 +125,15 @@ def test_launch_counts():
                       (lambda xp, x: x.sum(), (1 << 26,)),
                       (lambda xp, x: x.std(axis=0), (262144, 256)),
                       (lambda xp, x: xp.log(xp.exp(x).sum(axis=-1)), (4, 1 << 20)),
-                      (_softmax, (4, 1 << 20))):  # reduce-then-broadcast: looped, never split
+                      (_softmax, (4, 1 << 19)),  # reduce-then-broadcast: cooperative rows
+                      (_softmax, (1024, 1 << 20))):  # (enough rows for one program each)
         p = plan(fn, shape)
         assert p.num_launches == 1, p.explain()
+    # 4 rows too wide for a cooperative kernel: split statistics, then the normalize
+    # (rules.rule_broadcast_back_fills_gpu; they ran as 4 looped programs)
+    p = plan(_softmax, (4, 1 << 20))
+    assert [k.kind for k in p.regions] == ["split_reduction", "pointwise"], p.explain()
+    assert p.num_launches == 2
 
 
 def _split_outputs(xp, x):
