@@ -700,3 +700,19 @@ def test_full_precision_gemm_of_a_k_major_b_reads_a_row_major_copy():
     ptx = _emitted_ptx(emit_kernel(kernels[1], None, "cuda"))
     assert "wgmma" not in ptx and "fma.rn.f32" in ptx
     assert re.search(r"ld\.global(\.\w+)*\.v4\.b32", ptx) or "cp.async.cg.shared.global" in ptx
+
+
+@pytest.mark.parametrize("fn, shape", [
+    (lambda xp, x: (x - x.mean(axis=0)) / xp.sqrt(x.var(axis=0) + np.float32(1e-5)),
+     (4096, 2048)),  # the normalize reversed after its statistics
+    (lambda xp, x: x / x.sum(), (1 << 22,)),  # a split sum, then the share reversed
+    (lambda xp, x: x.T - x.mean(), (2048, 2049)),  # a reversed 2-D tile kernel
+])
+def test_reversed_launches_compile(fn, shape):
+    """Kernels the rules ``reverse_reread`` and ``broadcast_back_fills_gpu`` make (planned
+    at sizes where they apply; only compiled here) compile for sm_90."""
+    kernels = _kernels(fn, [np.zeros(shape, np.float32)])
+    assert any(k.attrs.get("order") == "reversed" for k in kernels)
+    for k in kernels:
+        for c in compile_all(emit_kernel(k, None, "cuda"), 90, True):
+            assert c.cubin[:4] == b"\x7fELF"
