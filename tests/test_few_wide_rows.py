@@ -6,7 +6,8 @@ twice through a handful of SMs; apart, the reduction splits across the GPU and t
 is a pointwise kernel.
 
 Checked: which plans split and which stay one kernel (the cooperative capacity, float64's
-half of it, enough rows), the boundary's reason in ``plan.explain()``, and results against
+half of it, enough rows; a reduction of a value computed from another, which no cooperative
+kernel runs), the boundary's reason in ``plan.explain()``, and results against
 NumPy on ``interpret`` with the capacity made small (float32 within 1e-5 relative to the
 largest value: the split adds partials in another order than NumPy's pairwise sum).
 """
@@ -64,6 +65,14 @@ def _kinds(fn, shape, dtype=np.float32):
     (_softmax, (1024, 1 << 20), np.float16, ["inner_reduction"]),  # rows fill the GPU
     (_center_all, (1024, 1024), np.float32, ["split_reduction", "pointwise"]),
     (_layer_norm, (4, 1 << 21), np.float32, ["split_reduction", "pointwise"]),
+    # a reduction of a value computed from another (mean absolute deviation): never one
+    # program per row where rows are few, whether the first stage is cooperative or split
+    (lambda xp, x: xp.abs(x - x.mean()).sum(), (1 << 22,), np.float32,
+     ["split_reduction", "split_reduction"]),
+    (lambda xp, x: xp.abs(x - x.mean()).sum(), (300000,), np.float32,
+     ["inner_reduction", "split_reduction"]),
+    (lambda xp, x: xp.abs(x - x.mean(axis=1, keepdims=True)).sum(axis=1), (4096, 4096),
+     np.float32, ["inner_reduction"]),  # (rows enough: one kernel, a program per row)
 ])
 def test_which_regions_keep_the_broadcast_apart(fn, shape, dtype, kinds):
     got, text = _kinds(fn, shape, dtype)
@@ -89,6 +98,8 @@ def test_without_cooperative_rows_every_wide_few_row_region_splits(monkeypatch):
     (_layer_norm, (2, 3001)),
     (_center_all, (37, 300)),
     (lambda xp, x: x * (x.max(axis=(1, 2), keepdims=True) - x), (2, 50, 90)),
+    (lambda xp, x: xp.abs(x - x.mean()).sum(), (7, 700)),
+    (lambda xp, x: (x / x.sum(axis=1, keepdims=True)).max(axis=1), (3, 3000)),
 ])
 def test_split_regions_compute_what_numpy_does(monkeypatch, fn, shape):
     monkeypatch.setattr(heuristics, "coop_row_capacity", lambda itemsize, target="cuda": 256)

@@ -52,7 +52,7 @@ from ..ir.domain import (
     region_domain,
     squeezed,
 )
-from ..ir.ops import SPLITTABLE, VIEW
+from ..ir.ops import REDUCE, SPLITTABLE, VIEW
 from ..ir.program import Instr, Kernel
 from . import cost
 from .layout import (
@@ -467,7 +467,11 @@ def rule_broadcast_back_fills_gpu(c: Candidate) -> str | None:
     reduction splits across the GPU (``rule_split_reduction``) and the broadcast is a
     pointwise kernel over the whole array: the same bytes as the fused kernel (the input
     read twice, the output written once) at the GPU's rate, and the second read starts where
-    L2 still holds the end of the first (``rule_reverse_reread``).
+    L2 still holds the end of the first (``rule_reverse_reread``). Likewise a reduction of a
+    value computed from another reduction of such rows (``abs(x - x.mean()).sum()``): no
+    cooperative kernel runs two stages, so it stays apart and splits too (where the first
+    stage fits a cooperative kernel, its values are written for the second: a third pass,
+    still at the GPU's rate).
     """
     dom = c.domain
     if dom is None:
@@ -479,6 +483,11 @@ def rule_broadcast_back_fills_gpu(c: Candidate) -> str | None:
     rows = math.prod(shape) // max(1, reduce_size)
     if not cost.should_split(rows, reduce_size):
         return None
+    if c.instr.op in REDUCE and any(a in c.row for a in c.instr.args):
+        return (f"%{c.instr.name} = {c.instr.op} reduces a value computed from another "
+                f"reduction over {rows} row(s) of {reduce_size} elements: in one kernel the "
+                f"rows would each take one program (too few to fill the GPU); apart, each "
+                f"reduction splits across it")
     from ..codegen.heuristics import coop_row_capacity
     itemsize = max(i.dtype.itemsize for i in (c.instr, *c.row_instrs))
     capacity = coop_row_capacity(itemsize)
