@@ -113,7 +113,30 @@ def _exact_factors(n: int) -> np.ndarray:
     return x
 
 
+def _ties(x: np.ndarray, nan: bool = False, seed: int = 11) -> np.ndarray:
+    """``x`` with its largest and smallest values each placed twice along axis 0 (the first
+    index wins), and with ``nan`` two NaNs after the first of them (the first NaN wins)."""
+    x = x.copy()
+    at = np.sort(np.random.default_rng(seed).choice(x.shape[0], size=4, replace=False))
+    top, bottom = x.max() + 1, x.min() - 1
+    x[at[[1, 3]]] = top
+    x[at[[0, 2]]] = bottom
+    if nan:
+        x[at[[2, 3]]] = np.nan
+    return x
+
+
+def _argbest(xp: Any, x: Any) -> Any:
+    return x.argmax(), x.argmin()
+
+
 SPLIT: dict[str, tuple[Callable[..., Any], Callable[[int], list[np.ndarray]]]] = {
+    # argmax/argmin: each chunk's (best, first index), combined in chunk order
+    "argbest": (_argbest, lambda n: [_ties(_vec(n))]),
+    "argbest_nan": (_argbest, lambda n: [_ties(_vec(n), nan=True)]),
+    "argbest_int16": (_argbest, lambda n: [_ties(_rng(3).integers(-99, 99, n).astype(np.int16))]),
+    "argbest_columns": (lambda xp, x: (x.argmax(axis=0), x.argmin(axis=0, keepdims=True)),
+                        lambda n: [_ties(_mat(max(n // 64, 1 << 16), 64))]),
     "full_f32": (_full_reductions, lambda n: [_vec(n)]),
     "full_nan": (_full_reductions,
                  lambda n: [np.where(_rng(5).random(n) < 1e-5, np.nan, _vec(n)).astype(F32)]),

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..ir.ops import SPLITTABLE
+from ..ir.ops import COOPERATIVE
 from ..ir.program import Instr, Kernel
 from . import heuristics
 from .heuristics import (
@@ -80,7 +80,7 @@ class CooperativeRowEmitter(_Emitter):
         if not heuristics.COOPERATIVE_ROWS or self.tiles is not None:
             return None  # (``emitter_class`` sends only inner, unsplit reductions here)
         stages = self._stages()
-        if len(stages) != 1 or not all(r.op in SPLITTABLE for r in stages[0]):
+        if len(stages) != 1 or not all(r.op in COOPERATIVE for r in stages[0]):
             return None
         if not any(self.types[y].shape == d.shape for y in self.kernel.yields):
             return None  # (row values only: a split reduction's job)

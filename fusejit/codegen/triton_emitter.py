@@ -546,12 +546,15 @@ class _Emitter:
         sumexp's are (max, sum) pairs), set as the kernel's scratch: the buffer names by
         reduction, and all of them in order."""
         parts = {"m2": ("sum", "m2") if cooperative else ("n", "mean", "m2"),
-                 "sumexp": ("max", "sum")}
+                 "sumexp": ("max", "sum"), "argmax": ("best", "index"),
+                 "argmin": ("best", "index")}
         slots = {r.name: ([f"part_{self.var_name(r.name)}_{s}" for s in parts[r.op]]
                           if r.op in parts else [f"part_{self.var_name(r.name)}"]) for r in stage}
         part_names = [p for r in stage for p in slots[r.name]]
-        self.scratch = [(self._acc_dtype(r), n_split * self.domain.rows) for r in stage
-                        for _ in slots[r.name]]
+        # (an argmax's index partials are int64, as its result; every other partial is in
+        # the accumulator dtype)
+        self.scratch = [(np.dtype(np.int64) if p.endswith("_index") else self._acc_dtype(r),
+                         n_split * self.domain.rows) for r in stage for p in slots[r.name]]
         return slots, part_names
 
     def _partials_launch(self, fn: _Fn, part_names: list[str], grid: tuple[int, int, int],
@@ -621,6 +624,8 @@ class _Emitter:
             xs = []
             for k, part in enumerate(slots[r.name]):
                 other = "-INF" if r.op == "sumexp" and k == 0 else "0"
+                if r.op in ("argmax", "argmin"):  # (no chunk: the worst value, no index)
+                    other = self._identity(r, self._acc_dtype(r)) if k == 0 else str(INT32_MAX)
                 lm = f", mask={tile_mask}, other={other}" if tile_mask else ""
                 xs.append(g.emit(2, f'tl.load({part} + {at}{lm}, cache_modifier=".cg")',
                                  f"{part}_all", f"partials of %{r.name}"))
@@ -642,6 +647,9 @@ class _Emitter:
                 g.rowvals[r.name] = self._chan_reduce(g, r, (n, mean, m2), partial=False)
             elif r.op == "m2":
                 g.rowvals[r.name] = self._chan_reduce(g, r, tuple(xs), partial=False)
+            elif r.op in ("argmax", "argmin"):  # the best of the chunks', its first index
+                g.rowvals[r.name] = self._reduce_tile(g, r, None, tuple(xs),
+                                                      src=self._acc_dtype(r))
             else:
                 g.rowvals[r.name] = self._reduce_tile(g, r, xs[0], None, src=self._acc_dtype(r))
         return sums
@@ -1208,6 +1216,8 @@ class _Emitter:
             idx = acc[1] if acc is not None else "cols"
             v = (f"tl.reduce(tl.where({hit}, {idx}, {INT32_MAX}), 1, "
                  f"tl.standard._elementwise_min)[:, None].to(tl.int64)")
+            if partial:  # a chunk's (best value, its first index), for the combine
+                return m, fn.emit(level, v, f"{hint}_index", comment)
         if out_dt != dt and op not in ("any", "all", "argmax", "argmin"):
             v = f"({v}).to({TL[out_dt]})"
         return fn.emit(level, v, hint, comment)

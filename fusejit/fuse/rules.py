@@ -623,14 +623,15 @@ def rule_split_reduction(kernel: Kernel, domain: Any, check_size: bool = True) -
     Splits: ``sum(x)`` of many elements, column sums of a tall matrix, and
     their epilogues (``mean``: the division runs after the combine). Only
     when the output is small and the reduction large (``cost.should_split``).
-    Refuses: argmax/argmin (partials would have to carry indices), chains of
-    reductions and reduce-then-broadcast regions (the second pass needs the
-    complete first result), and regions that also write full-size values.
+    argmax/argmin split too: each partial is a chunk's best value and its first index, and
+    the combine takes the best in chunk order (the first index of a tie, NaN first).
+    Refuses: chains of reductions and reduce-then-broadcast regions (the second pass needs
+    the complete first result), and regions that also write full-size values.
     Returns None when the region should split, else why not. With
     ``check_size=False`` only legality is checked (a user may mark any
     splittable region ``kind=split_reduction``).
     """
-    reductions = [i for i in kernel.body if i.op in SPLITTABLE or i.op in ("argmax", "argmin")]
+    reductions = [i for i in kernel.body if i.op in REDUCE]
     if not reductions:
         return "it has no reduction"
     outer = domain.kind == OUTER_REDUCTION

@@ -114,8 +114,12 @@ ELEMENTWISE = frozenset(op.name for op in _ELEMENTWISE)
 REDUCE = frozenset(op.name for op in _REDUCE)
 VIEW = frozenset(op.name for op in _VIEW)
 LEAF = frozenset(("const", "iota"))
-#: Reductions that combine associatively: partial results (of a split reduction) combine again.
-SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all", "m2", "sumexp"})
+#: Reductions that combine associatively: partial results (of a split reduction) combine again
+#: (argmax and argmin as (best value, its first index) pairs, combined in chunk order).
+SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all", "m2", "sumexp", "argmax",
+                        "argmin"})
+#: Those a cooperative row kernel combines (its partials carry no indices).
+COOPERATIVE = SPLITTABLE - {"argmax", "argmin"}
 #: Ops computed per element (elementwise ops, casts and leaves): what a pointwise region holds.
 POINTWISE = ELEMENTWISE | {"cast"} | LEAF
 
