@@ -707,6 +707,7 @@ def test_full_precision_gemm_of_a_k_major_b_reads_a_row_major_copy():
      (4096, 2048)),  # the normalize reversed after its statistics
     (lambda xp, x: x / x.sum(), (1 << 22,)),  # a split sum, then the share reversed
     (lambda xp, x: x.T - x.mean(), (2048, 2049)),  # a reversed 2-D tile kernel
+    (lambda xp, x: xp.abs(x - x.mean()).mean(), (1 << 23,)),  # a reversed split reduction
 ])
 def test_reversed_launches_compile(fn, shape):
     """Kernels the rules ``reverse_reread`` and ``broadcast_back_fills_gpu`` make (planned

@@ -114,7 +114,22 @@ def test_the_setting_turns_the_rule_off(monkeypatch):
         _plan(_batch_norm, (4096, 2048))
 
 
+def test_a_second_split_reduction_runs_its_chunks_last_first():
+    """Mean absolute deviation of a vector: the mean, then a split sum of ``abs(x - mean)``
+    that reads x again, its chunks last first (the partials still combine in chunk order)."""
+    plan = _plan(lambda xp, x: xp.abs(x - x.mean()).mean(), (1 << 23,))
+    first, second = plan.program.kernels
+    assert (first.kind, second.kind) == ("split_reduction", "split_reduction")
+    assert "order" not in first.attrs and second.attrs["order"] == "reversed"
+    source = emit_kernel(second, None, "cuda").source
+    assert "    chunk = 511 - tl.program_id(1)  # chunk of 16384 reduced elements, of 512: " \
+        "the last first (order=reversed)" in source
+    assert "chunks run last first (order=reversed)" in plan.explain()
+
+
 @pytest.mark.parametrize("fn, shape", [
+    (lambda xp, x: xp.abs(x - x.mean()).mean(), (5000,)),  # a reversed split reduction
+    (lambda xp, x: xp.abs(x - x.mean(axis=0)).max(axis=0), (3000, 5)),  # (over row blocks)
     (_batch_norm, (3000, 77)),  # 1-D blocks, the last one ragged
     (lambda xp, x: x / x.sum(), (5000,)),
     (lambda xp, x: x.T - x.mean(), (67, 129)),  # a transposed read: 2-D tiles
@@ -214,7 +229,7 @@ def test_order_on_a_reduction_is_an_error():
             "  }\n"
             "  return %s\n"
             "}\n")
-    with pytest.raises(IRVerifyError, match=r"order=reversed is for pointwise kernels \(this "
-                                            r"one is inner_reduction\)") as info:
+    with pytest.raises(IRVerifyError, match=r"order=reversed is for pointwise kernels and split "
+                                            r"reductions \(this one is inner_reduction\)") as info:
         fj.parse(text)
     assert info.value.line == 2

@@ -159,14 +159,15 @@ def _region_error(kernel: Kernel) -> tuple[str, Instr | None] | None:
 
 
 def _order_problem(kernel: Kernel, domain: Domain) -> str | None:
-    """Why a kernel's ``order`` attribute (``reversed``: its programs last block first,
-    ``rules.rule_reverse_reread``; ``forward``: in order) cannot work, or None."""
+    """Why a kernel's ``order`` attribute (``reversed``: its programs last block first, a
+    split reduction's chunks last first, ``rules.rule_reverse_reread``; ``forward``: in
+    order) cannot work, or None."""
     order = kernel.attrs["order"]
     if order not in ("forward", "reversed"):
         return f"order={order} is not one of forward, reversed"
-    if domain.reduced or domain.kind == GEMM:
-        return (f"order={order} is for pointwise kernels (this one is {domain.kind}): the "
-                f"other kinds keep their programs' order")
+    if kernel.kind != SPLIT_REDUCTION and (domain.reduced or domain.kind == GEMM):
+        return (f"order={order} is for pointwise kernels and split reductions (this one is "
+                f"{domain.kind}): the other kinds keep their programs' order")
     return None
 
 

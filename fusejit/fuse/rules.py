@@ -499,8 +499,8 @@ def rule_broadcast_back_fills_gpu(c: Candidate) -> str | None:
             return (f"%{instr.name} broadcasts a reduction back over {rows} row(s) of "
                     f"{reduce_size} elements: too few rows to fill the GPU one program each, "
                     f"too wide for a cooperative row kernel ({capacity} elements at most); "
-                    f"the reduction splits across the GPU and the broadcast is a pointwise "
-                    f"kernel")
+                    f"the reduction splits across the GPU, and what reads it back runs in a "
+                    f"kernel of its own")
     return None
 
 
@@ -1027,10 +1027,13 @@ def _floor_decision(matmul: str, what: str, params: tuple[str, ...], pitches: tu
 #: flat blocks, rows, and a split reduction's chunks (chunk index the slow grid axis). A GEMM's
 #: tiles, and an outer reduction's column blocks (each reading every row), end elsewhere.
 FRONT_TO_BACK_KINDS = ("pointwise", "inner_reduction", "split_reduction")
+#: The kinds whose programs may run in reverse (``order=reversed``) without changing a value.
+REVERSIBLE_KINDS = ("pointwise", "split_reduction")
 
 
 def rule_reverse_reread(kernel: Kernel, before: Kernel | None) -> str | None:
-    """A pointwise kernel runs its programs last block first (``order=reversed``) when it reads
+    """A pointwise kernel (or split reduction) runs its programs last block first
+    (``order=reversed``) when it reads
     a large buffer that the launch just before it read or wrote front to back; returns why,
     or None to keep the launch order.
 
@@ -1042,9 +1045,11 @@ def rule_reverse_reread(kernel: Kernel, before: Kernel | None) -> str | None:
     its own reads have pushed the end out of L2 too; read last block first, it begins with
     what L2 still holds (up to about 50 MB on an H100 or H200). A launch that was itself
     reversed left the front in L2, so the next one keeps the order: kernels alternate.
-    Pointwise kernels only: each program writes its own block, so the order changes no value.
+    Pointwise kernels and split reductions (``mean(abs(x - x.mean()))``'s second pass) only:
+    a pointwise program writes its own block, and a split reduction's partials combine in
+    chunk order whichever program wrote them, so the order changes no value.
     """
-    if kernel.kind != "pointwise" or before is None or not cost.reverse_rereads():
+    if kernel.kind not in REVERSIBLE_KINDS or before is None or not cost.reverse_rereads():
         return None
     if before.kind not in FRONT_TO_BACK_KINDS or before.attrs.get("order") == "reversed":
         return None
