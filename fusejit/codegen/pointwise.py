@@ -75,17 +75,14 @@ class PointwiseEmitter(_Emitter):
                        + ("" if t.why in ("", "heuristic") else f": {t.why}"), *self._order_line()]
         return self._single_launch(fn, (programs, 1, 1), num_warps)
 
-    def _reversed(self) -> bool:
-        """Whether the programs run last block first (``order=reversed``:
-        ``fuse.rules.rule_reverse_reread``)."""
-        return self.kernel.attrs.get("order") == "reversed"
-
-    def _ordered_pid(self, programs: int) -> str:
-        """The line defining ``pid``, the block a program computes: its program id, or
-        counted from the last block with ``order=reversed``."""
+    def _ordered_pid(self, programs: int, program_id: str | None = None) -> str:
+        """The line defining ``pid``, the block a program computes: its program id
+        (``program_id``, default ``_pid()``), or counted from the last block with
+        ``order=reversed``."""
+        program_id = program_id or self._pid()
         if not self._reversed():
-            return f"pid = {self._pid()}"
-        return (f"pid = {programs - 1} - {self._pid()}  # last block first (order=reversed): "
+            return f"pid = {program_id}"
+        return (f"pid = {programs - 1} - {program_id}  # last block first (order=reversed): "
                 f"the launch before left that end in L2")
 
     def _order_line(self) -> list[str]:
@@ -236,7 +233,7 @@ class PointwiseEmitter(_Emitter):
         fn = _Fn(self)
         tile_r, tile_w = (f"pid // {n_w}", f"(pid % {n_w}) * {tw} + ") if n_w > 1 else ("pid", "")
         fn.out += [
-            self._ordered_pid(n_r * n_w).replace(self._pid(), "tl.program_id(0)"),
+            self._ordered_pid(n_r * n_w, "tl.program_id(0)"),
             f"r = ({tile_r}).to(tl.int64) * {tm} + tl.arange(0, {tm})[:, None]  # row",
             f"j = {tile_w}tl.arange(0, {tw})[None, :]  # word of the output row",
             f"row_at = {src}.to(tl.int64) + r * {n * item}  # byte address of the source row",

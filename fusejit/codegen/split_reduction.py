@@ -91,7 +91,7 @@ class SplitReductionEmitter(_Emitter):
         block = (f"block of {bm} kept points, runs of {self.kept_run[0]} padded to "
                  f"{self.kept_run[1]}" if self.kept_run else f"block of {bm} output rows")
         out.append(f"pid = {self._pid(0)}  # {block}")
-        if self.kernel.attrs.get("order") == "reversed":  # (fuse.rules.rule_reverse_reread)
+        if self._reversed():
             out.append(f"chunk = {n_split - 1} - {self._pid(1)}  # chunk of {chunk} reduced "
                        f"elements, of {n_split}: the last first (order=reversed), where the "
                        f"launch before left L2")
@@ -136,7 +136,7 @@ class SplitReductionEmitter(_Emitter):
                        f"the last program of each row block (an atomic count) combines its "
                        f"{n_split} partials per row in chunk order, {fbm} row(s) at a time, "
                        f"then the epilogue"]
-        if self.kernel.attrs.get("order") == "reversed":
+        if self._reversed():
             self.tiling.append("chunks run last first (order=reversed): the launch before "
                                "streamed through an input, whose end L2 still holds; the "
                                "partials combine in chunk order all the same")

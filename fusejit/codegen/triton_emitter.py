@@ -342,6 +342,11 @@ class _Emitter:
     def _pid(self, axis: int = 0) -> str:
         return f"tl.program_id({axis}).to(tl.int64)" if self.idx64 else f"tl.program_id({axis})"
 
+    def _reversed(self) -> bool:
+        """Whether the programs run last first (``order=reversed``, a pointwise kernel's
+        blocks or a split reduction's chunks: ``fuse.rules.rule_reverse_reread``)."""
+        return self.kernel.attrs.get("order") == "reversed"
+
     # -- 2-D tiles for transposed reads ---------------------------------------------------
     def _load_sites(self, points: tuple[tuple[int, ...], ...], roots: tuple[str, ...] | None = None
                     ) -> dict[tuple[int, tuple[int, ...]], None]:

@@ -395,10 +395,10 @@ def outer_broadcast_enabled() -> bool:
 
 # -- launch order -------------------------------------------------------------------------
 
-#: Fewest bytes of an input that a pointwise kernel reads right after the launch before it
-#: read or wrote it front to back, for the kernel to run its programs last block first
-#: (``rules.rule_reverse_reread``): a smaller buffer sits in L2 (50 MB on the H100 and
-#: H200) whole, whatever the order.
+#: Fewest bytes of an input that a pointwise kernel (or split reduction) reads right after
+#: the launch before it read or wrote it front to back, for the kernel to run its programs
+#: last first (``rules.rule_reverse_reread``): a smaller buffer sits in L2 (50 MB on the
+#: H100 and H200) whole, whatever the order.
 REVERSE_REREAD_MIN_BYTES = 16 << 20
 #: ``FUSEJIT_REVERSE_REREADS=1`` (default): apply ``rules.rule_reverse_reread``; ``0``: every
 #: launch runs its programs in order (read when a plan is built).
