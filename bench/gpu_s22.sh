@@ -12,7 +12,8 @@
 #  3. (H200 only) the suite's wide softmax and layer norm with COOP_PIPELINE off and on.
 #  4. cuda correctness after this session's two fuser rules: every gpu-marked test beside
 #     the cuda fuzz (plain, fj.jit, and --large-plans: the plans of large arrays drawn small)
-#     -> correctness.txt (run before phase 1).
+#     -> correctness.txt (run before phase 1); 5: its short form (the split reductions' and
+#     canonical gpu tests beside 40 s of --large-plans cuda fuzz, about 100 s).
 #   bash bench/gpu_s22.sh [PHASES] [FUZZ_S]  (default 041, about 9 min; on an H100 phases 1
 #   and 3 are left out)
 set -uo pipefail
@@ -24,6 +25,16 @@ timeout 90 python3 bench/exp_s22_host.py > "$out/exp_s22_host.txt" 2>&1
 echo "exp_s22_host exit $?"; head -40 "$out/exp_s22_host.txt"
 timeout 150 python3 bench/exp_s22_order.py > "$out/exp_s22_order.txt" 2>&1
 echo "exp_s22_order exit $?"; grep -v -i warn "$out/exp_s22_order.txt" | tail -24
+fi
+if [[ $phases == *5* ]]; then  # (a short phase 4: the split reductions' gpu tests, large plans)
+timeout 70 python3 -m fusejit fuzz --backend cuda --seconds 40 --seed 22201 --large-plans \
+  --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/large-short.log" 2>&1 &
+timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py \
+  -k "split_reductions or canonical or long_rows" > "$work/gpu-short.log" 2>&1
+wait
+{ tail -n 3 "$work/gpu-short.log"; grep -E "^FAILED" "$work/gpu-short.log" | head
+  grep -h "^fusejit fuzz" "$work/fuzz/large-short.log"; } | tee "$out/correctness.txt"
+[ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
 fi
 if [[ $phases == *4* ]]; then
 for i in 1 2; do  # planned as large arrays are (split reductions, reversed launches: --large-plans)
