@@ -70,6 +70,21 @@ def test_wide_row_fuzz_compiles_for_sm90(capsys, tmp_path, monkeypatch):
     assert int(summary.split(": ")[1].split()[0]) > 0
 
 
+def test_compile_fuzz_compiles_large_plans_for_sm90(capsys, tmp_path, monkeypatch):
+    """``bench/compile_fuzz.py --large-plans``: the fuzzer's programs planned as large arrays
+    are, every kernel compiled for sm_90 (reversed launches, split argmax) without a GPU;
+    the thresholds are back afterwards."""
+    from fusejit.fuse import cost
+    before = cost.SPLIT_MIN_REDUCE
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    module = _load("compile_fuzz")
+    assert module.main(["--seconds", "4", "--seed", "3", "--large-plans"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary.startswith("compile_fuzz --seed 3 --large-plans: ") and " 0 failed" in summary
+    assert int(summary.split("programs, ")[1].split()[0]) > 0  # kernels compiled
+    assert cost.SPLIT_MIN_REDUCE == before
+
+
 def test_wide_row_fuzz_scales_rtol_by_the_exp_epilogues_condition():
     """The H200's wide-row fuzz (seed 84) compared exp(88.6) of a value 2 ulp off at
     float32's rtol: 2.1e-5 off, flagged. exp(z)'s relative error is |z| times z's, so the
