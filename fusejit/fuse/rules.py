@@ -32,8 +32,9 @@ full-precision float32 GEMM region gets a K-major B written row-major first) and
 float16 or TF32 GEMM's operands whose rows are not 16-byte aligned are copied to padded rows
 first);
 the rewrites are ``layout.py``. One rule orders the finished plan's launches:
-``rule_reverse_reread`` (a pointwise kernel reading a large buffer that the launch before it
-streamed through runs its programs last block first, where L2 still holds that buffer).
+``rule_reverse_reread`` (a pointwise kernel or split reduction reading a large buffer that
+the launch before it streamed through runs its programs last first, where L2 still holds
+that buffer).
 """
 
 from __future__ import annotations
@@ -1033,9 +1034,8 @@ REVERSIBLE_KINDS = ("pointwise", "split_reduction")
 
 def rule_reverse_reread(kernel: Kernel, before: Kernel | None) -> str | None:
     """A pointwise kernel (or split reduction) runs its programs last block first
-    (``order=reversed``) when it reads
-    a large buffer that the launch just before it read or wrote front to back; returns why,
-    or None to keep the launch order.
+    (``order=reversed``) when it reads a large buffer that the launch just before it read or
+    wrote front to back; returns why, or None to keep the launch order.
 
     Fuses nothing: it orders the reads of two kernels that fusion had to keep apart. Why: a
     buffer larger than L2 leaves its end in L2 when a kernel has streamed through it (the
