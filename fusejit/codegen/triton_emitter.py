@@ -558,8 +558,9 @@ class _Emitter:
         part_names = [p for r in stage for p in slots[r.name]]
         # (an argmax's index partials are int64, as its result; every other partial is in
         # the accumulator dtype)
-        self.scratch = [(np.dtype(np.int64) if p.endswith("_index") else self._acc_dtype(r),
-                         n_split * self.domain.rows) for r in stage for p in slots[r.name]]
+        self.scratch = [(np.dtype(np.int64) if kind == "index" else self._acc_dtype(r),
+                         n_split * self.domain.rows)
+                        for r in stage for kind in parts.get(r.op, ("value",))]
         return slots, part_names
 
     def _partials_launch(self, fn: _Fn, part_names: list[str], grid: tuple[int, int, int],
