@@ -20,8 +20,12 @@ from __future__ import annotations
 import cProfile
 import io
 import pstats
+import sys
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def sin_heavy(xp: Any, x: Any) -> Any:
@@ -33,6 +37,7 @@ def sin_heavy(xp: Any, x: Any) -> Any:
 
 def main() -> int:
     import cupy as cp
+    from exp_reductions import event_time  # (median of rounds of back-to-back calls)
 
     import fusejit as fj
     from fusejit.ir.graph import structural_key
@@ -69,18 +74,7 @@ def main() -> int:
         for calls in (1, 3, 10, 30):
             got = []
             for name, fn in (("realize", realize), ("launches", launch)):
-                times = []
-                for _ in range(9):
-                    stream.synchronize()
-                    a, b = cp.cuda.Event(), cp.cuda.Event()
-                    a.record()
-                    for _ in range(calls):
-                        fn()
-                    b.record()
-                    b.synchronize()
-                    times.append(cp.cuda.get_elapsed_time(a, b) * 1e3 / calls)
-                times.sort()
-                got.append(f"{name} {times[4]:.1f}")
+                got.append(f"{name} {event_time(fn, rounds=9, reps=calls) * 1e6:.1f}")
             line.append(f"  {calls}: " + ", ".join(got))
         print("\n".join(line), flush=True)
     prof = cProfile.Profile()

@@ -18,10 +18,12 @@ Run on the GPU machine: ``python3 bench/exp_s22_order.py [--only REGEX]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,18 @@ def main(argv: list[str] | None = None) -> int:
     fj.set_backend("cuda")
     all_rules = rules.RULES
     before = tuple(r for r in all_rules if r is not rules.rule_broadcast_back_fills_gpu)
+
+    @contextlib.contextmanager
+    def planned_as(plan: str) -> Iterator[None]:
+        """Plans built inside are ``plan``'s: ``fused`` without the new rule, the others with
+        it, in order or reversed (``FUSEJIT_REVERSE_REREADS``); plans of before forgotten."""
+        rules.RULES = before if plan == "fused" else all_rules
+        os.environ["FUSEJIT_REVERSE_REREADS"] = "1" if plan == "reversed" else "0"
+        forget_plans()
+        try:
+            yield
+        finally:
+            rules.RULES = all_rules
     for name, (fn, shape_of) in CASES.items():
         for size in SIZES:
             label = f"{name} {size >> 20} MB"
@@ -94,10 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 for plan in PLANS:
                     if plan == "fused" and turn:
                         continue  # (timed once: up to 50x slower, and nothing to compare)
-                    rules.RULES = before if plan == "fused" else all_rules
-                    os.environ["FUSEJIT_REVERSE_REREADS"] = "1" if plan == "reversed" else "0"
-                    forget_plans()
-                    try:
+                    with planned_as(plan):
                         jf = fj.jit(lambda t, fn=fn: fn(fj, t))
                         out = jf(x)
                         cp.cuda.get_current_stream().synchronize()
@@ -106,13 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                         cp.cuda.get_current_stream().synchronize()
                         reps = max(2, min(20, int(0.05 / (time.perf_counter() - t0))))
                         us = event_time(lambda jf=jf, x=x: jf(x), rounds=5, reps=reps) * 1e6
-                    finally:
-                        rules.RULES = all_rules
+                        kernels = fj.plan(fn(fj, fj.asarray(x))).program.kernels
                     best[plan] = min(best.get(plan, float("inf")), us)
                     outs[plan] = cp.asarray(out).copy()  # (while the result lives)
-                    rules.RULES = before if plan == "fused" else all_rules
-                    kernels = fj.plan(fn(fj, fj.asarray(x))).program.kernels
-                    rules.RULES = all_rules
                     launches[plan] = "+".join(("r" if k.attrs.get("order") == "reversed" else "")
                                               + k.kind.split("_")[0] for k in kernels)
             same = bool(cp.array_equal(outs["in order"], outs["reversed"]))

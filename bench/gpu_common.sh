@@ -187,3 +187,17 @@ pack_out() {
   tar -czf /tmp/results.tar.gz -C "$out" . && find "$out" -mindepth 1 -delete \
     && mv /tmp/results.tar.gz "$out/results.tar.gz"
 }
+
+# wide_pipeline_suite OUT WORK: the suite's wide softmax and layer norm (fusejit alone) with
+# FUSEJIT_COOP_PIPELINE off and on, each in its own process -> OUT/wide-off/, OUT/wide-on/
+wide_pipeline_suite() {
+  local out=$1 work=$2 pipe name
+  for pipe in 0 1; do
+    name=wide-$([ $pipe = 1 ] && echo on || echo off)
+    FUSEJIT_COOP_PIPELINE=$pipe timeout 75 python3 bench/suite.py --out "$work/$name" --budget 60 \
+      --impls fusejit --only "softmax_wide|layer_norm_wide" > "$work/$name.log" 2>&1
+    echo "suite $name exit $?"; mkdir -p "$out/$name"; cp "$work/$name"/results.md "$out/$name/"
+    grep "_wide" "$work/$name/results.md" | cut -d'|' -f2-8
+  done
+  true
+}

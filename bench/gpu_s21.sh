@@ -29,11 +29,4 @@ timeout 170 python3 bench/exp_s20_wide.py --quick --shapes 256x262144,1024x65536
 echo "exp_s20_wide exit $?"; grep -v Warning "$out/exp_s20_wide.txt" | grep -v warn_once | tail -60
 fi
 [[ $phases == *3* ]] || exit 0
-for pipe in 0 1; do
-  name=wide-$([ $pipe = 1 ] && echo on || echo off)
-  FUSEJIT_COOP_PIPELINE=$pipe timeout 75 python3 bench/suite.py --out "$work/$name" --budget 60 \
-    --impls fusejit --only "softmax_wide|layer_norm_wide" > "$work/$name.log" 2>&1
-  echo "suite $name exit $?"; mkdir -p "$out/$name"; cp "$work/$name"/results.md "$out/$name/"
-  grep "_wide" "$work/$name/results.md" | cut -d'|' -f2-8
-done
-true
+wide_pipeline_suite "$out" "$work"

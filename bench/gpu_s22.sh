@@ -59,11 +59,4 @@ timeout 260 python3 bench/autotune_check.py "$out/autotune" --only "$split" --bu
 echo "autotune_check exit $?"; grep -v "^\[" "$out/autotune.txt" | tail -60
 fi
 [[ $phases == *3* ]] || exit 0
-for pipe in 0 1; do
-  name=wide-$([ $pipe = 1 ] && echo on || echo off)
-  FUSEJIT_COOP_PIPELINE=$pipe timeout 75 python3 bench/suite.py --out "$work/$name" --budget 60 \
-    --impls fusejit --only "softmax_wide|layer_norm_wide" > "$work/$name.log" 2>&1
-  echo "suite $name exit $?"; mkdir -p "$out/$name"; cp "$work/$name"/results.md "$out/$name/"
-  grep "_wide" "$work/$name/results.md" | cut -d'|' -f2-8
-done
-true
+wide_pipeline_suite "$out" "$work"

@@ -20,16 +20,11 @@ import pytest
 import fusejit as fj
 from fusejit.codegen import heuristics
 from fusejit.fuse import cost
-from fusejit.runtime import forget_plans
 
 rng = np.random.default_rng(2213)
 
-
-@pytest.fixture(autouse=True)
-def _fresh_plans():
-    forget_plans()
-    yield
-    forget_plans()
+# (every test plans under thresholds or settings of its own: conftest's fresh_plans)
+pytestmark = pytest.mark.usefixtures("fresh_plans")
 
 
 def _share(xp, x):

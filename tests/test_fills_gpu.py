@@ -18,9 +18,7 @@ import numpy as np
 import pytest
 
 import fusejit as fj
-from fusejit.codegen import emit_kernel
-
-pytest.importorskip("triton")
+from fusejit.codegen import emit_kernel  # (emission is text: no Triton needed)
 
 PROGRAMS = {
     "sum": lambda x, ax: x.sum(axis=ax),

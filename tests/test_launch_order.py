@@ -28,12 +28,8 @@ from fusejit.runtime import forget_plans
 
 rng = np.random.default_rng(2212)
 
-
-@pytest.fixture(autouse=True)
-def _fresh_plans():
-    forget_plans()
-    yield
-    forget_plans()
+# (every test plans under thresholds or settings of its own: conftest's fresh_plans)
+pytestmark = pytest.mark.usefixtures("fresh_plans")
 
 
 def _batch_norm(xp, x):

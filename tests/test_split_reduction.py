@@ -248,11 +248,11 @@ def test_a_reduction_named_index_keeps_float_partials():
     its partials are float32, not the int64 of an argmax's index partials, which the
     buffer's name once decided (the sum came back truncated: -22.0 for -22.66)."""
     from fusejit.testing import large_plans
-    program = fj.parse("func @main(%x: f32[5000]) -> f32[] {\n"
+    program = fj.parse("func @main(%x: f32[5000]) -> f32[], i64[] {\n"
                        "  %index = sum %x axes=[0] : f32[]\n"
                        "  %i = argmax %x axes=[0] : i64[]\n"
                        "  return %index, %i\n"
-                       "}\n".replace("-> f32[]", "-> f32[], i64[]"))
+                       "}\n")
     x = np.random.default_rng(0).standard_normal(5000).astype(np.float32)
     with large_plans(), fj.using_backend("interpret"):
         (kernel,) = fj.fuse.plan_for(program).program.kernels
