@@ -286,6 +286,8 @@ GEMM_CASES = {
     "row_sum_max": (lambda xp, a, b: ((a @ b).sum(-1), (a @ b).max(-1)),
                     [((1000, 256), "f4"), ((256, 100), "f4")]),
     "split_k": (lambda xp, a, b: a @ b * 2 + 1, [((64, 8192), "f2"), ((8192, 256), "f2")]),
+    "gram_long_k": (lambda xp, a: a @ a.T, [((16, 1 << 20), "f2")]),  # one tile: 132 chunks
+    "int_split_k": (lambda xp, a, b: a @ b, [((8, 4096), "i4"), ((4096, 64), "i4")]),
     "batched_broadcast": (lambda xp, a, b: a @ b, [((4, 1, 257, 96), "f2"), ((3, 96, 130), "f2")]),
     "weight_broadcast_folded": (lambda xp, x, w: xp.maximum(x @ w, 0),
                                 [((8, 257, 512), "f2"), ((512, 520), "f2")]),

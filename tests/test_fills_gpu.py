@@ -6,7 +6,9 @@ reductions and normalizations (sum, max, argmax, var, share, centering, softmax,
 mean absolute deviation, any, a sibling pair) in float16, float32 and float64. Every kernel
 that moves more than 16 MB launches at least 128 programs (about one per SM of an H100 or
 H200): fewer leave most of the GPU idle, the way ``x / x.sum()`` ran as one program, and
-``x.argmax()``, before ``rules.rule_broadcast_back_fills_gpu`` and split argmax.
+``x.argmax()``, before ``rules.rule_broadcast_back_fills_gpu`` and split argmax. The same
+for products whose few output tiles leave the GPU to K: Gram matrices of a few long vectors,
+matrix-vector products, narrow batched products (once at most 16 K chunks: 16-64 programs).
 """
 
 from __future__ import annotations
@@ -66,4 +68,28 @@ def test_every_large_kernel_fills_the_gpu(shape, dtype):
                 if programs < MIN_PROGRAMS:
                     few.append(f"{name} over axes {axes}: @{k.name} ({k.kind}) moves "
                                f"{moved >> 20} MB with {programs} programs")
+    assert not few, "\n".join(few)
+
+
+# (batch, M, N, K): one to a few hundred output tiles, K long
+GEMMS = [(1, 16, 16, 1 << 20), (1, 2, 64, 1 << 18), (1, 64, 64, 1 << 18), (1, 128, 128, 1 << 16),
+         (1, 8, 256, 1 << 16), (1, 1000, 16, 1 << 16), (8, 16, 16, 1 << 17), (4, 32, 32, 1 << 16),
+         (1, 1, 16, 1 << 22), (1, 16, 1, 1 << 22), (1, 256, 256, 1 << 16), (1, 4096, 16, 4096)]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.int32])
+def test_every_large_product_fills_the_gpu(dtype):
+    few = []
+    with fj.using_backend("numpy"):
+        for batch, m, n, k in GEMMS:
+            lead = (batch,) if batch > 1 else ()
+            a = fj.asarray(np.zeros((*lead, m, k), dtype))
+            b = fj.asarray(np.zeros((*lead, k, n), dtype))
+            for k_ in fj.plan(a @ b).program.kernels:
+                moved = sum(p.type.nbytes for p in k_.params) + sum(t.nbytes for t in k_.result_types)
+                programs = max(math.prod(launch.grid)
+                               for launch in emit_kernel(k_, None, "cuda").launches)
+                if moved > MIN_BYTES and programs < MIN_PROGRAMS:
+                    few.append(f"{batch}x{m}x{n}x{k}: @{k_.name} ({k_.kind}) moves {moved >> 20} MB "
+                               f"with {programs} programs")
     assert not few, "\n".join(few)

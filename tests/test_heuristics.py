@@ -282,7 +282,8 @@ def test_tf32_tiles_are_256x128_at_every_size() -> None:
 
 def test_gemms_of_few_rows_split_k_to_fill_the_gpu_three_times() -> None:
     """A product of at most 16 rows (bound by reading B) under a wave of tiles splits K so
-    that about three programs run per SM (at most 16 chunks, each of 8 K steps or more); a
+    that about three programs run per SM (at most 16 chunks, each of 8 K steps or more, or one
+    program per SM where 16 chunks are fewer programs than SMs); a
     wave of tiles or more is not split, and wider products keep the rule of one program per
     SM, and no more programs than SMs, under half a wave (H100 figures in ``gemm_config``)."""
     def split(m, n, k, dtype="float16", precision="ieee"):
@@ -291,7 +292,9 @@ def test_gemms_of_few_rows_split_k_to_fill_the_gpu_three_times() -> None:
     assert split(2, 5000, 10305) == -(-3 * sms // 79)  # 79 tiles of 16x64
     assert split(5, 4251, 7665, "float32", "tf32") == -(-3 * sms // 67)
     assert split(8, 4096, 4096, "float32") == -(-3 * sms // 64)
-    assert split(8, 256, 65536) == heuristics.GEMM_MAX_SPLIT_K
+    assert split(8, 256, 65536) == -(-sms // 4)  # 4 tiles: past 16 chunks, one program per SM
+    assert split(16, 16, 1 << 20) == sms  # one tile (a Gram matrix of long vectors)
+    assert split(1000, 16, 65536) == sms // 16  # 16 tiles: 8 chunks fill the SMs
     assert split(16, 64 * sms, 8192) == 1  # a whole wave of tiles
     assert split(4, 30000, 2048) == 1  # 235 tiles of 16x128
     assert split(2, 5000, 640) == 1  # 10 K steps: not split

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import fusejit as fj
+from fusejit.codegen import heuristics
 from fusejit.codegen.triton_emitter import kernel_sources
 from fusejit.testing import assert_matches_numpy, matmul_error_bound, recorded_inputs
 
@@ -416,6 +417,21 @@ def test_split_k(interpret_backend, dtype):
     assert_matches_numpy(out, fn(np, x, x.T.copy()), rtol=1e-5, atol=1e-4)
 
 
+def test_split_k_past_the_unrolled_combine(interpret_backend):
+    """More chunks than ``GEMM_MAX_SPLIT_K`` (a product of one or two tiles and a long K takes
+    one chunk per SM): the combine adds them in a loop, still in chunk order."""
+    split = heuristics.GEMM_MAX_SPLIT_K + 4
+    a, b = _array((12, 16 * 2 * split + 5), F32), _array((16 * 2 * split + 5, 9), F32)
+    fn = lambda xp, a, b: a @ b - 1  # noqa: E731
+    (out,) = _run(fn, [a, b], interpret_backend, block_m=16, block_n=16, block_k=16,
+                  split_k=split)
+    assert_matches_numpy(out, fn(np, a, b), rtol=1e-5, atol=1e-4)
+    for chunks, loop in ((split - 4, "tl.static_range"), (split, "range")):
+        text = _retile(_fused_text(fn, [a, b]), block_m=16, block_n=16, block_k=16, split_k=chunks)
+        (kernel,) = kernel_sources(fj.parse(text))
+        assert f"for split in {loop}(1, {chunks}):" in kernel.source
+
+
 def test_empty_and_degenerate_products(interpret_backend):
     for sa, sb in [((5, 0), (0, 7)), ((0, 4), (4, 3)), ((1, 1), (1, 1)), ((17, 3), (3, 1))]:
         a, b = _array(sa, F32), _array(sb, F32)
@@ -647,7 +663,6 @@ def test_full_precision_products_relay_special_epilogues_on_cuda(fresh_plans, mo
     "never", not with a plain epilogue, not at TF32 (tensor cores: the ptxas check decides),
     not on the interpreter. The relayed kernel compiles for sm_90, and with ``relay=1``
     written in the text it computes NumPy's values on the interpreter."""
-    from fusejit.codegen import heuristics
     monkeypatch.setattr(heuristics, "GEMM_RELAY_PRODUCT", mode)
     a, b, bias = _array((64, 40), F32), _array((40, 48), F32), _array((48,), F32)
     relayed = "relayed through L2"
@@ -691,7 +706,7 @@ def test_relay_attribute_decides_whatever_the_mode(fresh_plans, monkeypatch, mod
     """A gemm kernel's ``relay=1`` in the IR text relays its product (``relay=0`` does not),
     whatever ``GEMM_RELAY_PRODUCT`` says; "special" relays on ``cuda`` by itself, "always"
     everywhere; ``relay=2`` is an error at the kernel's line."""
-    from fusejit.codegen import emit_kernel, heuristics
+    from fusejit.codegen import emit_kernel
     monkeypatch.setattr(heuristics, "GEMM_RELAY_PRODUCT", mode)
     a, b, bias = (fj.asarray(x) for x in (_array((64, 40), F16), _array((40, 48), F16),
                                           _array((48,), F16)))
@@ -713,7 +728,6 @@ def test_relayed_products_match_numpy(interpret_backend, fresh_plans, monkeypatc
     """``GEMM_RELAY_PRODUCT = "always"`` relays on the interpreter too: the store, barrier and
     load of the product, with ragged tiles (masks), a float32 output of a float16 product, two
     outputs, batches and a row reduction, give NumPy's answers."""
-    from fusejit.codegen import heuristics
     monkeypatch.setattr(heuristics, "GEMM_RELAY_PRODUCT", "always")
     cases = {
         "gelu_ragged": (lambda xp, a, b, c: _gelu(xp, a @ b + c),
@@ -747,13 +761,12 @@ def test_relayed_products_match_numpy(interpret_backend, fresh_plans, monkeypatc
 
 def test_random_programs_with_relayed_products(interpret_backend, fresh_plans, monkeypatch,
                                                _every_growth_checked):
-    from fusejit.codegen import heuristics
     monkeypatch.setattr(heuristics, "GEMM_RELAY_PRODUCT", "always")
     _fuzz("interpret")
 
 
 def test_an_unknown_relay_mode_is_a_clear_error(fresh_plans, monkeypatch):
-    from fusejit.codegen import emit_kernel, heuristics
+    from fusejit.codegen import emit_kernel
     monkeypatch.setattr(heuristics, "GEMM_RELAY_PRODUCT", "sometimes")
     a, b, bias = (fj.asarray(x) for x in (_array((64, 40), F16), _array((40, 48), F16),
                                           _array((48,), F16)))
@@ -858,7 +871,7 @@ def test_float16_gemms_of_enough_tiles_are_persistent_with_tma_by_default(fresh_
     TMA-readable buffer (a scale), other dtypes, fewer tiles, the interpreter,
     ``FUSEJIT_GEMM_PERSISTENT=0`` and written attributes are not persistent; a bad
     ``FUSEJIT_GEMM_PERSISTENT`` is a clear error."""
-    from fusejit.codegen import emit_kernel, heuristics
+    from fusejit.codegen import emit_kernel
     monkeypatch.setattr(heuristics, "SMS", 5)  # 12 tiles of 16 x 16: 2.4 waves of 5
 
     def emitted(fn, arrays, target="cuda", edit=""):
@@ -958,7 +971,7 @@ def test_random_persistent_gemms_match_numpy(interpret_backend, fresh_plans):
 def test_always_persistent_mode_keeps_pointer_loads_persistent(fresh_plans, monkeypatch, case):
     """In mode "always" a GEMM whose operand TMA cannot read is emitted again persistent with
     pointer loads (the default would go back to one program per tile)."""
-    from fusejit.codegen import emit_kernel, heuristics
+    from fusejit.codegen import emit_kernel
     monkeypatch.setattr(heuristics, "GEMM_PERSISTENT", "always")
     fns = {"prologue": (lambda xp, a, s, b: (a * s) @ b,
                         [((64, 40), F32), ((40,), F32), ((40, 48), F32)]),
@@ -1069,7 +1082,7 @@ def test_stream_k_attributes_are_checked_and_explained(fresh_plans, monkeypatch)
     idle (2.4 waves: 80% busy) and its tiles have ``GEMM_STREAM_K_MIN_STEPS`` K steps or
     more, not at whole waves, not with too few steps; a bad ``FUSEJIT_GEMM_STREAM_K`` is a
     clear error."""
-    from fusejit.codegen import emit_kernel, heuristics
+    from fusejit.codegen import emit_kernel
     from fusejit.fuse import plan_for
     arrays = [_array((64, 160), F16), _array((160, 48), F16)]
     text = _retile(_fused_text(lambda xp, a, b: a @ b, arrays), block_m=16, block_n=16,

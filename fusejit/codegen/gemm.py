@@ -62,7 +62,7 @@ import numpy as np
 from ..ir.domain import operand_itemsizes
 from ..ir.program import Kernel
 from . import heuristics
-from .heuristics import GEMM_ATTRS, GemmConfig, gemm_candidates, gemm_uses_dot
+from .heuristics import GEMM_ATTRS, GEMM_MAX_SPLIT_K, GemmConfig, gemm_candidates, gemm_uses_dot
 from .lowering import PTR, SLOW_MATH, TL
 from .triton_emitter import INT32_MAX, Launch, _Emitter
 from .values import Coords, _Fn, _instr_text, joint_mask
@@ -547,7 +547,9 @@ class GemmEmitter(_Emitter):
         flat = self._tile_flat(g, coords)
         mask = f", mask={g.masks[2]}, other=0" if g.masks[2] else ""
         g.out.append(f"acc = tl.load(part0 + {flat}{mask})  # the partial product of chunk 0")
-        g.out.append(f"for split in tl.static_range(1, {c.split_k}):  # added in a fixed order")
+        # (unrolled up to 16 chunks, so that their loads are all in flight; a loop past that)
+        loop = "tl.static_range" if c.split_k <= GEMM_MAX_SPLIT_K else "range"
+        g.out.append(f"for split in {loop}(1, {c.split_k}):  # added in a fixed order")
         g.out.append(f"    acc += tl.load(part0 + split * {size} + {flat}{mask})")
         self._epilogue(g, "acc", coords)
         combine = self._launch(g, f"{self.name}_combine", self._reads(g), [0],

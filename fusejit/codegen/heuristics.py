@@ -984,8 +984,12 @@ def gemm_default_stream_k(tiles: int, programs: int, steps: int) -> bool:
 GEMM_SHARED_LIMIT = 232448
 #: Most accumulator elements one thread may hold (past this the registers spill).
 GEMM_MAX_ACC_PER_THREAD = 256
-#: Most K chunks of a split-K GEMM.
+#: Most K chunks of a split-K GEMM that has tiles enough for a program per SM at this many
+#: chunks; a product of fewer tiles (M and N at most a tile or two, K long: a Gram matrix of
+#: a few long vectors) takes as many chunks as give every SM a program (``gemm_config``).
 GEMM_MAX_SPLIT_K = 16
+#: Most K chunks an edited ``split_k`` may ask for (a launch's second grid axis).
+GEMM_SPLIT_K_LIMIT = 1024
 #: Dtypes ``tl.dot`` multiplies (float32 per ``precision``); others use multiply-and-sum.
 GEMM_DOT_DTYPES = ("float16", "float32", "float64", "int8")
 #: Smallest ``block_k`` of a ``tl.dot`` by operand dtype: Triton's int8 dot needs K >= 32
@@ -1034,6 +1038,31 @@ def _waves(batch: int, m: int, n: int, bm: int, bn: int) -> int:
     return -(-batch * -(-m // bm) * -(-n // bn) // SMS)
 
 
+def _fill_split(tiles: int, steps: int, thin: bool) -> int:
+    """K chunks of a GEMM of ``tiles`` output tiles and ``steps`` K steps each (``thin``: at
+    most 16 rows), so that its programs fill the GPU."""
+    # K split over more programs where the tiles under-fill the GPU. A product of at most 16
+    # rows reads B at the memory's rate or not at all: about three programs per SM (H100,
+    # bench/results/h100-s10-call2-exp_thin.txt, then -call3-exp_thin_default.txt, GB/s
+    # moved at the old / this split: 2x5000x10305 834 (79 tiles) -> 2356, TF32 5x4251x7665
+    # b.T 1087 -> 1902, float32 8x4096x4096 2016 (s3) -> 2294, 16x6000x2500 TF32 1448 -> 2064;
+    # 1x8192x8192, 128 tiles, 2509 -> 2689; copy 2902-2918; 4x30000x2048, 235 tiles, 2550
+    # unsplit, 2403 at s2: a full wave is not split). Wider products keep one program per SM
+    # and no more programs than SMs: a few programs past a wave run as a second round that
+    # the others wait for (H100, TF32 224x241x9669 on 16 tiles read through 16-byte rows,
+    # bench/results/h100-s11-call1-exp_thin_x1.txt: 8 chunks, 128 programs, 35 us; 9 chunks,
+    # 144 programs, 53 us; 16, 256 programs, 38 us; as read, 4-byte rows: 113 / 193 / 116).
+    # (no tiles: an empty product, whose launch writes nothing, splits nothing)
+    if not (tiles and (tiles < SMS // 2 or (thin and tiles < SMS)) and steps >= 16):
+        return 1
+    per_tile = -(-3 * SMS // tiles) if thin else SMS // tiles
+    # (at most 16 chunks where that fills the SMs, as measured above; fewer tiles take one
+    # program per SM at least: 16 chunks of one 16x16 tile of a Gram matrix of K = 2**20 were
+    # 16 programs moving 64 MB)
+    most = max(GEMM_MAX_SPLIT_K, -(-SMS // tiles))
+    return max(1, min(most, per_tile, steps // 8))
+
+
 def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str = "ieee",
                 span_row: bool = False, loads: tuple[int, int] | None = None) -> GemmConfig:
     """The default tiles of a GEMM of ``[batch, m, k] @ [batch, k, n]`` in ``dtype``.
@@ -1043,8 +1072,9 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     """
     if not gemm_uses_dot(dtype):
         # integers other than int8: a [block_m, block_k, block_n] multiply-and-sum per step
-        return GemmConfig(_clamp(32, m), _clamp(32, n) if not span_row else next_pow2(max(n, 16)),
-                          8, 4, 1, 8, 1, "heuristic")
+        bm, bn = _clamp(32, m), _clamp(32, n) if not span_row else next_pow2(max(n, 16))
+        split = _fill_split(batch * -(-m // bm) * -(-n // bn), -(-k // 8), m <= 16)
+        return GemmConfig(bm, bn, 8, 4, 1, 8, split, "heuristic")
     if dtype == "float64":
         bm, bn, bk, warps, stages = 64, 64, 16, 4, 3
     elif dtype == "float32" and precision == "ieee":
@@ -1097,23 +1127,8 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         stages -= 1
     tiles = batch * -(-m // bm) * -(-n // bn)
     steps = -(-k // bk)
-    split = 1
-    # K split over more programs where the tiles under-fill the GPU. A product of at most 16
-    # rows reads B at the memory's rate or not at all: about three programs per SM (H100,
-    # bench/results/h100-s10-call2-exp_thin.txt, then -call3-exp_thin_default.txt, GB/s
-    # moved at the old / this split: 2x5000x10305 834 (79 tiles) -> 2356, TF32 5x4251x7665
-    # b.T 1087 -> 1902, float32 8x4096x4096 2016 (s3) -> 2294, 16x6000x2500 TF32 1448 -> 2064;
-    # 1x8192x8192, 128 tiles, 2509 -> 2689; copy 2902-2918; 4x30000x2048, 235 tiles, 2550
-    # unsplit, 2403 at s2: a full wave is not split). Wider products keep one program per SM
-    # and no more programs than SMs: a few programs past a wave run as a second round that
-    # the others wait for (H100, TF32 224x241x9669 on 16 tiles read through 16-byte rows,
-    # bench/results/h100-s11-call1-exp_thin_x1.txt: 8 chunks, 128 programs, 35 us; 9 chunks,
-    # 144 programs, 53 us; 16, 256 programs, 38 us; as read, 4-byte rows: 113 / 193 / 116).
     thin = m <= 16
-    # (no tiles: an empty product, whose launch writes nothing, splits nothing)
-    if tiles and (tiles < SMS // 2 or (thin and tiles < SMS)) and steps >= 16:
-        per_tile = -(-3 * SMS // tiles) if thin else SMS // tiles
-        split = max(1, min(GEMM_MAX_SPLIT_K, per_tile, steps // 8))
+    split = _fill_split(tiles, steps, thin)
     if dtype == "float32" and precision == "ieee" and not thin and tiles and steps >= 16:
         # the FMA units want about four 4-warp programs an SM: up to two waves of tiles split
         # K to that many programs, in at most 4 chunks. H100, B row-major, the GEMM alone
@@ -1152,7 +1167,7 @@ def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,
     if attrs["num_warps"] not in (1, 2, 4, 8, 16):
         return f"num_warps={attrs['num_warps']} is not 1, 2, 4, 8 or 16"
     for name, low, high in (("num_stages", 1, 8), ("group_m", 1, 1024),
-                            ("split_k", 1, GEMM_MAX_SPLIT_K)):
+                            ("split_k", 1, GEMM_SPLIT_K_LIMIT)):
         v = attrs[name]
         if not isinstance(v, int) or not low <= v <= high:
             return f"{name}={v} is not an integer from {low} to {high}"
