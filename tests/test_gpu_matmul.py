@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not gpu_available(), reason="needs CuPy and a CUDA GPU")]
 
 import fusejit as fj  # noqa: E402
+from fusejit.codegen import heuristics  # noqa: E402
 from fusejit.testing import MATMUL_UNIT_ROUNDOFF, assert_matches_numpy, recorded_inputs  # noqa: E402
 
 F16, F32 = np.float16, np.float32
@@ -176,6 +177,29 @@ def test_split_k_is_deterministic_cuda():
     assert bool(cp.all(first == again))
     ref = (a.astype(cp.float64) @ b.astype(cp.float64)) * 2 + 1
     assert _rel_error(first, ref) < 1e-6
+
+
+@pytest.mark.parametrize("dtype", [F16, F32, "int32"])
+def test_gram_matrix_of_long_vectors_cuda(dtype):
+    """One output tile, K = 2**20: more K chunks than the unrolled combine takes (one
+    program per SM), added in a loop in chunk order: deterministic and within float16's
+    float32-accumulated error of the float64 product (integers exact)."""
+    cp = _cp()
+    a = _device((16, 1 << 20), F32, 12)
+    # (float16: entries of 1/64, so that the diagonal, a sum of 2**20 squares, stays finite)
+    a = (a * 8).astype(cp.int32) if dtype == "int32" else (a / 64).astype(dtype)
+    y = fj.asarray(a) @ fj.asarray(a).T
+    (kernel,) = fj.plan(y).regions
+    assert kernel.attrs["split_k"] > heuristics.GEMM_MAX_SPLIT_K
+    first = y.realize()._node.buffer
+    again = (fj.asarray(a) @ fj.asarray(a).T).realize()._node.buffer
+    assert bool(cp.all(first == again))
+    if dtype == "int32":
+        wide = a.astype(cp.int64)
+        assert bool(cp.all(first == (wide @ wide.T).astype(cp.int32)))
+    else:
+        wide = a.astype(cp.float64)
+        assert _rel_error(first, wide @ wide.T) < (2e-3 if dtype == F16 else 1e-5)
 
 
 def test_operand_views_of_device_arrays():
