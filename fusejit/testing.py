@@ -236,6 +236,8 @@ LARGE_PLAN_THRESHOLDS: tuple[tuple[str, str, Any], ...] = (
     ("fusejit.fuse.cost", "OUTER_SPLIT_MIN_ELEMENTS", 256),
     ("fusejit.fuse.cost", "REVERSE_REREAD_MIN_BYTES", 0),
     ("fusejit.codegen.heuristics", "coop_row_capacity", lambda itemsize, target="cuda": 128),
+    ("fusejit.codegen.heuristics", "GEMM_SPLIT_MIN_STEPS", 2),
+    ("fusejit.codegen.heuristics", "GEMM_STEPS_PER_CHUNK", 1),
 )
 
 
@@ -243,8 +245,9 @@ LARGE_PLAN_THRESHOLDS: tuple[tuple[str, str, Any], ...] = (
 def large_plans() -> Iterator[None]:
     """Within it, small programs are planned as arrays of megabytes are: the fuser's size
     thresholds are lowered (``LARGE_PLAN_THRESHOLDS``), so that split reductions, reductions
-    kept apart from their broadcast back and reversed launches meet the random programs of
-    tests and ``fusejit fuzz --large-plans`` (whose arrays are kilobytes). Plans built
+    kept apart from their broadcast back, reversed launches and split-K products (more
+    chunks than the unrolled combine takes, too) meet the random programs of tests and
+    ``fusejit fuzz --large-plans`` (whose arrays are kilobytes). Plans built
     before or inside it are forgotten on the way in and out. Not thread-safe: it sets module
     attributes for the whole process."""
     import importlib

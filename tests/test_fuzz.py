@@ -302,8 +302,8 @@ def test_command_names_the_options_that_change_the_programs() -> None:
 
 def test_large_plans_lower_the_thresholds_then_restore_them(tmp_path: Path) -> None:
     """``fusejit fuzz --large-plans`` plans kilobytes as megabytes are planned: a softmax of
-    3 x 500 splits its statistics and reverses its normalize, inside ``large_plans`` only; a
-    failure's regression file checks it the same way."""
+    3 x 500 splits its statistics and reverses its normalize, a product of 3 K steps splits
+    K, inside ``large_plans`` only; a failure's regression file checks it the same way."""
     from fusejit.fuse import cost
     from fusejit.testing import large_plans
     before = cost.SPLIT_MIN_REDUCE
@@ -318,6 +318,16 @@ def test_large_plans_lower_the_thresholds_then_restore_them(tmp_path: Path) -> N
         assert cost.SPLIT_MIN_REDUCE == 64
         assert kernels() == [("split_reduction", None), ("pointwise", "reversed")]
     assert cost.SPLIT_MIN_REDUCE == before and kernels() == [("inner_reduction", None)]
+    a, b = random_array((5, 96), "float32", seed=5), random_array((96, 7), "float32", seed=6)
+
+    def split_k() -> int:
+        with fj.using_backend("numpy"):
+            (kernel,) = fj.plan(fj.asarray(a) @ fj.asarray(b)).program.kernels
+        return kernel.attrs["split_k"]
+    assert split_k() == 1
+    with large_plans():  # (a K of 3 steps splits: the partials and the combine are drawn)
+        assert split_k() == 3
+    assert split_k() == 1
     config = fuzz.FuzzConfig(backend="interpret", seed=3, large_plans=True)
     assert fuzz.command(config) == "fusejit fuzz --backend interpret --seed 3 --large-plans"
     steps = (Step("function", "softmax", (Ref(0),), (("axis", -1),)),)

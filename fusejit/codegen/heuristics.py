@@ -990,6 +990,9 @@ GEMM_MAX_ACC_PER_THREAD = 256
 GEMM_MAX_SPLIT_K = 16
 #: Most K chunks an edited ``split_k`` may ask for (a launch's second grid axis).
 GEMM_SPLIT_K_LIMIT = 1024
+#: K steps (of ``block_k``) a GEMM needs before it splits K, and that each chunk keeps.
+GEMM_SPLIT_MIN_STEPS = 16
+GEMM_STEPS_PER_CHUNK = 8
 #: Dtypes ``tl.dot`` multiplies (float32 per ``precision``); others use multiply-and-sum.
 GEMM_DOT_DTYPES = ("float16", "float32", "float64", "int8")
 #: Smallest ``block_k`` of a ``tl.dot`` by operand dtype: Triton's int8 dot needs K >= 32
@@ -1053,14 +1056,14 @@ def _fill_split(tiles: int, steps: int, thin: bool) -> int:
     # bench/results/h100-s11-call1-exp_thin_x1.txt: 8 chunks, 128 programs, 35 us; 9 chunks,
     # 144 programs, 53 us; 16, 256 programs, 38 us; as read, 4-byte rows: 113 / 193 / 116).
     # (no tiles: an empty product, whose launch writes nothing, splits nothing)
-    if not (tiles and (tiles < SMS // 2 or (thin and tiles < SMS)) and steps >= 16):
+    if not (tiles and (tiles < SMS // 2 or (thin and tiles < SMS)) and steps >= GEMM_SPLIT_MIN_STEPS):
         return 1
     per_tile = -(-3 * SMS // tiles) if thin else SMS // tiles
     # (at most 16 chunks where that fills the SMs, as measured above; fewer tiles take one
     # program per SM at least: 16 chunks of one 16x16 tile of a Gram matrix of K = 2**20 were
     # 16 programs moving 64 MB)
     most = max(GEMM_MAX_SPLIT_K, -(-SMS // tiles))
-    return max(1, min(most, per_tile, steps // 8))
+    return max(1, min(most, per_tile, steps // GEMM_STEPS_PER_CHUNK))
 
 
 def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str = "ieee",
@@ -1129,14 +1132,15 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     steps = -(-k // bk)
     thin = m <= 16
     split = _fill_split(tiles, steps, thin)
-    if dtype == "float32" and precision == "ieee" and not thin and tiles and steps >= 16:
+    if dtype == "float32" and precision == "ieee" and not thin and tiles and \
+            steps >= GEMM_SPLIT_MIN_STEPS:
         # the FMA units want about four 4-warp programs an SM: up to two waves of tiles split
         # K to that many programs, in at most 4 chunks. H100, B row-major, the GEMM alone
         # (bench/exp_s15.py --precision ieee-small, bench/results/h100-s16-call4), us unsplit
         # / split: 128x4096x4096 128 / 108 (4 chunks; cuBLAS 100), 256x4096x4096 222 / 203
         # (2; 186), 2048x512x8192 441 / 408 (2; 354); 512x4096x4096 (512 tiles) 404 / 393 at
         # 2 chunks, within noise, so left whole; 64x2048x8192 kept its 4 (77 us; 2: 145)
-        split = max(split, min(4, 4 * SMS // tiles, steps // 8))
+        split = max(split, min(4, 4 * SMS // tiles, steps // GEMM_STEPS_PER_CHUNK))
     return GemmConfig(bm, bn, bk, warps, stages, 8, split, "heuristic")
 
 
