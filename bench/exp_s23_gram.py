@@ -1,0 +1,86 @@
+"""Products of a few output tiles and a long K (issue 11): a Gram matrix of a few long vectors,
+matrix-vector products, narrow batched products. They split K into at most 16 chunks (16-64
+programs on a 132-SM GPU) before the twenty-third session; now into one chunk per SM or more
+(``heuristics._fill_split``). Each case timed through ``fj.jit`` (CUDA events, median) under
+both plans (``16 chunks``: the cap of before, patched in; ``default``: this session's), beside
+CuPy's ``a @ b`` (cuBLAS) and the copy time of the operands' bytes; the two plans' results
+compared to the float64 product (relative Frobenius error).
+
+Run on the GPU machine: ``python3 bench/exp_s23_gram.py [--only REGEX]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+#: name -> (batch, M, N, K); the product is ``a @ b`` with b K-major (``a @ a.T`` for a Gram)
+CASES = {"gram 16x16 K=2^20": (1, 16, 16, 1 << 20), "gram 64x64 K=2^18": (1, 64, 64, 1 << 18),
+         "2x64 K=2^18": (1, 2, 64, 1 << 18), "8x256 K=2^16": (1, 8, 256, 1 << 16),
+         "1x16 K=2^22": (1, 1, 16, 1 << 22), "batch 8 16x16 K=2^17": (8, 16, 16, 1 << 17),
+         "128x128 K=2^16": (1, 128, 128, 1 << 16)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default="")
+    args = p.parse_args(argv)
+    import cupy as cp
+    from exp_reductions import event_time
+
+    import fusejit as fj
+    from fusejit.codegen import heuristics
+    from fusejit.runtime import forget_plans
+    fj.set_backend("cuda")
+    fill_split = heuristics._fill_split
+
+    @contextlib.contextmanager
+    def capped(cap: bool) -> Iterator[None]:
+        heuristics._fill_split = (lambda *a: min(16, fill_split(*a))) if cap else fill_split
+        forget_plans()
+        try:
+            yield
+        finally:
+            heuristics._fill_split = fill_split
+            forget_plans()
+    for dtype in ("float16", "float32"):
+        for name, (batch, m, n, k) in CASES.items():
+            label = f"{name} {dtype}"
+            if not re.search(args.only, label):
+                continue
+            lead = (batch,) if batch > 1 else ()
+            scale = 1 / 64 if dtype == "float16" else 1.0  # (float16 sums of 2**20 squares: finite)
+            a = (cp.random.standard_normal((*lead, m, k), dtype=cp.float32) * scale).astype(dtype)
+            bt = (cp.random.standard_normal((*lead, n, k), dtype=cp.float32) * scale).astype(dtype)
+            b = bt.swapaxes(-1, -2)
+            moved = a.nbytes + b.nbytes
+            src = cp.empty(moved // 4, cp.float32)
+            dst = cp.empty_like(src)
+            copy_us = event_time(lambda src=src, dst=dst: cp.copyto(dst, src)) * 1e6
+            ref = a.astype(cp.float64) @ b.astype(cp.float64)
+            cells = []
+            for plan in ("16 chunks", "default"):
+                with capped(plan == "16 chunks"):
+                    jf = fj.jit(lambda x, y: x @ y)
+                    out = cp.asarray(jf(a, b))
+                    err = float(cp.linalg.norm(out.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+                    us = event_time(lambda jf=jf, a=a, b=b: jf(a, b)) * 1e6
+                    (kernel,) = fj.plan(fj.asarray(a) @ fj.asarray(b)).program.kernels
+                cells.append(f"{plan} {us:7.1f} us {100 * copy_us / us:5.1f}% "
+                             f"(split_k={kernel.attrs['split_k']}, err {err:.1e})")
+            blas_us = event_time(lambda a=a, b=b: a @ b) * 1e6
+            print(f"{label:28s} copy {copy_us:7.1f} us | {' | '.join(cells)} | cupy {blas_us:7.1f} "
+                  f"us {100 * copy_us / blas_us:5.1f}%", flush=True)
+            del a, b, bt, src, dst, ref
+            cp.get_default_memory_pool().free_all_blocks()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
