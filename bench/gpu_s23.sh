@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Twenty-third session (the twenty-second's call, never run: no machine started; plus the
-# twenty-third's split-K of few-tile products), in order of what matters:
+# Twenty-third session: the twenty-second's gpu_s22.sh (renamed: it never ran, no machine
+# started) plus the twenty-third's split-K of few-tile products, in order of what matters:
 #  0. bench/exp_s23_gram.py: products of a few tiles and a long K, at 16 chunks (before) and
 #     one per SM (now), beside cuBLAS (about 1 min);
 #     bench/exp_s22_host.py: where the realize of sin-heavy loses 9% to its kernel (about 30 s);
