@@ -1,0 +1,169 @@
+"""Registers and spills of the kernels of the benchmark workloads, compiled for sm_90a without a
+GPU: a kernel that spills registers to local memory is slow however its tiles are chosen, and
+this finds such kernels on a machine with no GPU.
+
+Plans the suite's workloads at every size (``bench/suite.py``), the workloads ``--unseen``
+draws from each seed given, and the GEMM benchmark's cases (``bench/bench_matmul.py``, with
+``--unseen`` draws too), on the ``numpy`` backend (planned only: the inputs are zeros that are
+never touched); emits every distinct kernel for ``cuda``; compiles each launch to PTX with
+Triton (pointers 16-byte aligned) and runs ptxas -v for sm_90a on it. Prints one line per
+launch that spills more than ``--allow`` bytes a thread (with its registers, shared memory
+and the workload), then a count by kernel kind and the largest register counts.
+
+Run: ``python3 bench/spill_audit.py [--unseen SEED:COUNT ...] [--only REGEX] [--allow 16]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def ptxas_report(ptx: str) -> tuple[int, int]:
+    """(registers, bytes of spill stores) of every entry in ``ptx`` (ptxas -v, sm_90a): the
+    most registers of an entry, the sum of the spills."""
+    from triton.backends.nvidia.compiler import get_ptxas
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "kernel.ptx"
+        src.write_text(ptx)
+        run = subprocess.run([get_ptxas(90).path, "-v", "--gpu-name=sm_90a", str(src), "-o",
+                              str(Path(tmp) / "kernel.cubin")], capture_output=True, text=True,
+                             timeout=600)
+    text = run.stdout + run.stderr
+    spills = [int(v) for v in re.findall(r"(\d+) bytes spill stores", text)]
+    regs = [int(v) for v in re.findall(r"Used (\d+) registers", text)]
+    if run.returncode or not spills:
+        raise RuntimeError(f"ptxas failed:\n{text[-2000:]}")
+    return max(regs, default=0), sum(spills)
+
+
+def launch_ptx(emitted: Any, launch: Any) -> tuple[str, int]:
+    """The PTX of one launch of an emitted kernel for sm_90 (pointers 16-byte aligned), and
+    its shared memory in bytes."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from fusejit.runtime import kernel_cache as kc
+    module = kc.import_source(kc.write_source(emitted), interpret=False)
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(launch.signature))}
+    src = ASTSource(getattr(module, launch.fn_name), launch.signature, {}, attrs)
+    options: dict[str, Any] = {"num_warps": launch.num_warps}
+    if launch.num_stages:
+        options["num_stages"] = launch.num_stages
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    return compiled.asm["ptx"], int(compiled.metadata.shared)
+
+
+def suite_programs(unseen: list[str], only: str) -> list[tuple[str, Any]]:
+    """(label, lazy outputs) of the suite's workloads at every size (then each unseen draw)."""
+    import fusejit as fj
+    out = []
+    for choice in [None, *unseen]:
+        if choice:
+            os.environ["FUSEJIT_SUITE_UNSEEN"] = choice
+        else:
+            os.environ.pop("FUSEJIT_SUITE_UNSEEN", None)
+        sys.modules.pop("suite", None)  # (its registry is read on import)
+        import suite
+        for w, size in suite.select(only or None):
+            xs = [fj.asarray(np.zeros(a.shape, w.dtype)) for a in w.args(size)]
+            tag = f"unseen {choice} " if choice else ""
+            out.append((f"{tag}{w.name}:{size} {w.shape_text(size)} {w.dtype}",
+                        suite.as_tuple(w.fj(fj, *xs))))
+    os.environ.pop("FUSEJIT_SUITE_UNSEEN", None)
+    return out
+
+
+#: the part of CuPy that ``bench_matmul._inputs`` draws with, giving zeros
+_ZEROS = SimpleNamespace(float32=np.float32, random=SimpleNamespace(
+    default_rng=lambda seed: SimpleNamespace(standard_normal=lambda shape, dtype: np.zeros(shape, dtype))))
+
+
+def matmul_programs(unseen: list[str], only: str) -> list[tuple[str, Any]]:
+    """(label, lazy output) of the GEMM benchmark's cases (then each unseen draw)."""
+    import bench_matmul as bm
+
+    import fusejit as fj
+    cases = list(bm.CASES)
+    for choice in unseen:
+        seed, count = (int(p) for p in choice.split(":"))
+        drawn = bm.draw_unseen(seed, count)
+        bm.CASES.update(drawn)
+        cases += list(drawn)
+    out = []
+    for case in cases:
+        if only and not re.search(only, case):
+            continue
+        x = bm._inputs(_ZEROS, case)  # (zeros, never touched: planning reads no values)
+        out.append((f"matmul {case}", (bm._fusejit_program(fj, case, x),)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--unseen", action="append", default=[], metavar="SEED:COUNT",
+                   help="also the suite's and the GEMM benchmark's draws from SEED")
+    p.add_argument("--only", default="", help="a regular expression the workload's name matches")
+    p.add_argument("--allow", type=int, default=16, help="spill bytes a thread let pass")
+    p.add_argument("--no-matmul", action="store_true")
+    args = p.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    import fusejit as fj
+    from fusejit.codegen import emit_kernel
+    start = time.monotonic()
+    seen: dict[str, tuple[int, int, int]] = {}
+    kinds: Counter[str] = Counter()
+    spilled = failed = 0
+    programs = suite_programs(args.unseen, args.only)
+    if not args.no_matmul:
+        programs += matmul_programs(args.unseen, args.only)
+    with fj.using_backend("numpy"):
+        for label, outs in programs:
+            for kernel in fj.plan(*outs).program.kernels:
+                emitted = emit_kernel(kernel, None, "cuda")
+                for launch in emitted.launches:
+                    key = emitted.source + launch.fn_name + str(launch.num_warps)
+                    if key in seen:
+                        continue
+                    try:
+                        ptx, shared = launch_ptx(emitted, launch)
+                        regs, spill = ptxas_report(ptx)
+                    except Exception as e:  # noqa: BLE001 (reported, the audit goes on)
+                        failed += 1
+                        print(f"FAILED {label}: {launch.fn_name}: {type(e).__name__}: "
+                              f"{str(e)[:300]}", flush=True)
+                        seen[key] = (0, 0, 0)
+                        continue
+                    seen[key] = (regs, spill, shared)
+                    kinds[kernel.kind] += 1
+                    if spill > args.allow:
+                        spilled += 1
+                        print(f"SPILLS {spill} B/thread, {regs} registers, {shared} B shared, "
+                              f"{launch.num_warps} warps: {launch.fn_name} ({kernel.kind}) of "
+                              f"{label}", flush=True)
+    most = sorted(seen.values(), reverse=True)[:5]
+    print(f"spill audit: {len(programs)} programs, {len(seen)} launches compiled "
+          f"({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}) in "
+          f"{time.monotonic() - start:.0f} s; {spilled} spill more than {args.allow} bytes a "
+          f"thread, {failed} failed; most registers {[r for r, _, _ in most]}")
+    return 1 if spilled or failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
