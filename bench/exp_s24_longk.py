@@ -1,0 +1,113 @@
+"""Products of a few output tiles and a long K (issue 11), the tiles of their K loop: after the
+twenty-third session's split into one chunk per SM, float16 Gram matrices ran at 53-60% of
+the read rate and float32 ones far behind cuBLAS (H100: 1x16 K=2**22 700 us against 100,
+128x128 K=2**16 201 against 73), and a batch of 8 at 17 chunks (a chunk not a whole number of
+steps: every step masked) at 302 us against 172 at 16. Is it bytes in flight per program
+(BLOCK_K 32-64 with 16x16 tiles: 2-4 KB a stage), the masked steps, or the chunk count?
+
+For each case (``exp_s23_gram.CASES``, float16 and float32), the default plan and variants of
+its gemm kernel's attributes (BLOCK_K x2 / x4 / x8 up to 256 and num_stages 3 / 5 where the stages fit
+160 KB of shared memory; split_k the nearest power of two; 8 warps), edited in the fused IR
+text as a user would, each timed as the plan's launches (CUDA events, median), beside cuBLAS
+and the copy time of the operands' bytes (a product reads them once: the read bound is half the
+copy time).
+
+Run on the GPU machine: ``python3 bench/exp_s24_longk.py [--only REGEX] [--budget S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_matmul import _retile, _time_events  # noqa: E402
+from exp_s23_gram import CASES  # noqa: E402
+
+
+def variants(attrs: dict[str, int], itemsize: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(label, tiles) of the variants of one default config (tiles as ``_retile`` takes them)."""
+    bm, bn, bk = attrs["block_m"], attrs["block_n"], attrs["block_k"]
+    w, s, split = attrs["num_warps"], attrs["num_stages"], attrs.get("split_k", 1)
+    out: list[tuple[str, tuple[int, ...]]] = [("default", ())]
+    for mult in (2, 4, 8):
+        for stages in (3, 5):
+            k = bk * mult
+            if k <= 256 and stages * (bm + bn) * k * itemsize <= 160 * 1024:
+                out.append((f"bk{k} s{stages}", (bm, bn, k, w, stages, split)))
+    pow2 = 1 << max(0, round(split).bit_length() - 1)
+    for p in {pow2, 2 * pow2} - {split}:
+        out.append((f"split{p}", (bm, bn, bk, w, s, p)))
+        k = min(256, bk * 4)
+        if 3 * (bm + bn) * k * itemsize <= 160 * 1024:
+            out.append((f"split{p} bk{k} s3", (bm, bn, k, w, 3, p)))
+    out.append(("w8", (bm, bn, bk, 8, s, split)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default="")
+    p.add_argument("--budget", type=float, default=200.0)
+    args = p.parse_args(argv)
+    deadline = time.time() + args.budget
+    import cupy as cp
+
+    import fusejit as fj
+    from fusejit.fuse import plan_for
+    from fusejit.ir.graph import structural_key
+    from fusejit.runtime import current
+    fj.set_backend("cuda")
+    backend = current()
+
+    for dtype in ("float16", "float32"):
+        for name, (batch, m, n, k) in CASES.items():
+            label = f"{name} {dtype}"
+            if not re.search(args.only, label) or time.time() > deadline:
+                continue
+            lead = (batch,) if batch > 1 else ()
+            scale = 1 / 64 if dtype == "float16" else 1.0
+            a = (cp.random.standard_normal((*lead, m, k), dtype=cp.float32) * scale).astype(dtype)
+            bt = (cp.random.standard_normal((*lead, n, k), dtype=cp.float32) * scale).astype(dtype)
+            b = bt.swapaxes(-1, -2)
+            moved = a.nbytes + b.nbytes
+            src = cp.empty(moved // 4, cp.float32)
+            dst = cp.empty_like(src)
+            copy_ms = _time_events(cp, lambda src=src, dst=dst: cp.copyto(dst, src), 0.3)
+            ref = a.astype(cp.float64) @ b.astype(cp.float64)
+            blas_ms = _time_events(cp, lambda a=a, b=b: a @ b, 0.3)
+            y = fj.asarray(a) @ fj.asarray(b)
+            buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
+            text = fj.dump(y, fused=True)
+            (kernel,) = fj.parse(text).kernels
+            print(f"{label}: copy {copy_ms * 1e3:.1f} us, cuBLAS {blas_ms * 1e3:.1f} us "
+                  f"({50 * copy_ms / blas_ms:.0f}% of the read bound)", flush=True)
+            for vlabel, tiles in variants(dict(kernel.attrs), a.itemsize):
+                if time.time() > deadline:
+                    break
+                try:
+                    plan = plan_for(fj.parse(_retile(text, tiles)))
+
+                    def run(plan: Any = plan, buffers: Any = buffers) -> Any:
+                        return backend.execute(plan.program, buffers, plan)
+                    got = run()[0]
+                    err = float(cp.linalg.norm(got.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+                    ms = _time_events(cp, run, 0.4)
+                    print(f"  {vlabel:18s} {tiles!s:28s} {ms * 1e3:8.1f} us "
+                          f"{50 * copy_ms / ms:5.0f}% of the read bound, x{blas_ms / ms:.2f} cuBLAS, "
+                          f"err {err:.1e}", flush=True)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"  {vlabel:18s} {tiles!s:28s} failed: {type(exc).__name__}: "
+                          f"{str(exc)[:200]}", flush=True)
+            del a, b, bt, src, dst, ref, y, buffers
+            cp.get_default_memory_pool().free_all_blocks()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
