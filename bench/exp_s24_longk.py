@@ -29,6 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_matmul import _retile, _time_events  # noqa: E402
 from exp_s23_gram import CASES  # noqa: E402
 
+#: more shapes of the same family for ``--compare`` (batch, M, N, K): 32 tiles of 32x64, 16 of
+#: 64x64, one of 16x16 at a K of 2**16 and of 100,000, a 64x64 Gram matrix of K = 2**16
+MORE = {"32x2048 K=8192": (1, 32, 2048, 8192), "224x241 K=9669": (1, 224, 241, 9669),
+        "16x16 K=2^16": (1, 16, 16, 1 << 16), "5x5 K=100000": (1, 5, 5, 100000),
+        "gram 64x64 K=2^16": (1, 64, 64, 1 << 16), "batch 4 64x64 K=2^16": (4, 64, 64, 1 << 16)}
+
 
 def variants(attrs: dict[str, int], itemsize: int) -> list[tuple[str, tuple[int, ...]]]:
     """(label, tiles) of the variants of one default config (tiles as ``_retile`` takes them)."""
@@ -54,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default="")
     p.add_argument("--budget", type=float, default=200.0)
+    p.add_argument("--compare", action="store_true",
+                   help="the default beside the tiles before _split_k_steps only, on more cases")
     args = p.parse_args(argv)
     deadline = time.time() + args.budget
     import cupy as cp
@@ -65,8 +73,21 @@ def main(argv: list[str] | None = None) -> int:
     fj.set_backend("cuda")
     backend = current()
 
-    for dtype in ("float16", "float32"):
-        for name, (batch, m, n, k) in CASES.items():
+    from fusejit.codegen import heuristics
+    deep_steps = heuristics._split_k_steps
+
+    def before(m: int, n: int, k: int, batch: int, dtype: str) -> tuple[int, ...]:
+        """The tiles of the twenty-third session (its K steps, its warps)."""
+        heuristics._split_k_steps = lambda bm, bn, bk, w, s, loads, chunk: (bk, w, s)
+        try:
+            c = heuristics.gemm_config(m, n, k, batch, dtype)
+        finally:
+            heuristics._split_k_steps = deep_steps
+        return (c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages, c.split_k)
+
+    cases = {**CASES, **MORE} if args.compare else CASES
+    for dtype in ("float16",) if args.compare else ("float16", "float32"):
+        for name, (batch, m, n, k) in cases.items():
             label = f"{name} {dtype}"
             if not re.search(args.only, label) or time.time() > deadline:
                 continue
@@ -87,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
             (kernel,) = fj.parse(text).kernels
             print(f"{label}: copy {copy_ms * 1e3:.1f} us, cuBLAS {blas_ms * 1e3:.1f} us "
                   f"({50 * copy_ms / blas_ms:.0f}% of the read bound)", flush=True)
-            for vlabel, tiles in variants(dict(kernel.attrs), a.itemsize):
+            tried = [("default", ()), ("before s24", before(m, n, k, batch, dtype))] \
+                if args.compare else variants(dict(kernel.attrs), a.itemsize)
+            for vlabel, tiles in tried:
                 if time.time() > deadline:
                     break
                 try:

@@ -651,6 +651,22 @@ def test_float32_products_of_misaligned_rows_do_not_spill(m, n, k, residual):
     assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
 
 
+@pytest.mark.parametrize("m, n, k", [(16, 16, 1 << 20), (2, 64, 1 << 18), (64, 64, 1 << 18)])
+def test_float16_split_k_products_with_deep_k_steps_do_not_spill(m, n, k):
+    """A float16 product of a few tiles splits K into one program per SM with steps of about
+    16 KB in 5 stages (16x16 tiles 256 deep, 16x64 128 deep) or on 8 warps (64x64): both of
+    partials kernel compiles for sm_90a and keeps their values in registers."""
+    from fusejit.codegen import heuristics
+    with fj.using_backend("interpret"):
+        a = fj.asarray(np.zeros((m, k), np.float16))
+        b = fj.asarray(np.zeros((k, n), np.float16))
+        (kernel,) = fj.plan(a @ b).program.kernels
+    assert kernel.attrs["split_k"] == heuristics.SMS
+    assert kernel.attrs["block_k"] > 64 or kernel.attrs["num_warps"] == 8
+    emitted = emit_kernel(kernel, None, "cuda")
+    assert _ptxas_spills(_emitted_ptx(emitted)) <= 16
+
+
 @pytest.mark.parametrize("name", ["bool_divided", "float16_operand", "int8_operand"])
 def test_float64_products_of_narrow_operands_compile(name):
     """Float64 products of operands converted from 1- or 2-byte elements compile for sm_90 (the

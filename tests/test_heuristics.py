@@ -346,3 +346,33 @@ def test_float64_short_run_partials_take_four_warps() -> None:
     assert heuristics.split_tiles("cuda", 2048, 16384, True, 2, inner=4)[2] == 8
     # the interpreter's tiles do not change
     assert heuristics.split_tiles("interpret", 2048, 16384, True, 8, inner=4)[2] == 4
+
+
+def test_float16_products_split_k_one_program_an_sm_stream_deep_k_steps() -> None:
+    """A float16 product whose few tiles split K into one program per SM streams its chunk
+    through steps of about 16 KB in 5 stages (16x16 tiles: 256 deep; at least 4 steps a chunk,
+    the chunk count kept), 64x64 tiles on 8 warps; float32 in full precision and products of
+    a few rows that run several programs an SM keep their tiles; no split passes one wave
+    (H100 figures in ``heuristics._split_k_steps`` and ``_fill_split``)."""
+    sms = heuristics.SMS
+
+    def config(m, n, k, batch=1, dtype="float16"):
+        return heuristics.gemm_config(m, n, k, batch, dtype)
+    gram = config(16, 16, 1 << 20)
+    assert (gram.block_k, gram.num_stages, gram.num_warps, gram.split_k) == (256, 5, 4, sms)
+    assert config(1, 16, 1 << 22).block_k == 256
+    short = config(16, 16, 4096)  # 8 chunks of 512: steps of 128, four a chunk
+    assert (short.block_k, short.split_k) == (128, 8)
+    assert config(2, 64, 1 << 18).block_k == 128  # 16x64 tiles: 20 KB a step
+    wide = config(64, 64, 1 << 18)
+    assert (wide.block_k, wide.num_warps, wide.split_k) == (64, 8, sms)
+    for c in (gram, short, wide):
+        assert heuristics.gemm_shared_bytes(c.block_m, c.block_n, c.block_k, c.num_stages,
+                                            (2, 2)) <= heuristics.GEMM_SHARED_LIMIT
+    several = config(2, 5000, 10305)  # 79 tiles, 6 chunks each: several programs an SM
+    assert (several.block_k, several.num_stages, several.split_k) == (64, 4, 6)
+    f32 = config(16, 16, 1 << 20, dtype="float32")
+    assert (f32.block_k, f32.num_warps, f32.num_stages) == (32, 4, 3)
+    # a batch of 8 tiles: 16 chunks (128 programs), not 17 (136: a second round)
+    assert config(16, 16, 1 << 17, batch=8, dtype="float32").split_k == sms // 8
+    assert config(16, 16, 1 << 17, batch=8).split_k == sms // 8

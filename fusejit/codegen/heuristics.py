@@ -1060,10 +1060,40 @@ def _fill_split(tiles: int, steps: int, thin: bool) -> int:
         return 1
     per_tile = -(-3 * SMS // tiles) if thin else SMS // tiles
     # (at most 16 chunks where that fills the SMs, as measured above; fewer tiles take one
-    # program per SM at least: 16 chunks of one 16x16 tile of a Gram matrix of K = 2**20 were
-    # 16 programs moving 64 MB)
-    most = max(GEMM_MAX_SPLIT_K, -(-SMS // tiles))
+    # program per SM: 16 chunks of one 16x16 tile of a Gram matrix of K = 2**20 were 16
+    # programs moving 64 MB. No more than one wave: a batch of 8 float32 16x16 products of
+    # K = 2**17 in 17 chunks (136 programs) took 300 us, in 16 chunks 172, H100,
+    # bench/results/h100-s24-call2/exp_s24_longk.txt)
+    most = max(GEMM_MAX_SPLIT_K, SMS // tiles)
     return max(1, min(most, per_tile, steps // GEMM_STEPS_PER_CHUNK))
+
+
+def _split_k_steps(bm: int, bn: int, bk: int, warps: int, stages: int,
+                   loads: tuple[int, int], chunk: int) -> tuple[int, int, int]:
+    """(block_k, num_warps, num_stages) of a float16 product whose few tiles split K into
+    one program per SM (products of a few rows that run several an SM keep their tiles).
+
+    Such a program streams its chunk of K through one small tile, so what bounds it is the
+    bytes it has in flight: a 16x16 tile's 64-wide K step is 4 KB. Steps of about 16 KB (up
+    to 256 deep, and at least 4 in a chunk of ``chunk`` elements of K: the chunk count
+    stays) and 5 stages where they fit; 64x64 tiles (16 KB a step already) on 8 warps.
+    H100, us at the old / these tiles (bench/exp_s24_longk.py, bench/results/h100-s24-call2):
+    16x16 Gram matrix of K = 2**20 44.7 / 31.2 (cuBLAS 34.2), 1x16 with K = 2**22 138.8 /
+    68.3 (103.5), a batch of 8 16x16 of K = 2**17 41.0 / 29.4; 16x64 tiles 35.7 / 34.3
+    (2x64, K = 2**18); 64x64 Gram matrix of K = 2**18 77.0 / 54.4 on 8 warps (35.0),
+    128x128 of K = 2**16 23.6 / 20.5 (22.7). (float32 in full precision ran the same at
+    every K step and slower on 8 warps: its FMA loop, not its loads, bounds it.)"""
+    if bm * bn >= 64 * 64:
+        return bk, 8, stages
+    deep = min(256, next_pow2(-(-(16 << 10) // ((bm + bn) * max(loads)))))
+    while deep > bk and 4 * deep > chunk:
+        deep //= 2
+    if deep <= bk:
+        return bk, warps, stages
+    stages = 5
+    while stages > 2 and gemm_shared_bytes(bm, bn, deep, stages, loads) > GEMM_SHARED_LIMIT:
+        stages -= 1
+    return deep, warps, stages
 
 
 def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str = "ieee",
@@ -1132,6 +1162,8 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     steps = -(-k // bk)
     thin = m <= 16
     split = _fill_split(tiles, steps, thin)
+    if split > 1 and dtype == "float16" and tiles * split <= SMS:  # (one program an SM)
+        bk, warps, stages = _split_k_steps(bm, bn, bk, warps, stages, loads, -(-k // split))
     if dtype == "float32" and precision == "ieee" and not thin and tiles and \
             steps >= GEMM_SPLIT_MIN_STEPS:
         # the FMA units want about four 4-warp programs an SM: up to two waves of tiles split
