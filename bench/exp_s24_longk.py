@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="")
     p.add_argument("--budget", type=float, default=200.0)
     p.add_argument("--compare", action="store_true",
-                   help="the default beside the tiles before _split_k_steps only, on more cases")
+                   help="float16: the default beside the tiles before _split_k_steps, on more "
+                   "cases; float32: the default beside 2 and 1 warps")
     args = p.parse_args(argv)
     deadline = time.time() + args.budget
     import cupy as cp
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return (c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages, c.split_k)
 
     cases = {**CASES, **MORE} if args.compare else CASES
-    for dtype in ("float16",) if args.compare else ("float16", "float32"):
+    for dtype in ("float16", "float32"):
         for name, (batch, m, n, k) in cases.items():
             label = f"{name} {dtype}"
             if not re.search(args.only, label) or time.time() > deadline:
@@ -108,8 +109,14 @@ def main(argv: list[str] | None = None) -> int:
             (kernel,) = fj.parse(text).kernels
             print(f"{label}: copy {copy_ms * 1e3:.1f} us, cuBLAS {blas_ms * 1e3:.1f} us "
                   f"({50 * copy_ms / blas_ms:.0f}% of the read bound)", flush=True)
-            tried = [("default", ()), ("before s24", before(m, n, k, batch, dtype))] \
-                if args.compare else variants(dict(kernel.attrs), a.itemsize)
+            tried = variants(dict(kernel.attrs), a.itemsize)
+            if args.compare and dtype == "float16":
+                tried = [("default", ()), ("before s24", before(m, n, k, batch, dtype))]
+            elif args.compare:  # (full precision: 8 warps ran slower; are fewer faster?)
+                at = kernel.attrs
+                tried = [("default", ()), *[(f"w{w}", (at["block_m"], at["block_n"], at["block_k"],
+                                                      w, at["num_stages"], at["split_k"]))
+                                            for w in (2, 1)]]
             for vlabel, tiles in tried:
                 if time.time() > deadline:
                     break

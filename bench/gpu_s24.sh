@@ -8,6 +8,8 @@
 #     -> matmul-spill-{1,2}/ (about 3 min)
 #  2. cuda correctness: every gpu-marked test, then 60 s of cuda fuzz with products, plain and
 #     --large-plans (about 8 min) -> correctness.txt
+#  3. bench/exp_s24_longk.py --compare: the new float16 K steps beside the old tiles on more
+#     shapes of the family; float32 at 2 and 1 warps (about 1 min)
 #   bash bench/gpu_s24.sh [PHASES]  (default 01)
 set -uo pipefail
 phases=${1:-01}
@@ -34,8 +36,12 @@ for c, d in json.load(open(sys.argv[1]))['results'].items():
 " "$work/matmul-spill-${seed%%:*}/results.json"
 done
 fi
+if [[ $phases == *3* ]]; then
+timeout 150 python3 bench/exp_s24_longk.py --compare --budget 120 > "$out/exp_s24_compare.txt" 2>&1
+echo "exp_s24_longk --compare exit $?"; grep -v -i warn "$out/exp_s24_compare.txt"
+fi
 if [[ $phases == *2* ]]; then
-timeout 420 python3 -m pytest -m gpu -q -p no:cacheprovider tests \
+timeout 360 python3 -m pytest -m gpu -q -p no:cacheprovider tests \
   -k "not every_input and not no_device_synchronization" > "$work/gpu-tests.log" 2>&1
 echo "gpu tests exit $?"
 for mode in "--products" "--products --large-plans"; do
