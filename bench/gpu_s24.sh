@@ -6,7 +6,7 @@
 #     (TF32) tiles spill registers in their epilogues (bench/spill_audit.py --unseen 1:24
 #     --unseen 2:24): the default tiles against 128x128 and the others, beside cuBLAS
 #     -> matmul-spill-{1,2}/ (about 3 min)
-#  2. cuda correctness: every gpu-marked test, then 60 s of cuda fuzz with products, plain and
+#  2. cuda correctness: every gpu-marked test, then 50 s of cuda fuzz with products, plain and
 #     --large-plans (about 8 min) -> correctness.txt
 #  3. bench/exp_s24_longk.py --compare: the new float16 K steps beside the old tiles on more
 #     shapes of the family; float32 at 2 and 1 warps (about 1 min)
@@ -41,11 +41,11 @@ timeout 150 python3 bench/exp_s24_longk.py --compare --budget 120 > "$out/exp_s2
 echo "exp_s24_longk --compare exit $?"; grep -v -i warn "$out/exp_s24_compare.txt"
 fi
 if [[ $phases == *2* ]]; then
-timeout 360 python3 -m pytest -m gpu -q -p no:cacheprovider tests \
+timeout 320 python3 -m pytest -m gpu -q -p no:cacheprovider tests \
   -k "not every_input and not no_device_synchronization" > "$work/gpu-tests.log" 2>&1
 echo "gpu tests exit $?"
 for mode in "--products" "--products --large-plans"; do
-  timeout 100 python3 -m fusejit fuzz --backend cuda --seconds 60 --seed 24001 $mode \
+  timeout 80 python3 -m fusejit fuzz --backend cuda --seconds 50 --seed 24001 $mode \
     --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/f-${mode// /}.log" 2>&1 &
 done
 wait
