@@ -1063,7 +1063,7 @@ def _fill_split(tiles: int, steps: int, thin: bool) -> int:
     # program per SM: 16 chunks of one 16x16 tile of a Gram matrix of K = 2**20 were 16
     # programs moving 64 MB. No more than one wave: a batch of 8 float32 16x16 products of
     # K = 2**17 in 17 chunks (136 programs) took 300 us, in 16 chunks 172, H100,
-    # bench/results/h100-s24-call2/exp_s24_longk.txt)
+    # bench/results/h100-s24/call2/exp_s24_longk.txt)
     most = max(GEMM_MAX_SPLIT_K, SMS // tiles)
     return max(1, min(most, per_tile, steps // GEMM_STEPS_PER_CHUNK))
 
@@ -1077,7 +1077,7 @@ def _split_k_steps(bm: int, bn: int, bk: int, warps: int, stages: int,
     bytes it has in flight: a 16x16 tile's 64-wide K step is 4 KB. Steps of about 16 KB (up
     to 256 deep, and at least 4 in a chunk of ``chunk`` elements of K: the chunk count
     stays) and 5 stages where they fit; 64x64 tiles (16 KB a step already) on 8 warps.
-    H100, us at the old / these tiles (bench/exp_s24_longk.py, bench/results/h100-s24-call2):
+    H100, us at the old / these tiles (bench/exp_s24_longk.py, bench/results/h100-s24/call2):
     16x16 Gram matrix of K = 2**20 44.7 / 31.2 (cuBLAS 34.2), 1x16 with K = 2**22 138.8 /
     68.3 (103.5), a batch of 8 16x16 of K = 2**17 41.0 / 29.4; 16x64 tiles 35.7 / 34.3
     (2x64, K = 2**18); 64x64 Gram matrix of K = 2**18 77.0 / 54.4 on 8 warps (35.0),
