@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=200.0)
     p.add_argument("--compare", action="store_true",
                    help="float16: the default beside the tiles before _split_k_steps, on more "
-                   "cases; float32: the default beside 2 and 1 warps")
+                   "cases; float32: the default beside 2 and 1 warps and, for at most 4096 "
+                   "outputs a product, the sum of broadcast products")
     args = p.parse_args(argv)
     deadline = time.time() + args.budget
     import cupy as cp
@@ -134,6 +135,19 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:  # noqa: BLE001
                     print(f"  {vlabel:18s} {tiles!s:28s} failed: {type(exc).__name__}: "
                           f"{str(exc)[:200]}", flush=True)
+            if args.compare and dtype == "float32" and m * n <= 4096 and time.time() < deadline:
+                # the product as a sum of broadcast products (a reduction over K, as fusejit
+                # plans a matrix-vector product): no FMA tile at all
+                fa, fb = fj.asarray(a), fj.asarray(bt).swapaxes(-1, -2)
+                jf = fj.jit(lambda x, y: (fj.expand_dims(x, -1) * fj.expand_dims(y, -3)).sum(-2))
+                got = cp.asarray(jf(fa, fb))
+                err = float(cp.linalg.norm(got.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+                ms = _time_events(cp, lambda jf=jf, fa=fa, fb=fb: jf(fa, fb), 0.4)
+                kinds = [kk.attrs.get("kind") for kk in fj.plan(
+                    (fj.expand_dims(fa, -1) * fj.expand_dims(fb, -3)).sum(-2)).program.kernels]
+                print(f"  {'sum of products':18s} {kinds!s:28s} {ms * 1e3:8.1f} us "
+                      f"{50 * copy_ms / ms:5.0f}% of the read bound, x{blas_ms / ms:.2f} cuBLAS, "
+                      f"err {err:.1e} (fj.jit)", flush=True)
             del a, b, bt, src, dst, ref, y, buffers
             cp.get_default_memory_pool().free_all_blocks()
     return 0
