@@ -349,11 +349,11 @@ def test_float64_short_run_partials_take_four_warps() -> None:
 
 
 def test_float16_products_split_k_one_program_an_sm_stream_deep_k_steps() -> None:
-    """A float16 product whose few tiles split K into one program per SM streams its chunk
-    through steps of about 16 KB in 5 stages (16x16 tiles: 256 deep; at least 4 steps a chunk,
-    the chunk count kept), 64x64 tiles on 8 warps; float32 in full precision and products of
-    a few rows that run several programs an SM keep their tiles; no split passes one wave
-    (H100 figures in ``heuristics._split_k_steps`` and ``_fill_split``)."""
+    """A float16 product of 16x16 tiles split into one program per SM streams chunks of 8
+    steps of 256 or more 256 deep in 5 stages; 64x64 tiles split 16 ways or more run on 8
+    warps; other tiles, shorter chunks, float32 in full precision and products of a few rows
+    that run several programs an SM keep their tiles; no split passes one wave (H100 figures
+    in ``heuristics._split_k_steps`` and ``_fill_split``)."""
     sms = heuristics.SMS
 
     def config(m, n, k, batch=1, dtype="float16"):
@@ -361,14 +361,16 @@ def test_float16_products_split_k_one_program_an_sm_stream_deep_k_steps() -> Non
     gram = config(16, 16, 1 << 20)
     assert (gram.block_k, gram.num_stages, gram.num_warps, gram.split_k) == (256, 5, 4, sms)
     assert config(1, 16, 1 << 22).block_k == 256
-    short = config(16, 16, 4096)  # 8 chunks of 512: steps of 128, four a chunk
-    assert (short.block_k, short.split_k) == (128, 8)
-    assert config(2, 64, 1 << 18).block_k == 128  # 16x64 tiles: 20 KB a step
+    assert config(16, 16, 1 << 17, batch=8).block_k == 256
+    assert heuristics.gemm_shared_bytes(16, 16, 256, 5, (2, 2)) <= heuristics.GEMM_SHARED_LIMIT
+    for short in (config(16, 16, 1 << 16), config(16, 16, 4096)):  # chunks of 512
+        assert (short.block_k, short.num_stages) == (64, 4)
+    for wider in (config(2, 64, 1 << 18), config(32, 2048, 8192)):  # 16x64, 32x64 tiles
+        assert (wider.block_k, wider.num_stages) == (64, 4)
     wide = config(64, 64, 1 << 18)
     assert (wide.block_k, wide.num_warps, wide.split_k) == (64, 8, sms)
-    for c in (gram, short, wide):
-        assert heuristics.gemm_shared_bytes(c.block_m, c.block_n, c.block_k, c.num_stages,
-                                            (2, 2)) <= heuristics.GEMM_SHARED_LIMIT
+    assert config(128, 128, 1 << 16).num_warps == 8  # 4 tiles, 33 chunks
+    assert config(224, 241, 9669).num_warps == 4  # 16 tiles, 8 chunks
     several = config(2, 5000, 10305)  # 79 tiles, 6 chunks each: several programs an SM
     assert (several.block_k, several.num_stages, several.split_k) == (64, 4, 6)
     f32 = config(16, 16, 1 << 20, dtype="float32")

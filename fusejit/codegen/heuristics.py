@@ -1069,31 +1069,32 @@ def _fill_split(tiles: int, steps: int, thin: bool) -> int:
 
 
 def _split_k_steps(bm: int, bn: int, bk: int, warps: int, stages: int,
-                   loads: tuple[int, int], chunk: int) -> tuple[int, int, int]:
+                   loads: tuple[int, int], chunk: int, split: int) -> tuple[int, int, int]:
     """(block_k, num_warps, num_stages) of a float16 product whose few tiles split K into
-    one program per SM (products of a few rows that run several an SM keep their tiles).
+    ``split`` chunks of ``chunk`` elements, one program per SM (products of a few rows that
+    run several an SM keep their tiles).
 
-    Such a program streams its chunk of K through one small tile, so what bounds it is the
-    bytes it has in flight: a 16x16 tile's 64-wide K step is 4 KB. Steps of about 16 KB (up
-    to 256 deep, and at least 4 in a chunk of ``chunk`` elements of K: the chunk count
-    stays) and 5 stages where they fit; 64x64 tiles (16 KB a step already) on 8 warps.
-    H100, us at the old / these tiles (bench/exp_s24_longk.py, bench/results/h100-s24/call2):
-    16x16 Gram matrix of K = 2**20 44.7 / 31.2 (cuBLAS 34.2), 1x16 with K = 2**22 138.8 /
-    68.3 (103.5), a batch of 8 16x16 of K = 2**17 41.0 / 29.4; 16x64 tiles 35.7 / 34.3
-    (2x64, K = 2**18); 64x64 Gram matrix of K = 2**18 77.0 / 54.4 on 8 warps (35.0),
-    128x128 of K = 2**16 23.6 / 20.5 (22.7). (float32 in full precision ran the same at
-    every K step and slower on 8 warps: its FMA loop, not its loads, bounds it.)"""
+    A 16x16 tile's program streams its chunk through 2 KB steps (64 deep): too few bytes in
+    flight to read at the memory's rate. Where the chunk holds 8 steps of 256 or more, they
+    are 256 deep in 5 stages. 64x64 tiles split 16 ways or more run on 8 warps.
+    H100, us at the old / these tiles (bench/exp_s24_longk.py --compare,
+    bench/results/h100-s24/call3): 16x16 tiles, a Gram matrix of K = 2**20 43.9 / 31.2
+    (cuBLAS 34.1), 1x16 of K = 2**22 140.1 / 68.9 (105.5), a batch of 8 of K = 2**17 42.6 /
+    28.9; 64x64 tiles, Gram matrices of K = 2**18 and 2**16 76.7 / 54.2 and 54.3 / 30.8,
+    128x128 of K = 2**16 in 33 chunks 23.9 / 20.4, a batch of 4 42.1 / 37.0. What lost is
+    left out: 128-deep steps of 16x64 and 32x64 tiles (2x64 of K = 2**18 36.0 / 34.8, 8x256
+    of K = 2**16 25.1 / 25.8, 32x2048 of K = 8192 16.9 / 24.3), of 16x16 tiles over chunks of
+    512 (17.6 / 18.4), 8 warps at 8 chunks (224x241 of K = 9669 22.2 / 25.5). (float32 in full
+    precision ran the same at every K step and slower on 8 warps: its FMA loop, not its
+    loads, bounds it.)"""
     if bm * bn >= 64 * 64:
-        return bk, 8, stages
-    deep = min(256, next_pow2(-(-(16 << 10) // ((bm + bn) * max(loads)))))
-    while deep > bk and 4 * deep > chunk:
-        deep //= 2
-    if deep <= bk:
+        return bk, 8 if split >= GEMM_MAX_SPLIT_K else warps, stages
+    if bm + bn > 32 or chunk < 8 * 256:
         return bk, warps, stages
     stages = 5
-    while stages > 2 and gemm_shared_bytes(bm, bn, deep, stages, loads) > GEMM_SHARED_LIMIT:
+    while stages > 2 and gemm_shared_bytes(bm, bn, 256, stages, loads) > GEMM_SHARED_LIMIT:
         stages -= 1
-    return deep, warps, stages
+    return 256, warps, stages
 
 
 def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str = "ieee",
@@ -1163,7 +1164,8 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     thin = m <= 16
     split = _fill_split(tiles, steps, thin)
     if split > 1 and dtype == "float16" and tiles * split <= SMS:  # (one program an SM)
-        bk, warps, stages = _split_k_steps(bm, bn, bk, warps, stages, loads, -(-k // split))
+        bk, warps, stages = _split_k_steps(bm, bn, bk, warps, stages, loads, -(-k // split),
+                                           split)
     if dtype == "float32" and precision == "ieee" and not thin and tiles and \
             steps >= GEMM_SPLIT_MIN_STEPS:
         # the FMA units want about four 4-warp programs an SM: up to two waves of tiles split
