@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=float, default=200.0)
     p.add_argument("--compare", action="store_true",
                    help="float16: the default beside the tiles before _split_k_steps, on more "
-                   "cases; float32: the default beside 2 and 1 warps and, for at most 4096 "
-                   "outputs a product, the sum of broadcast products")
+                   "cases; float32: the GEMM beside the frontend's choice (a sum of "
+                   "broadcast products for few outputs), B K-major and row-major")
     args = p.parse_args(argv)
     deadline = time.time() + args.budget
     import cupy as cp
@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     backend = current()
 
     from fusejit.codegen import heuristics
+    from fusejit.frontend import linalg
+    sum_min_k = linalg.SUM_OF_PRODUCTS_MIN_K
     deep_steps = heuristics._split_k_steps
 
     def before(m: int, n: int, k: int, batch: int, dtype: str) -> tuple[int, ...]:
@@ -104,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
             copy_ms = _time_events(cp, lambda src=src, dst=dst: cp.copyto(dst, src), 0.3)
             ref = a.astype(cp.float64) @ b.astype(cp.float64)
             blas_ms = _time_events(cp, lambda a=a, b=b: a @ b, 0.3)
+            linalg.SUM_OF_PRODUCTS_MIN_K = 1 << 62  # (the GEMM of every case: its tiles vary)
             y = fj.asarray(a) @ fj.asarray(b)
+            linalg.SUM_OF_PRODUCTS_MIN_K = sum_min_k
             buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
             text = fj.dump(y, fused=True)
             (kernel,) = fj.parse(text).kernels
@@ -113,11 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             tried = variants(dict(kernel.attrs), a.itemsize)
             if args.compare and dtype == "float16":
                 tried = [("default", ()), ("before s24", before(m, n, k, batch, dtype))]
-            elif args.compare:  # (full precision: 8 warps ran slower; are fewer faster?)
-                at = kernel.attrs
-                tried = [("default", ()), *[(f"w{w}", (at["block_m"], at["block_n"], at["block_k"],
-                                                      w, at["num_stages"], at["split_k"]))
-                                            for w in (2, 1)]]
+            elif args.compare:  # (the GEMM; the frontend's choice below)
+                tried = [("gemm", ())]
             for vlabel, tiles in tried:
                 if time.time() > deadline:
                     break
@@ -135,19 +136,21 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:  # noqa: BLE001
                     print(f"  {vlabel:18s} {tiles!s:28s} failed: {type(exc).__name__}: "
                           f"{str(exc)[:200]}", flush=True)
-            if args.compare and dtype == "float32" and m * n <= 4096 and time.time() < deadline:
-                # the product as a sum of broadcast products (a reduction over K, as fusejit
-                # plans a matrix-vector product): no FMA tile at all
-                fa, fb = fj.asarray(a), fj.asarray(bt).swapaxes(-1, -2)
-                jf = fj.jit(lambda x, y: (fj.expand_dims(x, -1) * fj.expand_dims(y, -3)).sum(-2))
-                got = cp.asarray(jf(fa, fb))
-                err = float(cp.linalg.norm(got.astype(cp.float64) - ref) / cp.linalg.norm(ref))
-                ms = _time_events(cp, lambda jf=jf, fa=fa, fb=fb: jf(fa, fb), 0.4)
-                kinds = [kk.attrs.get("kind") for kk in fj.plan(
-                    (fj.expand_dims(fa, -1) * fj.expand_dims(fb, -3)).sum(-2)).program.kernels]
-                print(f"  {'sum of products':18s} {kinds!s:28s} {ms * 1e3:8.1f} us "
-                      f"{50 * copy_ms / ms:5.0f}% of the read bound, x{blas_ms / ms:.2f} cuBLAS, "
-                      f"err {err:.1e} (fj.jit)", flush=True)
+            if args.compare and dtype == "float32":
+                # what the frontend records (a sum of broadcast products for few outputs and a
+                # long K: linalg.SUM_OF_PRODUCTS_MAX_OUTPUTS), B K-major and row-major
+                for blabel, bx in (("default", b), ("default, B row-major", cp.ascontiguousarray(b))):
+                    if time.time() > deadline:
+                        break
+                    fa, fb = fj.asarray(a), fj.asarray(bx)
+                    jf = fj.jit(lambda x, y: x @ y)
+                    got = cp.asarray(jf(fa, fb))
+                    err = float(cp.linalg.norm(got.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+                    ms = _time_events(cp, lambda jf=jf, fa=fa, fb=fb: jf(fa, fb), 0.4)
+                    kinds = [kk.attrs.get("kind") for kk in fj.plan(fa @ fb).program.kernels]
+                    print(f"  {blabel:18s} {kinds!s:28s} {ms * 1e3:8.1f} us "
+                          f"{50 * copy_ms / ms:5.0f}% of the read bound, x{blas_ms / ms:.2f} "
+                          f"cuBLAS, err {err:.1e} (fj.jit)", flush=True)
             del a, b, bt, src, dst, ref, y, buffers
             cp.get_default_memory_pool().free_all_blocks()
     return 0

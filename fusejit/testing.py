@@ -238,6 +238,7 @@ LARGE_PLAN_THRESHOLDS: tuple[tuple[str, str, Any], ...] = (
     ("fusejit.codegen.heuristics", "coop_row_capacity", lambda itemsize, target="cuda": 128),
     ("fusejit.codegen.heuristics", "GEMM_SPLIT_MIN_STEPS", 2),
     ("fusejit.codegen.heuristics", "GEMM_STEPS_PER_CHUNK", 1),
+    ("fusejit.frontend.linalg", "SUM_OF_PRODUCTS_MIN_K", 64),
 )
 
 
@@ -245,8 +246,9 @@ LARGE_PLAN_THRESHOLDS: tuple[tuple[str, str, Any], ...] = (
 def large_plans() -> Iterator[None]:
     """Within it, small programs are planned as arrays of megabytes are: the fuser's size
     thresholds are lowered (``LARGE_PLAN_THRESHOLDS``), so that split reductions, reductions
-    kept apart from their broadcast back, reversed launches and split-K products (more
-    chunks than the unrolled combine takes, too) meet the random programs of tests and
+    kept apart from their broadcast back, reversed launches, split-K products (more
+    chunks than the unrolled combine takes, too) and float32 products recorded as sums of
+    broadcast products meet the random programs of tests and
     ``fusejit fuzz --large-plans`` (whose arrays are kilobytes). Plans built
     before or inside it are forgotten on the way in and out. Not thread-safe: it sets module
     attributes for the whole process."""

@@ -303,7 +303,8 @@ def test_command_names_the_options_that_change_the_programs() -> None:
 def test_large_plans_lower_the_thresholds_then_restore_them(tmp_path: Path) -> None:
     """``fusejit fuzz --large-plans`` plans kilobytes as megabytes are planned: a softmax of
     3 x 500 splits its statistics and reverses its normalize, a product of 3 K steps splits
-    K, inside ``large_plans`` only; a failure's regression file checks it the same way."""
+    K, a float32 product of 35 outputs and a K of 96 is a sum of products, inside
+    ``large_plans`` only; a failure's regression file checks it the same way."""
     from fusejit.fuse import cost
     from fusejit.testing import large_plans
     before = cost.SPLIT_MIN_REDUCE
@@ -318,16 +319,19 @@ def test_large_plans_lower_the_thresholds_then_restore_them(tmp_path: Path) -> N
         assert cost.SPLIT_MIN_REDUCE == 64
         assert kernels() == [("split_reduction", None), ("pointwise", "reversed")]
     assert cost.SPLIT_MIN_REDUCE == before and kernels() == [("inner_reduction", None)]
-    a, b = random_array((5, 96), "float32", seed=5), random_array((96, 7), "float32", seed=6)
+    a, b = random_array((5, 96), "float32", seed=5), random_array((96, 30), "float32", seed=6)
 
     def split_k() -> int:
         with fj.using_backend("numpy"):
             (kernel,) = fj.plan(fj.asarray(a) @ fj.asarray(b)).program.kernels
         return kernel.attrs["split_k"]
-    assert split_k() == 1
+
+    def few_outputs_summed() -> bool:  # (a float32 product of 35 outputs)
+        return "matmul" not in fj.dump(fj.asarray(a) @ fj.asarray(b[:, :7]))
+    assert split_k() == 1 and not few_outputs_summed()
     with large_plans():  # (a K of 3 steps splits: the partials and the combine are drawn)
-        assert split_k() == 3
-    assert split_k() == 1
+        assert split_k() == 3 and few_outputs_summed()
+    assert split_k() == 1 and not few_outputs_summed()
     config = fuzz.FuzzConfig(backend="interpret", seed=3, large_plans=True)
     assert fuzz.command(config) == "fusejit fuzz --backend interpret --seed 3 --large-plans"
     steps = (Step("function", "softmax", (Ref(0),), (("axis", -1),)),)

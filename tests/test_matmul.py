@@ -141,6 +141,37 @@ def test_precision_is_recorded_for_float32_only(monkeypatch):
         fj.matmul(a, a.T, precision="fp8")
 
 
+def test_float32_products_of_few_outputs_and_a_long_k_are_sums(interpret_backend):
+    """A full-precision float32 product of at most 128 outputs (batch included) and a K of
+    4096 or more is a sum of broadcast products, a reduction with no GEMM (whose FMA tiles
+    ran 3-7x slower on an H100), within the GEMM's error bound; more outputs, a shorter K,
+    TF32, float16 and float64 stay GEMMs; batch dimensions broadcast as matmul's do."""
+    from fusejit.frontend import linalg
+    assert (linalg.SUM_OF_PRODUCTS_MAX_OUTPUTS, linalg.SUM_OF_PRODUCTS_MIN_K) == (128, 4096)
+    for sa, sb in [((1, 4100), (4100, 16)), ((2, 4096), (4096, 64)), ((3, 1, 1, 4100), (2, 4100, 5)),
+                   ((2, 5000), (3, 5000, 7))]:
+        a, b = _array(sa, F32), _array(sb, F32)
+        y = fj.asarray(a) @ fj.asarray(b)
+        plan = fj.plan(y)
+        assert [k.kind for k in plan.kernels] != ["gemm"] and "matmul" not in fj.dump(y), sa
+        _close_to_product(y.numpy(), a, b, F32)
+    bt = _array((16, 4100), F32)  # a transposed view as B
+    a = _array((1, 4100), F32)
+    y = fj.asarray(a) @ fj.asarray(bt).T
+    assert "matmul" not in fj.dump(y)
+    _close_to_product(y.numpy(), a, bt.T, F32)
+    for sa, sb, dtype, precision in [((1, 4096), (4096, 129), F32, "ieee"),
+                                     ((1, 4095), (4095, 16), F32, "ieee"),
+                                     ((1, 4096), (4096, 16), F32, "tf32"),
+                                     ((1, 4096), (4096, 16), F16, "ieee"),
+                                     ((1, 4096), (4096, 16), F64, "ieee"),
+                                     ((5, 1, 4096), (4096, 30), F32, "ieee")]:
+        x, w = fj.asarray(_array(sa, dtype)), fj.asarray(_array(sb, dtype))
+        assert "matmul" in fj.dump(fj.matmul(x, w, precision=precision)), (sa, sb, dtype)
+    with pytest.raises(fj.ShapeError, match="batch dimensions"):
+        fj.asarray(_array((3, 1, 4100), F32)) @ fj.asarray(_array((2, 4100, 5), F32))
+
+
 # -- fusion: kernel counts and reasons --------------------------------------------------
 
 def _inputs(*shapes, dtype=F32):

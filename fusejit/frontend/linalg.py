@@ -7,7 +7,10 @@ products wrap around exactly as NumPy's do). A 1-D operand is promoted and its
 axis removed from the result, as NumPy does; fusejit computes such a product
 (matrix-vector, vector-matrix, inner product) as a sum of products, a reduction,
 which reads the matrix once at memory speed instead of filling mostly empty
-GEMM tiles. float16 products accumulate in float32 and round once, as NumPy's
+GEMM tiles. So is a float32 product (full precision) of a long K and a few outputs
+(``SUM_OF_PRODUCTS_MAX_OUTPUTS``, ``SUM_OF_PRODUCTS_MIN_K``): its tiles run on the
+FMA units, whose ``tl.dot`` over a 16x16 tile reads its operands back from shared memory
+for every product. float16 products accumulate in float32 and round once, as NumPy's
 float16 ``matmul`` does.
 
 ``precision`` (float32 products only) chooses how the GEMM multiplies:
@@ -39,6 +42,16 @@ F32 = np.dtype(np.float32)
 
 #: The environment variable holding the default ``precision`` of float32 products.
 PRECISION_VARIABLE = "FUSEJIT_MATMUL_PRECISION"
+
+#: A full-precision float32 product of at most this many outputs (batch included) and a K of
+#: at least ``SUM_OF_PRODUCTS_MIN_K`` is computed as a sum of broadcast products (a split
+#: reduction over K) instead of a GEMM. H100, us as GEMM / as a sum, cuBLAS beside
+#: (bench/exp_s24_longk.py --compare, bench/results/h100-s24/call3): 1x16 of K = 2**22 701 /
+#: 95 (94), 2x64 of K = 2**18 112 / 33 (86), 5x5 of K = 100,000 43 / 23 (32); from 256
+#: outputs the GEMM wins (16x16 of K = 2**20 169 / 222, 8x256 of K = 2**16 81 / 122), and
+#: at K = 2**16 16x16 ran level (24 / 24).
+SUM_OF_PRODUCTS_MAX_OUTPUTS = 128
+SUM_OF_PRODUCTS_MIN_K = 4096
 
 
 def _tensor(x: Any) -> Tensor:
@@ -87,6 +100,20 @@ def _sum_of_products(a: Tensor, b: Tensor, axis: int, dtype: np.dtype) -> Tensor
     return Tensor(cast_node(total._node, dtype))
 
 
+def _few_outputs_of_long_k(a: Tensor, b: Tensor, dtype: np.dtype, precision: str) -> bool:
+    """Whether a product of operands of two or more dimensions is a full-precision float32
+    one of few outputs and a long K (``SUM_OF_PRODUCTS_MAX_OUTPUTS``), computed as a sum of
+    broadcast products; batch dimensions that do not broadcast are left to the GEMM's
+    error."""
+    if dtype != F32 or precision != "ieee" or a.shape[-1] < SUM_OF_PRODUCTS_MIN_K:
+        return False
+    try:
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ShapeError:
+        return False
+    return math.prod(batch) * a.shape[-2] * b.shape[-1] <= SUM_OF_PRODUCTS_MAX_OUTPUTS
+
+
 def _gemm(a: Tensor, b: Tensor, dtype: np.dtype, precision: str, name: str) -> Tensor:
     """The ``matmul`` instruction of operands of two or more dimensions (batch broadcast)."""
     try:
@@ -126,6 +153,9 @@ def matmul(x1: Any, x2: Any, precision: str | None = None) -> Tensor:
         raise _not_aligned("matmul", a, b)
     dtype = _dtype("matmul", a, b)
     if a.ndim >= 2 and b.ndim >= 2:
+        if _few_outputs_of_long_k(a, b, dtype, chosen):
+            from .views import expand_dims
+            return _sum_of_products(expand_dims(a, -1), expand_dims(b, -3), -2, dtype)
         return _gemm(a, b, dtype, chosen, "matmul")
     if b.ndim == 1:  # [..., M, K] @ [K] (or [K] @ [K]): sums over the last axis
         try:
