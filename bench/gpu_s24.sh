@@ -10,6 +10,10 @@
 #     --large-plans (about 8 min) -> correctness.txt
 #  3. bench/exp_s24_longk.py --compare: the new float16 K steps beside the old tiles on more
 #     shapes of the family; float32 at 2 and 1 warps (about 1 min)
+#  4. after the deep K steps' refinement and float32 sums of products: phase 3 again
+#     (exp_s24_compare2.txt), then the GEMM gpu tests beside 70 s of cuda fuzz --products,
+#     with and without --large-plans (the plans that record float32 products as sums from a
+#     K of 64) -> correctness2.txt (about 5 min)
 #   bash bench/gpu_s24.sh [PHASES]  (default 01)
 set -uo pipefail
 phases=${1:-01}
@@ -53,5 +57,20 @@ wait
   grep -E "^FAILED|^ERROR" "$work/gpu-tests.log" | head -20
   grep -h "^fusejit fuzz" "$work"/fuzz/f-*.log; } | tee "$out/correctness.txt"
 [ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
+fi
+if [[ $phases == *4* ]]; then
+timeout 150 python3 bench/exp_s24_longk.py --compare --budget 115 > "$out/exp_s24_compare2.txt" 2>&1
+echo "exp_s24_longk --compare exit $?"; grep -v -i warn "$out/exp_s24_compare2.txt"
+for mode in "--products" "--products --large-plans"; do
+  timeout 100 python3 -m fusejit fuzz --backend cuda --seconds 70 --seed 24201 $mode \
+    --out "$work/fuzz/failures2" --max-failures 3 > "$work/fuzz/g-${mode// /}.log" 2>&1 &
+done
+timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_matmul.py \
+  > "$work/gpu-matmul.log" 2>&1
+wait
+{ grep -E "passed|failed" "$work/gpu-matmul.log" | tail -2
+  grep -E "^FAILED|^ERROR" "$work/gpu-matmul.log" | head -20
+  grep -h "^fusejit fuzz" "$work"/fuzz/g-*.log; } | tee "$out/correctness2.txt"
+[ -d "$work/fuzz/failures2" ] && cp -r "$work/fuzz/failures2" "$out/"
 fi
 exit 0
