@@ -310,8 +310,12 @@ def _retile(text: str, tiles: tuple[int, ...], tma: bool = False) -> str:
 
 
 def _tiles_of(kernels: Any) -> str:
-    """The tiles of a plan's GEMM kernel (a TF32 plan may run a transposing pass first)."""
-    a = next(k.attrs for k in kernels if "block_m" in k.attrs)
+    """The tiles of a plan's GEMM kernel (a TF32 plan may run a transposing pass first), or
+    the kinds of its kernels where it has none (a float32 product of few outputs and a long
+    K is a sum of products: ``linalg.SUM_OF_PRODUCTS_MAX_OUTPUTS``)."""
+    a = next((k.attrs for k in kernels if "block_m" in k.attrs), None)
+    if a is None:
+        return "no gemm: " + " + ".join(str(k.attrs.get("kind")) for k in kernels)
     return (f"{a['block_m']}x{a['block_n']}x{a['block_k']} w{a['num_warps']} s{a['num_stages']}"
             + (f" split{a['split_k']}" if a.get("split_k", 1) > 1 else ""))
 
@@ -371,7 +375,8 @@ def worker_fusejit(cases: list[str], deadline: float, quick: bool,
         sweep = []
         share = (deadline - time.time()) / max(1, len(cases) - i)
         stop_at = time.time() + share
-        for tiles in ([] if quick else sweep_for(case)):
+        gemm = "block_m=" in text  # (a sum of products has no tiles to sweep)
+        for tiles in ([] if quick or not gemm else sweep_for(case)):
             if time.time() > stop_at:
                 sweep.append({"tiles": str(tiles), "skipped": "time budget"})
                 continue

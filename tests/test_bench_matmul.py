@@ -5,6 +5,7 @@ every case's fusejit program, scaled down, matches the benchmark's float64 refer
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -233,3 +234,14 @@ def test_interleaved_timing_takes_each_case_once_a_pass_and_its_median(monkeypat
 
 def test_heat_soak_is_skipped_at_zero_seconds():
     bm._heat_soak(None, 0)  # (no device touched: cp is not used)
+
+
+def test_tiles_of_names_a_gemm_or_the_kernels_of_a_sum_of_products():
+    """The benchmark's tile label: a GEMM's tiles, or the kernel kinds of a plan without one
+    (a float32 product of few outputs and a long K, recorded as a sum of products)."""
+    fj.set_backend("numpy")
+    a = fj.asarray(np.zeros((2, 4096), np.float32))
+    few = fj.plan(a @ fj.asarray(np.zeros((4096, 8), np.float32))).program.kernels
+    assert bm._tiles_of(few).startswith("no gemm: ") and "reduction" in bm._tiles_of(few)
+    many = fj.plan(a @ fj.asarray(np.zeros((4096, 256), np.float32))).program.kernels
+    assert re.fullmatch(r"\d+x\d+x\d+ w\d+ s\d+( split\d+)?", bm._tiles_of(many))
