@@ -11,7 +11,7 @@
 #  3. bench/exp_s24_longk.py --compare: the new float16 K steps beside the old tiles on more
 #     shapes of the family; float32 at 2 and 1 warps (about 1 min)
 #  4. after the deep K steps' refinement and float32 sums of products: phase 3 again
-#     (exp_s24_compare2.txt), then the GEMM gpu tests beside 70 s of cuda fuzz --products,
+#     (exp_s24_compare2.txt; float16 products of few outputs as sums too: unmeasured), then the GEMM gpu tests beside 70 s of cuda fuzz --products,
 #     with and without --large-plans (the plans that record float32 products as sums from a
 #     K of 64) -> correctness2.txt (about 5 min)
 #   bash bench/gpu_s24.sh [PHASES]  (default 01)
