@@ -240,8 +240,9 @@ def test_tiles_of_names_a_gemm_or_the_kernels_of_a_sum_of_products():
     """The benchmark's tile label: a GEMM's tiles, or the kernel kinds of a plan without one
     (a float32 product of few outputs and a long K, recorded as a sum of products)."""
     fj.set_backend("numpy")
-    a = fj.asarray(np.zeros((2, 4096), np.float32))
-    few = fj.plan(a @ fj.asarray(np.zeros((4096, 8), np.float32))).program.kernels
+    k = 1 << 16
+    a = fj.asarray(np.zeros((2, k), np.float32))
+    few = fj.plan(a @ fj.asarray(np.zeros((k, 8), np.float32))).program.kernels
     assert bm._tiles_of(few).startswith("no gemm: ") and "reduction" in bm._tiles_of(few)
-    many = fj.plan(a @ fj.asarray(np.zeros((4096, 256), np.float32))).program.kernels
+    many = fj.plan(a @ fj.asarray(np.zeros((k, 256), np.float32))).program.kernels
     assert re.fullmatch(r"\d+x\d+x\d+ w\d+ s\d+( split\d+)?", bm._tiles_of(many))

@@ -141,13 +141,15 @@ def test_precision_is_recorded_for_float32_only(monkeypatch):
         fj.matmul(a, a.T, precision="fp8")
 
 
-def test_float32_products_of_few_outputs_and_a_long_k_are_sums(interpret_backend):
+def test_float32_products_of_few_outputs_and_a_long_k_are_sums(interpret_backend, monkeypatch):
     """A full-precision float32 product of at most 128 outputs (batch included) and a K of
-    4096 or more is a sum of broadcast products, a reduction with no GEMM (whose FMA tiles
-    ran 3-7x slower on an H100), within the GEMM's error bound; more outputs, a shorter K,
-    TF32, float16 and float64 stay GEMMs; batch dimensions broadcast as matmul's do."""
+    at least ``SUM_OF_PRODUCTS_MIN_K`` (65,536; lowered to 4096 here, to keep the interpreter
+    fast) is a sum of broadcast products, a reduction with no GEMM (whose FMA tiles ran 2-7x
+    slower on an H100), within the GEMM's error bound; more outputs, a shorter K, TF32,
+    float16 and float64 stay GEMMs; batch dimensions broadcast as matmul's do."""
     from fusejit.frontend import linalg
-    assert (linalg.SUM_OF_PRODUCTS_MAX_OUTPUTS, linalg.SUM_OF_PRODUCTS_MIN_K) == (128, 4096)
+    assert (linalg.SUM_OF_PRODUCTS_MAX_OUTPUTS, linalg.SUM_OF_PRODUCTS_MIN_K) == (128, 1 << 16)
+    monkeypatch.setattr(linalg, "SUM_OF_PRODUCTS_MIN_K", 4096)
     for sa, sb in [((1, 4100), (4100, 16)), ((2, 4096), (4096, 64)), ((3, 1, 1, 4100), (2, 4100, 5)),
                    ((2, 5000), (3, 5000, 7))]:
         a, b = _array(sa, F32), _array(sb, F32)

@@ -49,9 +49,11 @@ PRECISION_VARIABLE = "FUSEJIT_MATMUL_PRECISION"
 #: (bench/exp_s24_longk.py --compare, bench/results/h100-s24/call3): 1x16 of K = 2**22 701 /
 #: 95 (94), 2x64 of K = 2**18 112 / 33 (86), 5x5 of K = 100,000 43 / 23 (32); from 256
 #: outputs the GEMM wins (16x16 of K = 2**20 169 / 222, 8x256 of K = 2**16 81 / 122), and
-#: at K = 2**16 16x16 ran level (24 / 24).
+#: at K = 2**16 16x16 ran level (24 / 24). From K = 2**16 the reduction splits over the GPU
+#: (``cost.SPLIT_MIN_REDUCE``); under it a few outputs would run as 1-8 looped programs
+#: where the GEMM splits K over 16-64: unmeasured, so left to the GEMM.
 SUM_OF_PRODUCTS_MAX_OUTPUTS = 128
-SUM_OF_PRODUCTS_MIN_K = 4096
+SUM_OF_PRODUCTS_MIN_K = 1 << 16
 
 
 def _tensor(x: Any) -> Tensor:
