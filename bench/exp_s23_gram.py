@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -25,6 +26,17 @@ CASES = {"gram 16x16 K=2^20": (1, 16, 16, 1 << 20), "gram 64x64 K=2^18": (1, 64,
          "2x64 K=2^18": (1, 2, 64, 1 << 18), "8x256 K=2^16": (1, 8, 256, 1 << 16),
          "1x16 K=2^22": (1, 1, 16, 1 << 22), "batch 8 16x16 K=2^17": (8, 16, 16, 1 << 17),
          "128x128 K=2^16": (1, 128, 128, 1 << 16)}
+
+
+def operands(cp: Any, batch: int, m: int, n: int, k: int, dtype: str) -> tuple[Any, Any, Any]:
+    """A case's A ``[batch, m, k]``, B stored ``[batch, n, k]`` and B as its K-major view
+    ``[batch, k, n]`` on the device (float16 scaled by 1/64: sums of 2**20 squares stay
+    finite)."""
+    lead = (batch,) if batch > 1 else ()
+    scale = 1 / 64 if dtype == "float16" else 1.0
+    a = (cp.random.standard_normal((*lead, m, k), dtype=cp.float32) * scale).astype(dtype)
+    bt = (cp.random.standard_normal((*lead, n, k), dtype=cp.float32) * scale).astype(dtype)
+    return a, bt, bt.swapaxes(-1, -2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,11 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             label = f"{name} {dtype}"
             if not re.search(args.only, label):
                 continue
-            lead = (batch,) if batch > 1 else ()
-            scale = 1 / 64 if dtype == "float16" else 1.0  # (float16 sums of 2**20 squares: finite)
-            a = (cp.random.standard_normal((*lead, m, k), dtype=cp.float32) * scale).astype(dtype)
-            bt = (cp.random.standard_normal((*lead, n, k), dtype=cp.float32) * scale).astype(dtype)
-            b = bt.swapaxes(-1, -2)
+            a, bt, b = operands(cp, batch, m, n, k, dtype)
             moved = a.nbytes + b.nbytes
             src = cp.empty(moved // 4, cp.float32)
             dst = cp.empty_like(src)

@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_matmul import _retile, _time_events  # noqa: E402
-from exp_s23_gram import CASES  # noqa: E402
+from exp_s23_gram import CASES, operands  # noqa: E402
 
 #: more shapes of the same family for ``--compare`` (batch, M, N, K): 32 tiles of 32x64, 16 of
 #: 64x64, one of 16x16 at a K of 2**16 and of 100,000, a 64x64 Gram matrix of K = 2**16
@@ -95,11 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             label = f"{name} {dtype}"
             if not re.search(args.only, label) or time.time() > deadline:
                 continue
-            lead = (batch,) if batch > 1 else ()
-            scale = 1 / 64 if dtype == "float16" else 1.0
-            a = (cp.random.standard_normal((*lead, m, k), dtype=cp.float32) * scale).astype(dtype)
-            bt = (cp.random.standard_normal((*lead, n, k), dtype=cp.float32) * scale).astype(dtype)
-            b = bt.swapaxes(-1, -2)
+            a, bt, b = operands(cp, batch, m, n, k, dtype)
             moved = a.nbytes + b.nbytes
             src = cp.empty(moved // 4, cp.float32)
             dst = cp.empty_like(src)

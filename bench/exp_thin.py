@@ -72,11 +72,6 @@ CONFIGS.update({f"m{m} n{n} s{split} w{w}": {"block_m": m, "block_n": n, "split_
 
 
 def _set(text: str, change: dict[str, int]) -> str:
-    deep = re.search(r"\bblock_k=(\d+)", text)
-    if deep and int(deep.group(1)) > 64 and "block_k" not in change:
-        # (the sweep's configs are the K steps of before heuristics._split_k_steps: 64 deep in
-        # 4 stages; a deeper default step split 16 ways may leave a chunk without a step)
-        change = {"block_k": 64, "num_stages": 4, **change}
     for name, value in {**change, "programs": 0}.items():
         text = re.sub(rf"\b{name}=\d+", f"{name}={value}", text)
     return text
