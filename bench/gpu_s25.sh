@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Twenty-fifth session's GPU calls:
+#  0. bench/exp_s25_occupancy.py: products of a few output tiles and a long K split to 1-8
+#     programs an SM (float32 FMA dots and float16), beside cuBLAS (about 4 min)
+#     -> exp_s25_occupancy.txt
+#  1. bench/exp_s24_longk.py --compare (the twenty-fourth session's final K steps and float32
+#     sums of products, unmeasured there; about 2 min) -> exp_s24_compare2.txt
+#  2. cuda correctness: every gpu-marked test beside cuda fuzz (products, plain and
+#     --large-plans; plain and --jit), about 6 min -> correctness.txt
+#   bash bench/gpu_s25.sh [PHASES]  (default 01)
+set -uo pipefail
+phases=${1:-01}
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_common.sh"; gpu_begin /tmp/s25 || exit 1
+if [[ $phases == *0* ]]; then
+timeout 280 python3 bench/exp_s25_occupancy.py --budget ${OCC_BUDGET:-230} \
+  > "$out/exp_s25_occupancy.txt" 2>&1
+echo "exp_s25_occupancy exit $?"; grep -v -i warn "$out/exp_s25_occupancy.txt"
+fi
+if [[ $phases == *1* ]]; then
+timeout 150 python3 bench/exp_s24_longk.py --compare --budget 110 > "$out/exp_s24_compare2.txt" 2>&1
+echo "exp_s24_longk --compare exit $?"; grep -v -i warn "$out/exp_s24_compare2.txt"
+fi
+if [[ $phases == *2* ]]; then
+timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider tests \
+  -k "not every_input and not no_device_synchronization" > "$work/gpu-tests.log" 2>&1 &
+i=0
+for mode in "--products" "--products --large-plans" "--large-plans" "--jit"; do
+  i=$((i + 1))
+  timeout 150 python3 -m fusejit fuzz --backend cuda --seconds 110 --seed $((25000 + i)) $mode \
+    --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/f-$i.log" 2>&1 &
+done
+wait
+{ grep -E "passed|failed" "$work/gpu-tests.log" | tail -2
+  grep -E "^FAILED|^ERROR" "$work/gpu-tests.log" | head -20
+  grep -h "^fusejit fuzz" "$work"/fuzz/f-*.log; } | tee "$out/correctness.txt"
+cp "$work/gpu-tests.log" "$out/" 2>/dev/null
+[ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
+fi
+exit 0
