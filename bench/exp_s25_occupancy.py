@@ -12,6 +12,9 @@ For each case (``exp_s23_gram.CASES`` and ``exp_s24_longk.MORE``), the default p
 gemm kernel edited to ``split_k`` chunks giving P programs an SM (the chunk count rounded down
 to one that divides K's steps, so that no step is masked), float32 also on 2 warps, each timed
 as the plan's launches (CUDA events, median) beside cuBLAS and the copy time of the operands.
+The combine's share: the default and the 4-an-SM split are timed again on a K of one step a
+chunk (``probe``: the partials then read almost nothing; what is left is the combine reading
+``split`` partial tiles and two launches).
 
 Run on the GPU machine: ``python3 bench/exp_s25_occupancy.py [--only REGEX] [--budget S]``.
 """
@@ -103,6 +106,22 @@ def main(argv: list[str] | None = None) -> int:
                   f"bk{attrs['block_k']} w{attrs['num_warps']} s{attrs['num_stages']} "
                   f"split{attrs.get('split_k', 1)}; copy {copy_ms * 1e3:.1f} us, cuBLAS "
                   f"{blas_ms * 1e3:.1f} us", flush=True)
+            def probe(tried: tuple, attrs: dict = attrs, batch: int = batch, m: int = m,
+                      n: int = n, dtype: str = dtype) -> str:
+                """The same tiles over a K of one step a chunk: the combine's time, nearly."""
+                bk, split = (tried[2], tried[5]) if tried else (attrs["block_k"],
+                                                                attrs.get("split_k", 1))
+                pa, _, pb = operands(cp, batch, m, n, bk * split, dtype)
+                linalg.SUM_OF_PRODUCTS_MIN_K = 1 << 62
+                py = fj.asarray(pa) @ fj.asarray(pb)
+                linalg.SUM_OF_PRODUCTS_MIN_K = sum_min_k
+                full = tried or (attrs["block_m"], attrs["block_n"], bk, attrs["num_warps"],
+                                 attrs["num_stages"], split)
+                plan = plan_for(fj.parse(_retile(fj.dump(py, fused=True), full)))
+                bufs = [leaf.buffer for leaf in structural_key([py._node])[1]]
+                ms = _time_events(cp, lambda: backend.execute(plan.program, bufs, plan), 0.3)
+                return f"; K={bk * split} (a step a chunk) {ms * 1e3:.1f} us"
+
             for vlabel, tried in variants(attrs, k, tiles, dtype):
                 if time.time() > deadline:
                     break
@@ -114,9 +133,11 @@ def main(argv: list[str] | None = None) -> int:
                     got = run()[0]
                     err = float(cp.linalg.norm(got.astype(cp.float64) - ref) / cp.linalg.norm(ref))
                     ms = _time_events(cp, run, 0.4)
+                    extra = probe(tried) if vlabel == "default" or (
+                        vlabel.startswith("4/SM") and len(vlabel.split()) == 2) else ""
                     print(f"  {vlabel:24s} {tried!s:30s} {ms * 1e3:8.1f} us "
                           f"{50 * copy_ms / ms:5.0f}% of the read bound, x{blas_ms / ms:.2f} "
-                          f"cuBLAS, err {err:.1e}", flush=True)
+                          f"cuBLAS, err {err:.1e}{extra}", flush=True)
                 except Exception as exc:  # noqa: BLE001
                     print(f"  {vlabel:24s} {tried!s:30s} failed: {type(exc).__name__}: "
                           f"{str(exc)[:200]}", flush=True)
