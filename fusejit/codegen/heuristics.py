@@ -1068,6 +1068,28 @@ def _fill_split(tiles: int, steps: int, thin: bool) -> int:
     return max(1, min(most, per_tile, steps // GEMM_STEPS_PER_CHUNK))
 
 
+#: Outputs of a split-K GEMM that one program of its combine adds up, and elements (chunks x
+#: outputs) it loads at once. The combine once took the GEMM's tiles and added its chunks one
+#: load after another: a 64x64 Gram matrix split 132 ways was one program reading 2 MB in 131
+#: dependent steps.
+GEMM_COMBINE_OUTPUTS = 256
+GEMM_COMBINE_BLOCK = 8192
+
+
+def gemm_combine_tiles(block_m: int, block_n: int, split: int, span_row: bool
+                       ) -> tuple[int, int, int]:
+    """(rows, columns, chunks at once) of a program of a split-K GEMM's combine.
+
+    Its tiles are smaller than the GEMM's (``GEMM_COMBINE_OUTPUTS``), so that the partials
+    spread over many programs, and each step loads a block of chunks (a power of two, up to
+    ``GEMM_COMBINE_BLOCK`` elements) whose sum is a fixed tree: the result does not depend on
+    the schedule. A combine whose epilogue reduces rows keeps the GEMM's whole row."""
+    cols = block_n if span_row else min(block_n, 64)
+    rows = max(1, min(block_m, GEMM_COMBINE_OUTPUTS // cols))
+    chunks = max(1, min(next_pow2(split), GEMM_COMBINE_BLOCK // (rows * cols)))
+    return rows, cols, chunks
+
+
 def _split_k_steps(bm: int, bn: int, bk: int, warps: int, stages: int,
                    loads: tuple[int, int], chunk: int, split: int) -> tuple[int, int, int]:
     """(block_k, num_warps, num_stages) of a float16 product whose few tiles split K into
