@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def before(m: int, n: int, k: int, batch: int, dtype: str) -> tuple[int, ...]:
         """The tiles of the twenty-third session (its K steps, its warps)."""
-        heuristics._split_k_steps = lambda bm, bn, bk, w, s, loads, chunk: (bk, w, s)
+        heuristics._split_k_steps = lambda bm, bn, bk, w, s, loads, chunk, split: (bk, w, s)
         try:
             c = heuristics.gemm_config(m, n, k, batch, dtype)
         finally:

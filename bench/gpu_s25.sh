@@ -5,6 +5,9 @@
 #     -> exp_s25_occupancy.txt
 #  1. bench/exp_s24_longk.py --compare (the twenty-fourth session's final K steps and float32
 #     sums of products, unmeasured there; about 2 min) -> exp_s24_compare2.txt
+#  3. bench/exp_s25_check.py: the new defaults (whole chunks, float32 few tiles on four
+#     2-warp programs an SM, the combine's tiles) against the twenty-fourth session's, B
+#     K-major and row-major, timed as CUDA graphs (about 4 min) -> exp_s25_check.txt
 #  2. cuda correctness: every gpu-marked test beside cuda fuzz (products, plain and
 #     --large-plans; plain and --jit), about 6 min -> correctness.txt
 #   bash bench/gpu_s25.sh [PHASES]  (default 01)
@@ -20,13 +23,18 @@ if [[ $phases == *1* ]]; then
 timeout 150 python3 bench/exp_s24_longk.py --compare --budget 110 > "$out/exp_s24_compare2.txt" 2>&1
 echo "exp_s24_longk --compare exit $?"; grep -v -i warn "$out/exp_s24_compare2.txt"
 fi
+if [[ $phases == *3* ]]; then
+timeout 260 python3 bench/exp_s25_check.py --budget ${CHECK_BUDGET:-200} \
+  > "$out/exp_s25_check.txt" 2>&1
+echo "exp_s25_check exit $?"; grep -v -i warn "$out/exp_s25_check.txt"
+fi
 if [[ $phases == *2* ]]; then
-timeout 330 python3 -m pytest -m gpu -q -p no:cacheprovider tests \
+timeout 290 python3 -m pytest -m gpu -q -p no:cacheprovider tests \
   -k "not every_input and not no_device_synchronization" > "$work/gpu-tests.log" 2>&1 &
 i=0
 for mode in "--products" "--products --large-plans" "--large-plans" "--jit"; do
   i=$((i + 1))
-  timeout 150 python3 -m fusejit fuzz --backend cuda --seconds 110 --seed $((25000 + i)) $mode \
+  timeout 140 python3 -m fusejit fuzz --backend cuda --seconds 100 --seed $((25000 + i)) $mode \
     --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/f-$i.log" 2>&1 &
 done
 wait

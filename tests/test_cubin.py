@@ -661,10 +661,30 @@ def test_float16_split_k_products_with_deep_k_steps_do_not_spill(m, n, k):
         a = fj.asarray(np.zeros((m, k), np.float16))
         b = fj.asarray(np.zeros((k, n), np.float16))
         (kernel,) = fj.plan(a @ b).program.kernels
-    assert kernel.attrs["split_k"] == heuristics.SMS
-    assert kernel.attrs["block_k"] > 64 or kernel.attrs["num_warps"] == 8
+    bk = kernel.attrs["block_k"]
+    assert kernel.attrs["split_k"] == heuristics._whole_chunks(k // bk, heuristics.SMS) == 128
+    assert bk > 64 or kernel.attrs["num_warps"] == 8
     emitted = emit_kernel(kernel, None, "cuda")
     assert _ptxas_spills(_emitted_ptx(emitted)) <= 16
+
+
+@pytest.mark.parametrize("m, n, k, gram", [(64, 64, 1 << 18, True), (128, 128, 1 << 16, False),
+                                           (32, 2048, 8192, False)])
+def test_float32_products_of_few_tiles_on_two_warps_do_not_spill(m, n, k, gram):
+    """A full-precision float32 product of a few 64x64 or 32x64 tiles runs four 2-warp
+    programs an SM (64 accumulators a thread): its partials kernel keeps them in registers
+    (a Gram matrix ``a @ a.T`` too, whose B the fuser writes row-major first: rule
+    ``fma_n_major_b``)."""
+    from fusejit.codegen import heuristics
+    with fj.using_backend("interpret"):
+        a = fj.asarray(np.zeros((m, k), np.float32))
+        b = a.T if gram else fj.asarray(np.zeros((k, n), np.float32))
+        kernel = fj.plan(a @ b).program.kernels[-1]
+    assert kernel.attrs["num_warps"] == 2
+    assert kernel.attrs["split_k"] * (m // kernel.attrs["block_m"]) * (
+        n // kernel.attrs["block_n"]) > 2 * heuristics.SMS
+    emitted = emit_kernel(kernel, None, "cuda")
+    assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
 
 
 @pytest.mark.parametrize("name", ["bool_divided", "float16_operand", "int8_operand"])

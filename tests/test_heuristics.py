@@ -292,8 +292,9 @@ def test_gemms_of_few_rows_split_k_to_fill_the_gpu_three_times() -> None:
     assert split(2, 5000, 10305) == -(-3 * sms // 79)  # 79 tiles of 16x64
     assert split(5, 4251, 7665, "float32", "tf32") == -(-3 * sms // 67)
     assert split(8, 4096, 4096, "float32") == -(-3 * sms // 64)
-    assert split(8, 256, 65536) == -(-sms // 4)  # 4 tiles: past 16 chunks, one program per SM
-    assert split(16, 16, 1 << 20) == sms  # one tile (a Gram matrix of long vectors)
+    # 4 tiles: past 16 chunks, one program per SM (33), rounded to whole steps (1024 of 64)
+    assert split(8, 256, 65536) == heuristics._whole_chunks(1024, -(-sms // 4)) == 32
+    assert split(16, 16, 1 << 20) == 128  # one tile: one program per SM, in whole steps
     assert split(1000, 16, 65536) == sms // 16  # 16 tiles: 8 chunks fill the SMs
     assert split(16, 64 * sms, 8192) == 1  # a whole wave of tiles
     assert split(4, 30000, 2048) == 1  # 235 tiles of 16x128
@@ -318,7 +319,7 @@ def test_full_precision_gemms_split_k_to_four_programs_an_sm() -> None:
     assert split(2048, 512, 8192) == 2
     assert split(512, 4096, 4096) == 1  # 512 tiles
     assert split(4096, 4096, 4096) == 1
-    assert split(64, 2048, 8192) == 4
+    assert split(64, 2048, 8192) == 16  # 32 64x64 tiles: four 2-warp programs an SM
     assert split(128, 4096, 512) == 2  # 16 K steps: 8 in each of 2 chunks
     assert split(128, 4096, 480) == 1  # 15 K steps: not split
     assert split(8, 4096, 4096) == -(-3 * sms // 64)  # the few-rows rule
@@ -358,8 +359,8 @@ def test_float16_products_split_k_one_program_an_sm_stream_deep_k_steps() -> Non
 
     def config(m, n, k, batch=1, dtype="float16"):
         return heuristics.gemm_config(m, n, k, batch, dtype)
-    gram = config(16, 16, 1 << 20)
-    assert (gram.block_k, gram.num_stages, gram.num_warps, gram.split_k) == (256, 5, 4, sms)
+    gram = config(16, 16, 1 << 20)  # (132 chunks rounded to whole steps: 128)
+    assert (gram.block_k, gram.num_stages, gram.num_warps, gram.split_k) == (256, 5, 4, 128)
     assert config(1, 16, 1 << 22).block_k == 256
     assert config(16, 16, 1 << 17, batch=8).block_k == 256
     assert heuristics.gemm_shared_bytes(16, 16, 256, 5, (2, 2)) <= heuristics.GEMM_SHARED_LIMIT
@@ -368,7 +369,7 @@ def test_float16_products_split_k_one_program_an_sm_stream_deep_k_steps() -> Non
     for wider in (config(2, 64, 1 << 18), config(32, 2048, 8192)):  # 16x64, 32x64 tiles
         assert (wider.block_k, wider.num_stages) == (64, 4)
     wide = config(64, 64, 1 << 18)
-    assert (wide.block_k, wide.num_warps, wide.split_k) == (64, 8, sms)
+    assert (wide.block_k, wide.num_warps, wide.split_k) == (64, 8, 128)
     assert config(128, 128, 1 << 16).num_warps == 8  # 4 tiles, 33 chunks
     assert config(224, 241, 9669).num_warps == 4  # 16 tiles, 8 chunks
     several = config(2, 5000, 10305)  # 79 tiles, 6 chunks each: several programs an SM
@@ -396,3 +397,36 @@ def test_split_k_combine_tiles_spread_the_partials() -> None:
         assert rows * cols <= max(heuristics.GEMM_COMBINE_OUTPUTS, bn)
         assert chunks & (chunks - 1) == 0 and chunks * rows * cols <= max(
             heuristics.GEMM_COMBINE_BLOCK, rows * cols)
+
+
+def test_splits_round_down_to_whole_steps() -> None:
+    """A split K whose chunks do not add up to K exactly masks every step: the split rounds
+    down to a divisor of the steps within three quarters of it, else stays."""
+    whole = heuristics._whole_chunks
+    assert whole(4096, 132) == 128 and whole(2048, 128) == 128 and whole(303, 33) == 33
+    assert whole(1563, 132) == 132  # 3 x 521: no divisor from 99 to 132
+    assert whole(1000, 132) == 125 and whole(1000, 7) == 7 and whole(96, 5) == 4
+    config = heuristics.gemm_config
+    assert config(5, 5, 100000, 1, "float16").split_k == 132  # 1563 steps of 64
+    c = config(16, 16, 100000, 1, "float32")  # 3125 steps of 32: 125 chunks of 25
+    assert c.split_k == 125 and 3125 % c.split_k == 0
+    assert config(224, 241, 9669, 1, "float32").split_k == 33  # K ragged: every step masked
+
+
+def test_full_precision_products_of_few_wide_tiles_run_four_two_warp_programs_an_sm() -> None:
+    """float32 in full precision, fewer than half the SMs' worth of 32x64 or 64x64 tiles:
+    K splits to four programs an SM (chunks of 8 steps or more) on 2 warps; tiles of 16 rows,
+    TF32, float16 and products of more tiles keep their warps."""
+    sms, config = heuristics.SMS, heuristics.gemm_config
+    gram = config(64, 64, 1 << 18, 1, "float32")
+    assert (gram.num_warps, gram.split_k) == (2, 512)
+    assert (config(128, 128, 1 << 16, 1, "float32").split_k, config(64, 64, 1 << 16, 4,
+                                                                     "float32").split_k) == (128, 128)
+    assert config(64, 64, 1 << 16, 1, "float32").split_k == 256  # chunks of 8 steps
+    odd = config(224, 241, 9669, 1, "float32")  # 16 tiles
+    assert (odd.num_warps, odd.split_k) == (2, 4 * sms // 16)
+    assert config(32, 2048, 8192, 1, "float32").num_warps == 2
+    for keeps in (config(2, 64, 1 << 18, 1, "float32"), config(16, 16, 1 << 20, 1, "float32"),
+                  config(64, 64, 1 << 18, 1, "float32", "tf32"), config(64, 64, 1 << 18, 1, "float16"),
+                  config(512, 4096, 4096, 1, "float32"), config(64, 64, 300, 1, "float32")):
+        assert keeps.num_warps != 2

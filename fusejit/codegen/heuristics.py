@@ -1190,6 +1190,8 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
                                            split)
     if dtype == "float32" and precision == "ieee" and not thin and tiles and \
             steps >= GEMM_SPLIT_MIN_STEPS:
+        if split > 1 and bm * bn >= FMA_FEW_TILES_MIN_TILE:
+            split, warps = _fma_few_tiles(tiles, steps)
         # the FMA units want about four 4-warp programs an SM: up to two waves of tiles split
         # K to that many programs, in at most 4 chunks. H100, B row-major, the GEMM alone
         # (bench/exp_s15.py --precision ieee-small, bench/results/h100-s16-call4), us unsplit
@@ -1197,7 +1199,47 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         # (2; 186), 2048x512x8192 441 / 408 (2; 354); 512x4096x4096 (512 tiles) 404 / 393 at
         # 2 chunks, within noise, so left whole; 64x2048x8192 kept its 4 (77 us; 2: 145)
         split = max(split, min(4, 4 * SMS // tiles, steps // GEMM_STEPS_PER_CHUNK))
+    if split > 1 and k % bk == 0:
+        split = _whole_chunks(k // bk, split)
     return GemmConfig(bm, bn, bk, warps, stages, 8, split, "heuristic")
+
+
+#: Smallest tile (block_m x block_n) of a full-precision float32 product of few tiles that
+#: runs 2-warp programs, four an SM (``_fma_few_tiles``).
+FMA_FEW_TILES_MIN_TILE = 32 * 64
+
+
+def _fma_few_tiles(tiles: int, steps: int) -> tuple[int, int]:
+    """(split_k, num_warps) of a full-precision float32 product of ``tiles`` 32x64 or 64x64
+    tiles (fewer than half the SMs) and ``steps`` K steps: K split to four 2-warp programs an
+    SM (64 accumulators a thread), chunks of 8 steps or more.
+
+    One 4-warp program an SM, as the split of every few-tile product gives, ran these
+    products at 0.32-0.60x of cuBLAS; 4-warp programs run no faster at 2 or 4 an SM, 2-warp
+    ones do. H100, us at one 4-warp program an SM / four 2-warp ones (cuBLAS), the GEMM alone
+    (bench/exp_s25_occupancy.py, bench/results/h100-s25/call1): a 64x64 Gram matrix of
+    K = 2**18 180 / 131 (109), 128x128 of K = 2**16 188 / 114 (73), a batch of 4 64x64 of
+    K = 2**16 186 / 113, 224x241 of K = 9669 (16 tiles) 125 / 79 (50), 32x2048 of K = 8192
+    (32 tiles of 32x64) 152 / 89 (49). Tiles of 16 rows gained nothing (2x64 of K = 2**18
+    93 / 103; 16x16 Gram matrices 174 / 193)."""
+    return max(1, min(GEMM_SPLIT_K_LIMIT, 4 * SMS // tiles, steps // GEMM_STEPS_PER_CHUNK)), 2
+
+
+def _whole_chunks(steps: int, split: int) -> int:
+    """``split`` rounded down to a divisor of ``steps`` within three quarters of it, if one
+    is: chunks of whole steps that add up to K exactly leave no step masked.
+
+    A split that does not divide the steps masks every load of every step (the last chunk
+    may run past K): H100, us at 132 / 128 chunks of one program an SM (bench/results/
+    h100-s25/call1/exp_s25_occupancy.txt): float16 64x64 Gram matrix of K = 2**18 43.1 /
+    36.8, 1x16 of K = 2**22 73.1 / 63.5, 2x64 of K = 2**18 18.4 / 16.7, a 16x16 Gram matrix of
+    K = 2**20 37.7 / 36.3; float32 64x64 Gram of K = 2**16 62.9 / 54.7."""
+    if steps % split == 0:
+        return split
+    for chunks in range(split - 1, (3 * split + 3) // 4 - 1, -1):
+        if steps % chunks == 0:
+            return chunks
+    return split
 
 
 def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,

@@ -1,0 +1,155 @@
+"""The twenty-fifth session's GEMM defaults for products of few output tiles and a long K,
+against the twenty-fourth's, timed on the GPU alone (issue 11).
+
+Changed (``fusejit/codegen/heuristics.py``, ``fusejit/codegen/gemm.py``): the split-K combine
+runs on tiles of 256 outputs adding blocks of chunks a step (it took the GEMM's tiles and added
+one chunk after another); a split rounds down to a divisor of the K steps (no masked step);
+full-precision float32 products of few 32x64 or 64x64 tiles split K to four 2-warp programs an
+SM (one 4-warp program an SM before). ``exp_s25_occupancy.py`` chose them from B read K-major
+(B = A^T) only, and timed back-to-back calls whose host part (about 15 us a call on the H100)
+hid every product under it. Here each case runs with B K-major and row-major, and is timed
+both ways:
+
+- ``graph``: 20 calls captured in a CUDA graph, replayed between CUDA events (the launches
+  alone, without the host);
+- ``calls``: back-to-back calls between events (``bench_matmul._time_events``), host included.
+
+Variants: ``default`` (this session's), ``s24 tiles`` (the twenty-fourth session's split and
+warps), ``old combine`` (the default tiles with the combine as before).
+
+Run on the GPU machine: ``python3 bench/exp_s25_check.py [--only REGEX] [--budget S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_matmul import _retile, _time_events  # noqa: E402
+from exp_s23_gram import CASES, operands  # noqa: E402
+from exp_s24_longk import MORE  # noqa: E402
+
+#: 32 tiles of 64x64: split in 4 chunks on 4 warps by the large float32 products' rule before
+EXTRA = {"64x2048 K=8192": (1, 64, 2048, 8192)}
+
+
+def time_graph(cp: Any, run: Any, reps: int = 20) -> float:
+    """Milliseconds per call of ``run`` replayed from a CUDA graph of ``reps`` calls (median
+    of 7 replays)."""
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        run()
+        stream.synchronize()
+        stream.begin_capture()
+        for _ in range(reps):
+            run()
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        times = []
+        for _ in range(7):
+            start.record(stream)
+            graph.launch(stream)
+            stop.record(stream)
+            stop.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, stop) / reps)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default="")
+    p.add_argument("--budget", type=float, default=200.0)
+    args = p.parse_args(argv)
+    deadline = time.time() + args.budget
+    import cupy as cp
+
+    import fusejit as fj
+    from fusejit.codegen import heuristics
+    from fusejit.frontend import linalg
+    from fusejit.fuse import plan_for
+    from fusejit.ir.graph import structural_key
+    from fusejit.runtime import current, kernel_cache
+    fj.set_backend("cuda")
+    backend = current()
+    sum_min_k = linalg.SUM_OF_PRODUCTS_MIN_K
+    combine_tiles, whole, min_tile = (heuristics.gemm_combine_tiles, heuristics._whole_chunks,
+                                      heuristics.FMA_FEW_TILES_MIN_TILE)
+
+    def s24_tiles(m: int, n: int, k: int, batch: int, dtype: str) -> tuple[int, ...]:
+        heuristics._whole_chunks = lambda steps, split: split
+        heuristics.FMA_FEW_TILES_MIN_TILE = 1 << 40
+        try:
+            c = heuristics.gemm_config(m, n, k, batch, dtype)
+        finally:
+            heuristics._whole_chunks, heuristics.FMA_FEW_TILES_MIN_TILE = whole, min_tile
+        return (c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages, c.split_k)
+
+    for dtype in ("float32", "float16"):
+        for name, (batch, m, n, k) in {**CASES, **MORE, **EXTRA}.items():
+            for layout in ("B K-major", "B row-major"):
+                label = f"{name} {dtype} {layout}"
+                if not re.search(args.only, label) or time.time() > deadline:
+                    continue
+                a, _, b = operands(cp, batch, m, n, k, dtype)
+                if layout == "B row-major":
+                    b = cp.ascontiguousarray(b)
+                ref = a.astype(cp.float64) @ b.astype(cp.float64)
+                blas = time_graph(cp, lambda a=a, b=b: a @ b)
+                linalg.SUM_OF_PRODUCTS_MIN_K = 1 << 62  # (the GEMM of every case)
+                y = fj.asarray(a) @ fj.asarray(b)
+                linalg.SUM_OF_PRODUCTS_MIN_K = sum_min_k
+                buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
+                text = fj.dump(y, fused=True)
+                gemm = next(kk for kk in fj.parse(text).kernels if "block_m" in kk.attrs)
+                at = gemm.attrs
+                mine = (at["block_m"], at["block_n"], at["block_k"], at["num_warps"],
+                        at["num_stages"], at.get("split_k", 1))
+                print(f"{label}: default {mine}, cuBLAS {blas * 1e3:.1f} us (graph)", flush=True)
+                old = s24_tiles(m, n, k, batch, dtype)
+                tried = [("default", ())]
+                if old != mine:
+                    tried.append(("s24 tiles", old))
+                if mine[5] > 1:
+                    tried.append(("old combine", ()))
+                for vlabel, tiles in tried:
+                    if time.time() > deadline:
+                        break
+                    try:
+                        kernel_cache._emit_cache.clear()  # (emitted kernels kept by IR text)
+                        if vlabel == "old combine":
+                            heuristics.gemm_combine_tiles = lambda bm, bn, split, span: (bm, bn, 1)
+                        try:  # (a kernel is emitted at its first run)
+                            plan = plan_for(fj.parse(_retile(text, tiles)))
+                            got = backend.execute(plan.program, buffers, plan)[0]
+                        finally:
+                            heuristics.gemm_combine_tiles = combine_tiles
+                            kernel_cache._emit_cache.clear()
+
+                        def run(plan: Any = plan, buffers: Any = buffers) -> Any:
+                            return backend.execute(plan.program, buffers, plan)
+                        err = float(cp.linalg.norm(got.astype(cp.float64) - ref)
+                                    / cp.linalg.norm(ref))
+                        g_ms = time_graph(cp, run)
+                        c_ms = _time_events(cp, run, 0.3)
+                        print(f"  {vlabel:12s} {tiles!s:28s} graph {g_ms * 1e3:7.1f} us "
+                              f"(x{blas / g_ms:.2f} cuBLAS), calls {c_ms * 1e3:7.1f} us, "
+                              f"err {err:.1e}", flush=True)
+                    except Exception as exc:  # noqa: BLE001
+                        print(f"  {vlabel:12s} {tiles!s:28s} failed: {type(exc).__name__}: "
+                              f"{str(exc)[:300]}", flush=True)
+                del a, b, ref, y, buffers
+                cp.get_default_memory_pool().free_all_blocks()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
