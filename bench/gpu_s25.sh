@@ -10,6 +10,8 @@
 #     K-major and row-major, timed as CUDA graphs (about 4 min) -> exp_s25_check.txt
 #  2. cuda correctness: every gpu-marked test beside cuda fuzz (products, plain and
 #     --large-plans; plain and --jit), about 6 min -> correctness.txt
+#  5. the GEMM gpu tests beside 90 s of cuda fuzz (products, large plans), about 3 min
+#     -> correctness5.txt
 #   bash bench/gpu_s25.sh [PHASES]  (default 01)
 set -uo pipefail
 phases=${1:-01}
@@ -43,5 +45,21 @@ wait
   grep -h "^fusejit fuzz" "$work"/fuzz/f-*.log; } | tee "$out/correctness.txt"
 cp "$work/gpu-tests.log" "$out/" 2>/dev/null
 [ -d "$work/fuzz/failures" ] && cp -r "$work/fuzz/failures" "$out/"
+fi
+if [[ $phases == *5* ]]; then  # the lighter check: the GEMM gpu tests beside 90 s of cuda fuzz
+timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_matmul.py \
+  > "$work/gpu-matmul.log" 2>&1 &
+i=0
+for mode in "--products" "--products --large-plans" "--large-plans"; do
+  i=$((i + 1))
+  timeout 130 python3 -m fusejit fuzz --backend cuda --seconds 90 --seed $((25010 + i)) $mode \
+    --out "$work/fuzz/failures5" --max-failures 3 > "$work/fuzz/h-$i.log" 2>&1 &
+done
+wait
+{ grep -E "passed|failed" "$work/gpu-matmul.log" | tail -2
+  grep -E "^FAILED|^ERROR" "$work/gpu-matmul.log" | head -20
+  grep -h "^fusejit fuzz" "$work"/fuzz/h-*.log; } | tee "$out/correctness5.txt"
+cp "$work/gpu-matmul.log" "$out/" 2>/dev/null
+[ -d "$work/fuzz/failures5" ] && cp -r "$work/fuzz/failures5" "$out/"
 fi
 exit 0
