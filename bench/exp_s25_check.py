@@ -15,7 +15,9 @@ both ways:
 - ``calls``: back-to-back calls between events (``bench_matmul._time_events``), host included.
 
 Variants: ``default`` (this session's), ``s24 tiles`` (the twenty-fourth session's split and
-warps), ``old combine`` (the default tiles with the combine as before).
+warps), ``old combine`` (the default tiles with the combine as before; run only while the
+combine of smaller tiles, ``heuristics.gemm_combine_tiles``, existed: it measured the same as
+the old one within 1 us everywhere, bench/results/h100-s25/call3, and was taken out).
 
 Run on the GPU machine: ``python3 bench/exp_s25_check.py [--only REGEX] [--budget S]``.
 """
@@ -81,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     fj.set_backend("cuda")
     backend = current()
     sum_min_k = linalg.SUM_OF_PRODUCTS_MIN_K
-    combine_tiles, whole, min_tile = (heuristics.gemm_combine_tiles, heuristics._whole_chunks,
-                                      heuristics.FMA_FEW_TILES_MIN_TILE)
+    combine_tiles = getattr(heuristics, "gemm_combine_tiles", None)
+    whole, min_tile = heuristics._whole_chunks, heuristics.FMA_FEW_TILES_MIN_TILE
 
     def s24_tiles(m: int, n: int, k: int, batch: int, dtype: str) -> tuple[int, ...]:
         heuristics._whole_chunks = lambda steps, split: split
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 tried = [("default", ())]
                 if old != mine:
                     tried.append(("s24 tiles", old))
-                if mine[5] > 1:
+                if mine[5] > 1 and combine_tiles is not None:
                     tried.append(("old combine", ()))
                 for vlabel, tiles in tried:
                     if time.time() > deadline:

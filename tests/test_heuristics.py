@@ -381,24 +381,6 @@ def test_float16_products_split_k_one_program_an_sm_stream_deep_k_steps() -> Non
     assert config(16, 16, 1 << 17, batch=8).split_k == sms // 8
 
 
-def test_split_k_combine_tiles_spread_the_partials() -> None:
-    """A split-K GEMM's combine runs on tiles of ``GEMM_COMBINE_OUTPUTS`` outputs (64 columns
-    at most, so rows stay 256-byte runs), loading a power-of-two block of chunks a step within
-    ``GEMM_COMBINE_BLOCK`` elements; a combine whose epilogue reduces rows keeps the whole
-    row (one row a program where the row is 256 wide or more)."""
-    tiles = heuristics.gemm_combine_tiles
-    assert tiles(64, 64, 132, False) == (4, 64, 32)  # a Gram matrix: 16 programs, 5 steps
-    assert tiles(16, 16, 132, False) == (16, 16, 32)
-    assert tiles(128, 128, 4, False) == (4, 64, 4)  # few chunks: one step
-    assert tiles(16, 256, 8, True) == (1, 256, 8)  # a row reduction keeps the row
-    assert tiles(16, 1024, 40, True) == (1, 1024, 8)
-    for bm, bn, split, span in ((64, 64, 132, False), (16, 512, 64, True), (1, 16, 3, False)):
-        rows, cols, chunks = tiles(bm, bn, split, span)
-        assert rows * cols <= max(heuristics.GEMM_COMBINE_OUTPUTS, bn)
-        assert chunks & (chunks - 1) == 0 and chunks * rows * cols <= max(
-            heuristics.GEMM_COMBINE_BLOCK, rows * cols)
-
-
 def test_splits_round_down_to_whole_steps() -> None:
     """A split K whose chunks do not add up to K exactly masks every step: the split rounds
     down to a divisor of the steps within three quarters of it, else stays."""

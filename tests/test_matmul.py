@@ -450,25 +450,19 @@ def test_split_k(interpret_backend, dtype):
     assert_matches_numpy(out, fn(np, x, x.T.copy()), rtol=1e-5, atol=1e-4)
 
 
-def test_split_k_combine_adds_blocks_of_chunks_in_smaller_tiles(interpret_backend):
-    """A product of one or two tiles and a long K takes one chunk per SM (more than
-    ``GEMM_MAX_SPLIT_K``): its combine spreads the partials over programs of smaller tiles
-    than the GEMM's, each adding a block of chunks a step (a ragged last block masked), with
-    the epilogue on the combine's tiles."""
+def test_split_k_past_the_unrolled_combine(interpret_backend):
+    """More chunks than ``GEMM_MAX_SPLIT_K`` (a product of one or two tiles and a long K takes
+    one chunk per SM): the combine adds them in a loop, still in chunk order."""
     split = heuristics.GEMM_MAX_SPLIT_K + 4
-    a, b = _array((12, 16 * 2 * split + 5), F32), _array((16 * 2 * split + 5, 40), F32)
+    a, b = _array((12, 16 * 2 * split + 5), F32), _array((16 * 2 * split + 5, 9), F32)
     fn = lambda xp, a, b: a @ b - 1  # noqa: E731
-    (out,) = _run(fn, [a, b], interpret_backend, block_m=16, block_n=64, block_k=16,
+    (out,) = _run(fn, [a, b], interpret_backend, block_m=16, block_n=16, block_k=16,
                   split_k=split)
     assert_matches_numpy(out, fn(np, a, b), rtol=1e-5, atol=1e-4)
-    rows, cols, chunks = heuristics.gemm_combine_tiles(16, 64, split, False)
-    assert (rows, cols) == (4, 64) and chunks == 32 and chunks > split
-    text = _retile(_fused_text(fn, [a, b]), block_m=16, block_n=64, block_k=16, split_k=split)
-    (kernel,) = kernel_sources(fj.parse(text))
-    combine = kernel.source[kernel.source.index("_combine("):]
-    assert f"for first in range(0, {split}, {chunks}):" in combine
-    assert f"rows_m = pid_m * {rows} + tl.arange(0, {rows})" in combine
-    assert f"(split < {split})" in combine  # the last block is ragged
+    for chunks, loop in ((split - 4, "tl.static_range"), (split, "range")):
+        text = _retile(_fused_text(fn, [a, b]), block_m=16, block_n=16, block_k=16, split_k=chunks)
+        (kernel,) = kernel_sources(fj.parse(text))
+        assert f"for split in {loop}(1, {chunks}):" in kernel.source
 
 
 def test_empty_and_degenerate_products(interpret_backend):

@@ -1068,28 +1068,6 @@ def _fill_split(tiles: int, steps: int, thin: bool) -> int:
     return max(1, min(most, per_tile, steps // GEMM_STEPS_PER_CHUNK))
 
 
-#: Outputs of a split-K GEMM that one program of its combine adds up, and elements (chunks x
-#: outputs) it loads at once. The combine once took the GEMM's tiles and added its chunks one
-#: load after another: a 64x64 Gram matrix split 132 ways was one program reading 2 MB in 131
-#: dependent steps.
-GEMM_COMBINE_OUTPUTS = 256
-GEMM_COMBINE_BLOCK = 8192
-
-
-def gemm_combine_tiles(block_m: int, block_n: int, split: int, span_row: bool
-                       ) -> tuple[int, int, int]:
-    """(rows, columns, chunks at once) of a program of a split-K GEMM's combine.
-
-    Its tiles are smaller than the GEMM's (``GEMM_COMBINE_OUTPUTS``), so that the partials
-    spread over many programs, and each step loads a block of chunks (a power of two, up to
-    ``GEMM_COMBINE_BLOCK`` elements) whose sum is a fixed tree: the result does not depend on
-    the schedule. A combine whose epilogue reduces rows keeps the GEMM's whole row."""
-    cols = block_n if span_row else min(block_n, 64)
-    rows = max(1, min(block_m, GEMM_COMBINE_OUTPUTS // cols))
-    chunks = max(1, min(next_pow2(split), GEMM_COMBINE_BLOCK // (rows * cols)))
-    return rows, cols, chunks
-
-
 def _split_k_steps(bm: int, bn: int, bk: int, warps: int, stages: int,
                    loads: tuple[int, int], chunk: int, split: int) -> tuple[int, int, int]:
     """(block_k, num_warps, num_stages) of a float16 product whose few tiles split K into
@@ -1215,13 +1193,17 @@ def _fma_few_tiles(tiles: int, steps: int) -> tuple[int, int]:
     SM (64 accumulators a thread), chunks of 8 steps or more.
 
     One 4-warp program an SM, as the split of every few-tile product gives, ran these
-    products at 0.32-0.60x of cuBLAS; 4-warp programs run no faster at 2 or 4 an SM, 2-warp
-    ones do. H100, us at one 4-warp program an SM / four 2-warp ones (cuBLAS), the GEMM alone
-    (bench/exp_s25_occupancy.py, bench/results/h100-s25/call1): a 64x64 Gram matrix of
-    K = 2**18 180 / 131 (109), 128x128 of K = 2**16 188 / 114 (73), a batch of 4 64x64 of
-    K = 2**16 186 / 113, 224x241 of K = 9669 (16 tiles) 125 / 79 (50), 32x2048 of K = 8192
-    (32 tiles of 32x64) 152 / 89 (49). Tiles of 16 rows gained nothing (2x64 of K = 2**18
-    93 / 103; 16x16 Gram matrices 174 / 193)."""
+    products at 0.33-0.66x of cuBLAS with B read K-major; 4-warp programs ran no faster at 2
+    or 4 an SM, 2-warp ones did (bench/exp_s25_occupancy.py, h100-s25/call1). H100, us at
+    one 4-warp program an SM / four 2-warp ones (cuBLAS), the GEMM's launches alone replayed
+    from a CUDA graph (bench/exp_s25_check.py, bench/results/h100-s25/call3), B K-major: a
+    64x64 Gram matrix of K = 2**18 176 / 128 (108), of K = 2**16 63 / 49 (41), 128x128 of
+    K = 2**16 186 / 112 (73), a batch of 4 64x64 183 / 110, 224x241 of K = 9669 (16 tiles)
+    123 / 78 (51), 32x2048 of K = 8192 (32 tiles of 32x64) 151 / 86 (50), 64x2048 of K = 8192
+    170 / 106 (76); B row-major: 128x128 75 / 65 (67), 32x2048 51 / 33 (46), 64x2048 72 / 58
+    (63), 224x241 55 / 52 (40), the batch of 4 71 / 68, but a single 64x64 tile lost: Gram
+    matrices of K = 2**18 80 / 85 (89) and of K = 2**16 33 / 37 (34). Tiles of 16 rows gained
+    nothing (2x64 of K = 2**18 93 / 103; 16x16 Gram matrices 174 / 193, call 1)."""
     return max(1, min(GEMM_SPLIT_K_LIMIT, 4 * SMS // tiles, steps // GEMM_STEPS_PER_CHUNK)), 2
 
 
@@ -1230,10 +1212,14 @@ def _whole_chunks(steps: int, split: int) -> int:
     is: chunks of whole steps that add up to K exactly leave no step masked.
 
     A split that does not divide the steps masks every load of every step (the last chunk
-    may run past K): H100, us at 132 / 128 chunks of one program an SM (bench/results/
-    h100-s25/call1/exp_s25_occupancy.txt): float16 64x64 Gram matrix of K = 2**18 43.1 /
-    36.8, 1x16 of K = 2**22 73.1 / 63.5, 2x64 of K = 2**18 18.4 / 16.7, a 16x16 Gram matrix of
-    K = 2**20 37.7 / 36.3; float32 64x64 Gram of K = 2**16 62.9 / 54.7."""
+    may run past K). H100, us at 132 / 128 chunks, one program an SM, the launches alone
+    replayed from a CUDA graph (bench/exp_s25_check.py, bench/results/h100-s25/call3):
+    float16 64x64 Gram matrix of K = 2**18 41.1 / 34.7, 1x16 of K = 2**22 70.9 / 61.7, 2x64
+    of K = 2**18 16.3 / 14.9, 16x16 Gram matrix of K = 2**20 34.9 / 33.2, 128x128 of
+    K = 2**16 (4 tiles, 33 / 32 chunks) 14.7 / 13.1; float32 16x16 of K = 2**16 21.2 / 19.7,
+    2x64 of K = 2**18 with B row-major 45.3 / 42.3, but 16x16 Gram matrices of K = 2**20
+    lost 2-6% (169.7 / 172.8 B K-major, 107.1 / 113.9 row-major), as did the 1x16 of
+    K = 2**22 (699 / 727; the frontend makes those float32 products sums of products)."""
     if steps % split == 0:
         return split
     for chunks in range(split - 1, (3 * split + 3) // 4 - 1, -1):
