@@ -19,7 +19,13 @@ warps), ``old combine`` (the default tiles with the combine as before; run only 
 combine of smaller tiles, ``heuristics.gemm_combine_tiles``, existed: it measured the same as
 the old one within 1 us everywhere, bench/results/h100-s25/call3, and was taken out).
 
-Run on the GPU machine: ``python3 bench/exp_s25_check.py [--only REGEX] [--budget S]``.
+``--large``: full-precision float32 products of many tiles (the large products' default of
+64x64 tiles on 4 warps, which the few-tile products found slower than 2 warps) against 2
+warps, 4 stages, and 64x128 / 128x64 tiles on 4 warps (64 accumulators a thread, as 2 warps
+of 64x64 hold), B row-major and K-major, timed by calls.
+
+Run on the GPU machine: ``python3 bench/exp_s25_check.py [--only REGEX] [--budget S]
+[--large]``.
 """
 
 from __future__ import annotations
@@ -39,6 +45,22 @@ from exp_s24_longk import MORE  # noqa: E402
 
 #: 32 tiles of 64x64: split in 4 chunks on 4 warps by the large float32 products' rule before
 EXTRA = {"64x2048 K=8192": (1, 64, 2048, 8192)}
+#: ``--large``: the shapes of ``gemm_config``'s float32 rule (bench/exp_s15.py) and README's
+#: 2047x513x8191 (0.46x of cuBLAS, cause unknown)
+LARGE = {"4096^3": (1, 4096, 4096, 4096), "6400x1552x3336": (1, 6400, 1552, 3336),
+         "512x4096x4096": (1, 512, 4096, 4096), "2048x512x8192": (1, 2048, 512, 8192),
+         "1000x3000x700": (1, 1000, 3000, 700), "2047x513x8191": (1, 2047, 513, 8191)}
+
+
+def large_variants(mine: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
+    """The default and its neighbours for ``--large`` (tiles as ``_retile`` takes them)."""
+    bm, bn, bk, w, st, split = mine
+    out = [("default", ()), ("w2", (bm, bn, bk, 2, st, split)),
+           ("w2 s4", (bm, bn, bk, 2, 4, split)), ("s4", (bm, bn, bk, w, 4, split))]
+    if (bm, bn) == (64, 64):
+        out += [("64x128 w4", (64, 128, bk, 4, st, split)),
+                ("128x64 w4", (128, 64, bk, 4, st, split))]
+    return out
 
 
 def time_graph(cp: Any, run: Any, reps: int = 20) -> float:
@@ -70,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default="")
     p.add_argument("--budget", type=float, default=200.0)
+    p.add_argument("--large", action="store_true", help=__doc__.split("``--large``: ")[1][:60])
     args = p.parse_args(argv)
     deadline = time.time() + args.budget
     import cupy as cp
@@ -95,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             heuristics._whole_chunks, heuristics.FMA_FEW_TILES_MIN_TILE = whole, min_tile
         return (c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages, c.split_k)
 
-    for dtype in ("float32", "float16"):
-        for name, (batch, m, n, k) in {**CASES, **MORE, **EXTRA}.items():
+    for dtype in ("float32",) if args.large else ("float32", "float16"):
+        for name, (batch, m, n, k) in (LARGE if args.large else {**CASES, **MORE, **EXTRA}).items():
             for layout in ("B K-major", "B row-major"):
                 label = f"{name} {dtype} {layout}"
                 if not re.search(args.only, label) or time.time() > deadline:
@@ -117,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                         at["num_stages"], at.get("split_k", 1))
                 print(f"{label}: default {mine}, cuBLAS {blas * 1e3:.1f} us (calls)", flush=True)
                 old = s24_tiles(m, n, k, batch, dtype)
-                tried = [("default", ())]
-                if old != mine:
+                tried = large_variants(mine) if args.large else [("default", ())]
+                if old != mine and not args.large:
                     tried.append(("s24 tiles", old))
                 if mine[5] > 1 and combine_tiles is not None:
                     tried.append(("old combine", ()))
@@ -140,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                             return backend.execute(plan.program, buffers, plan)
                         err = float(cp.linalg.norm(got.astype(cp.float64) - ref)
                                     / cp.linalg.norm(ref))
-                        g_ms = time_graph(cp, run)
                         c_ms = _time_events(cp, run, 0.3)
+                        g_ms = c_ms if args.large else time_graph(cp, run)
                         print(f"  {vlabel:12s} {tiles!s:28s} graph {g_ms * 1e3:7.1f} us "
                               f"(x{blas / g_ms:.2f} cuBLAS), calls {c_ms * 1e3:7.1f} us, "
                               f"err {err:.1e}", flush=True)

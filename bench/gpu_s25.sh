@@ -12,6 +12,8 @@
 #     --large-plans; plain and --jit), about 6 min -> correctness.txt
 #  5. the GEMM gpu tests beside 90 s of cuda fuzz (products, large plans), about 3 min
 #     -> correctness5.txt
+#  6. bench/exp_s25_check.py --large: large full-precision float32 products on 2 warps, 4
+#     stages, 64x128 / 128x64 tiles against the default (about 3 min) -> exp_s25_large.txt
 #   bash bench/gpu_s25.sh [PHASES]  (default 01)
 set -uo pipefail
 phases=${1:-01}
@@ -61,5 +63,10 @@ wait
   grep -h "^fusejit fuzz" "$work"/fuzz/h-*.log; } | tee "$out/correctness5.txt"
 cp "$work/gpu-matmul.log" "$out/" 2>/dev/null
 [ -d "$work/fuzz/failures5" ] && cp -r "$work/fuzz/failures5" "$out/"
+fi
+if [[ $phases == *6* ]]; then
+timeout 200 python3 bench/exp_s25_check.py --large --budget ${LARGE_BUDGET:-150} \
+  > "$out/exp_s25_large.txt" 2>&1
+echo "exp_s25_check --large exit $?"; grep -v -i warn "$out/exp_s25_large.txt"
 fi
 exit 0
