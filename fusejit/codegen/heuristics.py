@@ -1188,8 +1188,9 @@ FMA_FEW_TILES_MIN_TILE = 32 * 64
 
 
 def _fma_few_tiles(tiles: int, steps: int) -> tuple[int, int]:
-    """(split_k, num_warps) of a full-precision float32 product of ``tiles`` 32x64 or 64x64
-    tiles (fewer than half the SMs) and ``steps`` K steps: K split to four 2-warp programs an
+    """(split_k, num_warps) of a full-precision float32 product of ``tiles`` tiles of 2048
+    elements or more (32x64, 64x32 or 64x64; fewer tiles than half the SMs) and ``steps`` K
+    steps: K split to four 2-warp programs an
     SM (64 accumulators a thread), chunks of 8 steps or more.
 
     One 4-warp program an SM, as the split of every few-tile product gives, ran these
