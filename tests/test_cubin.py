@@ -687,6 +687,22 @@ def test_float32_products_of_few_tiles_on_two_warps_do_not_spill(m, n, k, gram):
     assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
 
 
+@pytest.mark.parametrize("m, n, k, spills", [(4096, 4096, 4096, 16), (2047, 513, 8191, 128)])
+def test_float32_products_of_a_k_major_b_on_two_warps_do_not_spill(m, n, k, spills):
+    """A full-precision float32 GEMM whose B loads K-major runs its 64x64 tiles on 2 warps
+    (64 accumulators a thread): with 16-byte aligned rows it keeps them in registers; rows of
+    8191 elements (4-byte loads) spill 100 bytes a thread (CUDA 13's ptxas), and still ran
+    1.66x faster than on 4 warps (H100, 2047x513x8191: 1600 against 2649 us,
+    bench/results/h100-s25/call4): at most 128 bytes are let pass there."""
+    with fj.using_backend("interpret"):
+        a = fj.asarray(np.zeros((m, k), np.float32))
+        b = fj.asarray(np.zeros((k, n), np.float32))
+        kernel = fj.plan(a @ b).program.kernels[-1]
+    emitted = emit_kernel(kernel, [(k, 1), (1, k)], "cuda")
+    assert emitted.launches[0].num_warps == 2
+    assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= spills
+
+
 @pytest.mark.parametrize("name", ["bool_divided", "float16_operand", "int8_operand"])
 def test_float64_products_of_narrow_operands_compile(name):
     """Float64 products of operands converted from 1- or 2-byte elements compile for sm_90 (the

@@ -1150,3 +1150,28 @@ def test_stream_k_attributes_are_checked_and_explained(fresh_plans, monkeypatch)
     monkeypatch.setattr(heuristics, "GEMM_STREAM_K", "yes")
     with pytest.raises(fj.FusejitError, match="FUSEJIT_GEMM_STREAM_K='yes' is not one of"):
         default()
+
+
+def test_full_precision_product_of_a_k_major_b_runs_two_warps(interpret_backend):
+    """A full-precision float32 GEMM of the heuristic's 64x64 tiles whose B loads K-major (an
+    input stored ``[N, K]``, read as its transpose) runs on 2 warps and says why in its
+    header; B row-major, TF32 and edited tiles keep the IR's warps. The numbers are the same
+    either way (checked against NumPy's product within the error bound)."""
+    from fusejit.codegen.triton_emitter import emit_kernel
+    a, b = _array((200, 90), F32), _array((90, 130), F32)
+    b_k_major = np.ascontiguousarray(b.T).T  # [K, N], stored [N, K]
+    out = fj.asarray(a) @ fj.asarray(b_k_major)
+    _close_to_product(out.numpy(), a, b, "float32")
+
+    def header_and_warps(strides_b, precision="ieee", edit=None):
+        y = fj.matmul(fj.asarray(a), fj.asarray(b), precision=precision)
+        kernel = fj.plan(y).program.kernels[-1]
+        if edit:
+            kernel = fj.parse(re.sub(r"num_warps=\d+", edit, fj.dump(y, fused=True))).kernels[-1]
+        em = emit_kernel(kernel, [(90, 1), strides_b], "cuda")
+        return em.source, em.launches[0].num_warps
+    source, warps = header_and_warps((1, 90))
+    assert warps == 2 and "2 warps, not the shapes' 4: B loads K-major" in source
+    assert header_and_warps((130, 1))[1] == 4  # B row-major
+    assert header_and_warps((1, 90), "tf32")[1] != 2
+    assert header_and_warps((1, 90), edit="num_warps=8")[1] == 8

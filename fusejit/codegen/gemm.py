@@ -53,6 +53,7 @@ result is deterministic; no atomics) and runs the epilogue.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Generator
 from typing import Any
@@ -153,6 +154,7 @@ class GemmEmitter(_Emitter):
         self._context: tuple[str, str] = ("", "")
         #: the batch's products computed as one of batch x M rows (``_fold_batch``)
         self.fold = self._fold_batch()
+        fma_warps = self._fma_k_major_warps()
         self.tiles_m = -(-(self.batch * self.m if self.fold else self.m) // self.cfg.block_m)
         self.tiles_n = -(-self.n // self.cfg.block_n)
         #: tiles of one matrix of the batch (of all of them, folded) and of the whole launch
@@ -179,6 +181,8 @@ class GemmEmitter(_Emitter):
             f"{c.block_m} x {c.block_n} tiles, K by {c.block_k}{split}",
             f"      {c.num_warps} warps, {c.num_stages} stages, tiles grouped by {c.group_m} "
             f"along M; {self._how()}")
+        if fma_warps:
+            self.summary = (*self.summary, fma_warps)
         if self.fold:
             self.summary = (*self.summary, f"      the batch's {self.batch} products as one of "
                             f"{self.batch * self.m} rows: B is the same for every batch index, "
@@ -205,7 +209,33 @@ class GemmEmitter(_Emitter):
             candidates = [cfg]
             self.origin = self.origin or "from the kernel's tile attributes (edited: not tuned)"
         self.candidates = tuple(candidates)
+        #: the tiles are the heuristic's, from the shapes alone (``_fma_k_major_warps`` may
+        #: adjust them to the operands' layout)
+        self.heuristic_tiles = cfg == default and self.tiles is None
         return cfg
+
+    def _fma_k_major_warps(self) -> str:
+        """A full-precision float32 product of the heuristic's 64x64 tiles on 4 warps whose B
+        loads K-major (a ``[K, N]`` view of a row-major ``[N, K]`` array, as ``x @ w.T`` reads
+        ``w`` where the fuser does not write it row-major first, rule ``fma_n_major_b``, or an
+        input that arrives so) runs on 2 warps; returns the sentence for the header, or "".
+
+        ``tl.dot`` on the FMA units has each thread read B's tile along N from shared memory;
+        a K-major B is stored along K, and on 2 warps a thread holds 64 accumulators to the 32
+        of 4, twice the products per load. H100, us at 4 / 2 warps (cuBLAS), B K-major, the
+        GEMM's launches alone (bench/exp_s25_check.py --large, bench/results/h100-s25/call4):
+        4096^3 9786 / 6259 (2732), 6400x1552x3336 4837 / 3123 (1479), 512x4096x4096 1244 / 790
+        (351), 2048x512x8192 1261 / 781 (356), 1000x3000x700 329 / 272 (114), 2047x513x8191
+        2649 / 1600 (466). With B row-major 2 warps lost (1000x3000x700 116 / 153,
+        6400x1552x3336 1505 / 1608) or tied, so the shapes' default stays 4."""
+        c = self.cfg
+        if not (self.heuristic_tiles and self.dtype == F32 and self.precision == "ieee"
+                and (c.block_m, c.block_n, c.num_warps) == (64, 64, 4) and self._k_contiguous(1)):
+            return ""
+        self.cfg = dataclasses.replace(c, num_warps=2)
+        self.candidates = (self.cfg, *self.candidates[1:])
+        return ("      2 warps, not the shapes' 4: B loads K-major, and the FMA tiles read it "
+                "along N (twice the accumulators a thread per load of B)")
 
     def _fold_batch(self) -> bool:
         """Whether the batch's products are computed as one product of ``batch x M`` rows: B
