@@ -65,7 +65,7 @@ cp "$work/gpu-matmul.log" "$out/" 2>/dev/null
 [ -d "$work/fuzz/failures5" ] && cp -r "$work/fuzz/failures5" "$out/"
 fi
 if [[ $phases == *6* ]]; then
-timeout 200 python3 bench/exp_s25_check.py --large --budget ${LARGE_BUDGET:-150} \
+timeout 200 python3 bench/exp_s25_check.py --large --budget ${LARGE_BUDGET:-150} --only "${LARGE_ONLY:-}" \
   > "$out/exp_s25_large.txt" 2>&1
 echo "exp_s25_check --large exit $?"; grep -v -i warn "$out/exp_s25_large.txt"
 fi
