@@ -39,6 +39,29 @@ def operands(cp: Any, batch: int, m: int, n: int, k: int, dtype: str) -> tuple[A
     return a, bt, bt.swapaxes(-1, -2)
 
 
+def gemm_of(a: Any, b: Any) -> tuple[Any, list[Any], str]:
+    """``a @ b`` recorded as a GEMM even where the frontend would make it a sum of products
+    (``linalg.SUM_OF_PRODUCTS_MIN_K``): the lazy product, its leaves' buffers in the plan's
+    input order, and its fused IR text (whose tiles the experiments edit)."""
+    import fusejit as fj
+    from fusejit.frontend import linalg
+    from fusejit.ir.graph import structural_key
+    kept = linalg.SUM_OF_PRODUCTS_MIN_K
+    linalg.SUM_OF_PRODUCTS_MIN_K = 1 << 62
+    try:
+        y = fj.asarray(a) @ fj.asarray(b)
+    finally:
+        linalg.SUM_OF_PRODUCTS_MIN_K = kept
+    return y, [leaf.buffer for leaf in structural_key([y._node])[1]], fj.dump(y, fused=True)
+
+
+def copy_time(cp: Any, nbytes: int, time_events: Any) -> float:
+    """Milliseconds of a device copy of ``nbytes`` (``time_events``: the experiment's timer)."""
+    src = cp.empty(nbytes // 4, cp.float32)
+    dst = cp.empty_like(src)
+    return time_events(cp, lambda: cp.copyto(dst, src), 0.3)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default="")

@@ -27,7 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_matmul import _retile, _time_events  # noqa: E402
-from exp_s23_gram import CASES, operands  # noqa: E402
+from exp_s23_gram import CASES, copy_time, gemm_of, operands  # noqa: E402
 
 #: more shapes of the same family for ``--compare`` (batch, M, N, K): 32 tiles of 32x64, 16 of
 #: 64x64, one of 16x16 at a K of 2**16 and of 100,000, a 64x64 Gram matrix of K = 2**16
@@ -70,14 +70,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import fusejit as fj
     from fusejit.fuse import plan_for
-    from fusejit.ir.graph import structural_key
     from fusejit.runtime import current
     fj.set_backend("cuda")
     backend = current()
 
     from fusejit.codegen import heuristics
-    from fusejit.frontend import linalg
-    sum_min_k = linalg.SUM_OF_PRODUCTS_MIN_K
     deep_steps = heuristics._split_k_steps
 
     def before(m: int, n: int, k: int, batch: int, dtype: str) -> tuple[int, ...]:
@@ -96,17 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             if not re.search(args.only, label) or time.time() > deadline:
                 continue
             a, bt, b = operands(cp, batch, m, n, k, dtype)
-            moved = a.nbytes + b.nbytes
-            src = cp.empty(moved // 4, cp.float32)
-            dst = cp.empty_like(src)
-            copy_ms = _time_events(cp, lambda src=src, dst=dst: cp.copyto(dst, src), 0.3)
+            copy_ms = copy_time(cp, a.nbytes + b.nbytes, _time_events)
             ref = a.astype(cp.float64) @ b.astype(cp.float64)
             blas_ms = _time_events(cp, lambda a=a, b=b: a @ b, 0.3)
-            linalg.SUM_OF_PRODUCTS_MIN_K = 1 << 62  # (the GEMM of every case: its tiles vary)
-            y = fj.asarray(a) @ fj.asarray(b)
-            linalg.SUM_OF_PRODUCTS_MIN_K = sum_min_k
-            buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
-            text = fj.dump(y, fused=True)
+            y, buffers, text = gemm_of(a, b)  # (the GEMM of every case: its tiles vary)
             (kernel,) = fj.parse(text).kernels
             print(f"{label}: copy {copy_ms * 1e3:.1f} us, cuBLAS {blas_ms * 1e3:.1f} us "
                   f"({50 * copy_ms / blas_ms:.0f}% of the read bound)", flush=True)
@@ -161,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {blabel:18s} {kinds!s:28s} {ms * 1e3:8.1f} us "
                           f"{50 * copy_ms / ms:5.0f}% of the read bound, x{blas_ms / ms:.2f} "
                           f"cuBLAS, err {err:.1e} (fj.jit)", flush=True)
-            del a, b, bt, src, dst, ref, y, buffers
+            del a, b, bt, ref, y, buffers
             cp.get_default_memory_pool().free_all_blocks()
     return 0
 

@@ -40,7 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_matmul import _retile, _time_events  # noqa: E402
-from exp_s23_gram import CASES, operands  # noqa: E402
+from exp_s23_gram import CASES, gemm_of, operands  # noqa: E402
 from exp_s24_longk import MORE  # noqa: E402
 
 #: 32 tiles of 64x64: split in 4 chunks on 4 warps by the large float32 products' rule before
@@ -99,13 +99,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import fusejit as fj
     from fusejit.codegen import heuristics
-    from fusejit.frontend import linalg
     from fusejit.fuse import plan_for
-    from fusejit.ir.graph import structural_key
     from fusejit.runtime import current, kernel_cache
     fj.set_backend("cuda")
     backend = current()
-    sum_min_k = linalg.SUM_OF_PRODUCTS_MIN_K
     combine_tiles = getattr(heuristics, "gemm_combine_tiles", None)
     whole, min_tile = heuristics._whole_chunks, heuristics.FMA_FEW_TILES_MIN_TILE
 
@@ -129,11 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                     b = cp.ascontiguousarray(b)
                 ref = a.astype(cp.float64) @ b.astype(cp.float64)
                 blas = _time_events(cp, lambda a=a, b=b: a @ b, 0.3)  # (cuBLAS: no capture)
-                linalg.SUM_OF_PRODUCTS_MIN_K = 1 << 62  # (the GEMM of every case)
-                y = fj.asarray(a) @ fj.asarray(b)
-                linalg.SUM_OF_PRODUCTS_MIN_K = sum_min_k
-                buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
-                text = fj.dump(y, fused=True)
+                y, buffers, text = gemm_of(a, b)  # (the GEMM of every case)
                 gemm = next(kk for kk in fj.parse(text).kernels if "block_m" in kk.attrs)
                 at = gemm.attrs
                 mine = (at["block_m"], at["block_n"], at["block_k"], at["num_warps"],

@@ -37,7 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_matmul import _retile, _time_events  # noqa: E402
-from exp_s23_gram import CASES, operands  # noqa: E402
+from exp_s23_gram import CASES, copy_time, gemm_of, operands  # noqa: E402
 from exp_s24_longk import MORE  # noqa: E402
 
 SMS = 132
@@ -80,13 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     import cupy as cp
 
     import fusejit as fj
-    from fusejit.frontend import linalg
     from fusejit.fuse import plan_for
-    from fusejit.ir.graph import structural_key
     from fusejit.runtime import current
     fj.set_backend("cuda")
     backend = current()
-    sum_min_k = linalg.SUM_OF_PRODUCTS_MIN_K
 
     for dtype in ("float32", "float16"):
         for name, (batch, m, n, k) in {**CASES, **MORE}.items():
@@ -94,17 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             if not re.search(args.only, label) or time.time() > deadline:
                 continue
             a, bt, b = operands(cp, batch, m, n, k, dtype)
-            moved = a.nbytes + b.nbytes
-            src = cp.empty(moved // 4, cp.float32)
-            dst = cp.empty_like(src)
-            copy_ms = _time_events(cp, lambda src=src, dst=dst: cp.copyto(dst, src), 0.3)
+            copy_ms = copy_time(cp, a.nbytes + b.nbytes, _time_events)
             ref = a.astype(cp.float64) @ b.astype(cp.float64)
             blas_ms = _time_events(cp, lambda a=a, b=b: a @ b, 0.3)
-            linalg.SUM_OF_PRODUCTS_MIN_K = 1 << 62  # (the GEMM of every case)
-            y = fj.asarray(a) @ fj.asarray(b)
-            linalg.SUM_OF_PRODUCTS_MIN_K = sum_min_k
-            buffers = [leaf.buffer for leaf in structural_key([y._node])[1]]
-            text = fj.dump(y, fused=True)
+            y, buffers, text = gemm_of(a, b)  # (the GEMM of every case)
             (kernel,) = fj.parse(text).kernels
             attrs = dict(kernel.attrs)
             tiles = batch * -(-m // attrs["block_m"]) * -(-n // attrs["block_n"])
@@ -118,13 +108,10 @@ def main(argv: list[str] | None = None) -> int:
                 bk, split = (tried[2], tried[5]) if tried else (attrs["block_k"],
                                                                 attrs.get("split_k", 1))
                 pa, _, pb = operands(cp, batch, m, n, bk * split, dtype)
-                linalg.SUM_OF_PRODUCTS_MIN_K = 1 << 62
-                py = fj.asarray(pa) @ fj.asarray(pb)
-                linalg.SUM_OF_PRODUCTS_MIN_K = sum_min_k
+                _, bufs, ptext = gemm_of(pa, pb)
                 full = tried or (attrs["block_m"], attrs["block_n"], bk, attrs["num_warps"],
                                  attrs["num_stages"], split)
-                plan = plan_for(fj.parse(_retile(fj.dump(py, fused=True), full)))
-                bufs = [leaf.buffer for leaf in structural_key([py._node])[1]]
+                plan = plan_for(fj.parse(_retile(ptext, full)))
                 ms = _time_events(cp, lambda: backend.execute(plan.program, bufs, plan), 0.3)
                 return f"; K={bk * split} (a step a chunk) {ms * 1e3:.1f} us"
 
@@ -147,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:  # noqa: BLE001
                     print(f"  {vlabel:24s} {tried!s:30s} failed: {type(exc).__name__}: "
                           f"{str(exc)[:200]}", flush=True)
-            del a, b, bt, src, dst, ref, y, buffers
+            del a, b, bt, ref, y, buffers
             cp.get_default_memory_pool().free_all_blocks()
     return 0
 

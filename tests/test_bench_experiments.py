@@ -304,3 +304,34 @@ def test_s18_halves_experiment_ways_for_ragged_rows(tmp_path):
         if mark:
             assert all(mark in ln for ln in lines if f" ways {second}: " in ln), lines
             assert not any(mark in ln for ln in lines if f" ways {first}: " in ln), lines
+
+
+def test_few_tile_product_experiments_build_their_cases_and_variants(monkeypatch):
+    """The twenty-fifth session's GEMM experiments (``exp_s25_occupancy``, ``exp_s25_check``)
+    on the CPU: ``gemm_of`` records a product the frontend would make a sum of products as a
+    GEMM (the tiles the experiments edit), and the variants are valid tiles of the kernel."""
+    import sys
+
+    import fusejit as fj
+    from fusejit.codegen import heuristics
+    monkeypatch.syspath_prepend(str(_BENCH))
+    gram = _load("exp_s23_gram")
+    monkeypatch.setitem(sys.modules, "exp_s23_gram", gram)
+    occupancy, check = _load("exp_s25_occupancy"), _load("exp_s25_check")
+    from bench_matmul import _retile
+    a = np.ones((2, 1 << 17), np.float32)
+    b = np.ones((1 << 17, 64), np.float32)
+    y, buffers, text = gram.gemm_of(a, b)
+    assert "kind=gemm" in text and len(buffers) == 2
+    assert "kind=gemm" not in fj.dump(fj.asarray(a) @ fj.asarray(b), fused=True)  # (a sum)
+    (kernel,) = fj.parse(text).kernels
+    attrs = dict(kernel.attrs)
+    for label, tiles in occupancy.variants(attrs, 1 << 17, 1, "float32"):
+        if tiles:
+            edited = fj.parse(_retile(text, tiles)).kernels[0].attrs
+            assert heuristics.gemm_config_problem(dict(edited), 2, 64, 1 << 17, "float32",
+                                                  (4, 4)) is None, label
+    assert occupancy.whole_split(8192, 528) == 512 and occupancy.whole_split(1563, 264) == 264
+    mine = (64, 64, 32, 4, 3, 1)
+    assert [v[0] for v in check.large_variants(mine)][:3] == ["default", "w2", "w2 s4"]
+    assert all(len(t) in (0, 6) for _, t in check.large_variants(mine))
