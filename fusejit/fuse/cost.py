@@ -226,8 +226,14 @@ def fma_n_major_gain(flops: float, pass_bytes: int) -> tuple[float, float, float
 #: tiles: 620-670 in ``bench/results/h200-matmul-2026-12-02.md``; rounded down for mid sizes).
 GEMM_F16_ALIGNED_FLOPS = 600e12
 #: The share of that rate left when the worst operand's rows start on g-byte boundaries (4:
-#: 377 of 600; 2: 122 of about 550).
-GEMM_MISALIGNED_SHARE = {8: 0.8, 4: 0.6, 2: 0.22, 1: 0.22}
+#: 377 of 600). 2 bytes: 122 of about 550 at 1548x11932x3183 b.T, and the fifteenth session's
+#: mid-size products as read (H200, ``bench/results/h200-s15-call2/exp_s7b_floor.txt``,
+#: TFLOP/s): 5000x721x2185 146, 32 x 257x521x1000 77, 3 x 223x1649x4703 76, 7423x2185x257
+#: b.T 68, 2321x2782x515 143; at 0.22 the model had the two batched products' copies cost
+#: more than they save (27.4 against 26.0 us, 45.5 against 41.9) where they ran 111 -> 83
+#: and 137 -> 83 us with them. At 0.15 (the mean of those five, 102 of 600, rounded down a
+#: little for the b.T one) every decision of that file is the measured one.
+GEMM_MISALIGNED_SHARE = {8: 0.8, 4: 0.6, 2: 0.15, 1: 0.15}
 #: The share of the copy rate a GEMM's loads reach with rows on g-byte boundaries when it is
 #: bound by memory (a decode-like product reads B once); not measured apart: assumed, so that
 #: a copy of B, which reads and writes it, never pays for a product that reads it once.
