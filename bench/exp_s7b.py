@@ -57,6 +57,10 @@ SHAPES = {
     "d12 u7": (7423, 2185, 257, 1, True, "none"),
     "short1": (8000, 4000, 513, 1, True, "residual"),
     "short2": (4000, 3001, 1001, 1, False, "bias_relu"),
+    # (twenty-fifth session) drawn products that the 2-byte rate of 0.15 (was 0.22) now copies,
+    # never timed: the 20261210:24 draw's u12 and the 20261212:24 draw's u19
+    "d10 u12": (7654, 219, 2063, 1, True, "residual"),
+    "d12 u19": (127, 5181, 5000, 16, False, "none"),
 }
 #: the same for TF32 products (H100 before: x1 193 us as read, 53 through padded rows; x5 181
 #: and 132), sizes from 3e7 to 1.4e11 flops, a decode-like product (bound by reading B), a

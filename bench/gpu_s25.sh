@@ -14,6 +14,9 @@
 #     -> correctness5.txt
 #  6. bench/exp_s25_check.py --large: large full-precision float32 products on 2 warps, 4
 #     stages, 64x128 / 128x64 tiles against the default (about 3 min) -> exp_s25_large.txt
+#  7. bench/exp_s7b.py on the products the alignment model's 2-byte rate (0.15) now copies,
+#     copies off and on, kernel by kernel (about 2 min) -> exp_s7b_flips.txt
+#   the next session's first call: LARGE_ONLY=K-major LARGE_BUDGET=90 bash bench/gpu_s25.sh 567
 #   bash bench/gpu_s25.sh [PHASES]  (default 01)
 set -uo pipefail
 phases=${1:-01}
@@ -68,5 +71,10 @@ if [[ $phases == *6* ]]; then
 timeout 200 python3 bench/exp_s25_check.py --large --budget ${LARGE_BUDGET:-150} --only "${LARGE_ONLY:-}" \
   > "$out/exp_s25_large.txt" 2>&1
 echo "exp_s25_check --large exit $?"; grep -v -i warn "$out/exp_s25_large.txt"
+fi
+if [[ $phases == *7* ]]; then  # the alignment model's 2-byte rate: the products it now copies
+timeout 200 python3 bench/exp_s7b.py --only "old u13|new u13|d10 u12|d12 u19|new u12" \
+  > "$out/exp_s7b_flips.txt" 2>&1
+echo "exp_s7b exit $?"; grep -v -i warn "$out/exp_s7b_flips.txt"
 fi
 exit 0
