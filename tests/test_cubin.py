@@ -668,22 +668,24 @@ def test_float16_split_k_products_with_deep_k_steps_do_not_spill(m, n, k):
     assert _ptxas_spills(_emitted_ptx(emitted)) <= 16
 
 
-@pytest.mark.parametrize("m, n, k, gram", [(64, 64, 1 << 18, True), (128, 128, 1 << 16, False),
-                                           (32, 2048, 8192, False)])
-def test_float32_products_of_few_tiles_on_two_warps_do_not_spill(m, n, k, gram):
+@pytest.mark.parametrize("m, n, k, b_k_major", [(64, 64, 1 << 18, True),
+                                                (128, 128, 1 << 16, False),
+                                                (32, 2048, 8192, False)])
+def test_float32_products_of_few_tiles_on_two_warps_do_not_spill(m, n, k, b_k_major):
     """A full-precision float32 product of a few 64x64 or 32x64 tiles runs four 2-warp
-    programs an SM (64 accumulators a thread): its partials kernel keeps them in registers
-    (a Gram matrix ``a @ a.T`` too, whose B the fuser writes row-major first: rule
-    ``fma_n_major_b``)."""
+    programs an SM (64 accumulators a thread): its partials kernel keeps them in registers,
+    B read row-major or K-major (one tile of a K-major B: a row-major one runs one 4-warp
+    program an SM, ``heuristics.fma_single_tile_row_major``)."""
     from fusejit.codegen import heuristics
     with fj.using_backend("interpret"):
         a = fj.asarray(np.zeros((m, k), np.float32))
-        b = a.T if gram else fj.asarray(np.zeros((k, n), np.float32))
+        b = fj.asarray(np.zeros((k, n), np.float32))
         kernel = fj.plan(a @ b).program.kernels[-1]
     assert kernel.attrs["num_warps"] == 2
     assert kernel.attrs["split_k"] * (m // kernel.attrs["block_m"]) * (
         n // kernel.attrs["block_n"]) > 2 * heuristics.SMS
-    emitted = emit_kernel(kernel, None, "cuda")
+    emitted = emit_kernel(kernel, [(k, 1), (1, k) if b_k_major else (n, 1)], "cuda")
+    assert emitted.launches[0].num_warps == 2
     assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
 
 

@@ -1175,3 +1175,29 @@ def test_full_precision_product_of_a_k_major_b_runs_two_warps(interpret_backend)
     assert header_and_warps((130, 1))[1] == 4  # B row-major
     assert header_and_warps((1, 90), "tf32")[1] != 2
     assert header_and_warps((1, 90), edit="num_warps=8")[1] == 8
+
+
+def test_full_precision_single_tile_of_a_row_major_b_keeps_one_program_an_sm(interpret_backend):
+    """A full-precision float32 product of one 64x64 tile and a long K: four 2-warp programs
+    an SM from the shapes, but where B loads row-major (a Gram matrix ``x @ x.T``, whose B the
+    fuser writes row-major first) one 4-warp program an SM, as measured faster there; B
+    K-major keeps the shapes' tiles. Values within the product's error bound either way."""
+    from fusejit.codegen import heuristics
+    from fusejit.codegen.triton_emitter import emit_kernel
+    k = 1 << 14
+    a, b = _array((40, k), F32), _array((k, 50), F32)
+    y = fj.asarray(a) @ fj.asarray(b)
+    kernel = fj.plan(y).program.kernels[-1]
+    assert (kernel.attrs["num_warps"], kernel.attrs["split_k"]) == (2, 64)  # 512 steps / 8
+    row_major = emit_kernel(kernel, [(k, 1), (50, 1)], "cuda")
+    split, warps = heuristics.fma_single_tile_row_major(k, 32)
+    assert (split, warps) == (64, 4)  # (512 steps of 32: 64 chunks of 8, under one an SM)
+    assert [(launch.grid[1], launch.num_warps) for launch in row_major.launches][0] == (64, 4)
+    assert "4 warps in 64 chunks, not the shapes' 2 in 64" in row_major.source
+    k_major = emit_kernel(kernel, [(k, 1), (1, k)], "cuda")
+    assert k_major.launches[0].num_warps == 2
+    _close_to_product(y.numpy(), a, b, "float32")
+    x = _array((64, 1 << 18), F32)
+    gram = fj.plan(fj.asarray(x) @ fj.asarray(x).T).program.kernels[-1]
+    source = emit_kernel(gram, None, "cuda").source
+    assert "4 warps in 132 chunks, not the shapes' 2 in 512" in source

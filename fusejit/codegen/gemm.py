@@ -154,7 +154,7 @@ class GemmEmitter(_Emitter):
         self._context: tuple[str, str] = ("", "")
         #: the batch's products computed as one of batch x M rows (``_fold_batch``)
         self.fold = self._fold_batch()
-        fma_warps = self._fma_k_major_warps()
+        fma_warps = self._fma_layout_tiles()
         self.tiles_m = -(-(self.batch * self.m if self.fold else self.m) // self.cfg.block_m)
         self.tiles_n = -(-self.n // self.cfg.block_n)
         #: tiles of one matrix of the batch (of all of them, folded) and of the whole launch
@@ -209,13 +209,15 @@ class GemmEmitter(_Emitter):
             candidates = [cfg]
             self.origin = self.origin or "from the kernel's tile attributes (edited: not tuned)"
         self.candidates = tuple(candidates)
-        #: the tiles are the heuristic's, from the shapes alone (``_fma_k_major_warps`` may
+        #: the tiles are the heuristic's, from the shapes alone (``_fma_layout_tiles`` may
         #: adjust them to the operands' layout)
         self.heuristic_tiles = cfg == default and self.tiles is None
         return cfg
 
-    def _fma_k_major_warps(self) -> str:
-        """A full-precision float32 product of the heuristic's 64x64 tiles on 4 warps whose B
+    def _fma_layout_tiles(self) -> str:
+        """The heuristic's tiles of a full-precision float32 product adjusted to B's layout
+        (``heuristics.fma_single_tile_row_major``: one tile, B row-major), or:
+        a full-precision float32 product of the heuristic's 64x64 tiles on 4 warps whose B
         loads K-major (a ``[K, N]`` view of a row-major ``[N, K]`` array, as ``x @ w.T`` reads
         ``w`` where the fuser does not write it row-major first, rule ``fma_n_major_b``, or an
         input that arrives so) runs on 2 warps; returns the sentence for the header, or "".
@@ -229,13 +231,24 @@ class GemmEmitter(_Emitter):
         2649 / 1600 (466). With B row-major 2 warps lost (1000x3000x700 116 / 153,
         6400x1552x3336 1505 / 1608) or tied, so the shapes' default stays 4."""
         c = self.cfg
-        if not (self.heuristic_tiles and self.dtype == F32 and self.precision == "ieee"
-                and (c.block_m, c.block_n, c.num_warps) == (64, 64, 4) and self._k_contiguous(1)):
+        if not (self.heuristic_tiles and self.dtype == F32 and self.precision == "ieee"):
             return ""
-        self.cfg = dataclasses.replace(c, num_warps=2)
+        k_major = self._k_contiguous(1)
+        if (c.block_m, c.block_n, c.num_warps) == (64, 64, 4) and k_major:
+            self.cfg = dataclasses.replace(c, num_warps=2)
+            why = ("      2 warps, not the shapes' 4: B loads K-major, and the FMA tiles read it "
+                   "along N (twice the accumulators a thread per load of B)")
+        elif c.split_k > 1 and c.num_warps == 2 and self.batch * -(-self.m // c.block_m) * \
+                -(-self.n // c.block_n) == 1 and not k_major:
+            split, warps = heuristics.fma_single_tile_row_major(self.k, c.block_k)
+            self.cfg = dataclasses.replace(c, split_k=split, num_warps=warps)
+            why = (f"      {warps} warps in {split} chunks, not the shapes' {c.num_warps} in "
+                   f"{c.split_k}: one tile whose B loads row-major "
+                   f"(heuristics.fma_single_tile_row_major)")
+        else:
+            return ""
         self.candidates = (self.cfg, *self.candidates[1:])
-        return ("      2 warps, not the shapes' 4: B loads K-major, and the FMA tiles read it "
-                "along N (twice the accumulators a thread per load of B)")
+        return why
 
     def _fold_batch(self) -> bool:
         """Whether the batch's products are computed as one product of ``batch x M`` rows: B

@@ -1203,9 +1203,25 @@ def _fma_few_tiles(tiles: int, steps: int) -> tuple[int, int]:
     123 / 78 (51), 32x2048 of K = 8192 (32 tiles of 32x64) 151 / 86 (50), 64x2048 of K = 8192
     170 / 106 (76); B row-major: 128x128 75 / 65 (67), 32x2048 51 / 33 (46), 64x2048 72 / 58
     (63), 224x241 55 / 52 (40), the batch of 4 71 / 68, but a single 64x64 tile lost: Gram
-    matrices of K = 2**18 80 / 85 (89) and of K = 2**16 33 / 37 (34). Tiles of 16 rows gained
+    matrices of K = 2**18 80 / 85 (89) and of K = 2**16 33 / 37 (34), so the emitter keeps one
+    4-warp program an SM there (``fma_single_tile_row_major``). Tiles of 16 rows gained
     nothing (2x64 of K = 2**18 93 / 103; 16x16 Gram matrices 174 / 193, call 1)."""
     return max(1, min(GEMM_SPLIT_K_LIMIT, 4 * SMS // tiles, steps // GEMM_STEPS_PER_CHUNK)), 2
+
+
+def fma_single_tile_row_major(k: int, block_k: int) -> tuple[int, int]:
+    """(split_k, num_warps) of a full-precision float32 product of one 64x64 (or 32x64) tile
+    whose B loads row-major (N contiguous), where ``_fma_few_tiles`` gave four 2-warp programs
+    an SM: one 4-warp program an SM, as before it. The emitter decides, from B's strides.
+
+    H100, CUDA graphs (bench/exp_s25_check.py, bench/results/h100-s25/call3), us at one 4-warp
+    program an SM / four 2-warp ones: Gram matrices ``x @ x.T`` (whose B the fuser writes
+    row-major first, rule ``fma_n_major_b``) of K = 2**18 79.9 / 85.1 and of K = 2**16 32.7 /
+    37.1, where B K-major gained (176 / 128, 63 / 49) and products of 4-32 tiles gained either
+    way."""
+    # (not rounded to whole steps: the split measured, 132 chunks; for float32 the rounding
+    # gained and lost a few percent by shape, ``_whole_chunks``)
+    return max(1, min(SMS, -(-k // block_k) // GEMM_STEPS_PER_CHUNK)), 4
 
 
 def _whole_chunks(steps: int, split: int) -> int:
