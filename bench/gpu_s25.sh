@@ -16,7 +16,9 @@
 #     stages, 64x128 / 128x64 tiles against the default (about 3 min) -> exp_s25_large.txt
 #  7. bench/exp_s7b.py on the products the alignment model's 2-byte rate (0.15) now copies,
 #     copies off and on, kernel by kernel (about 2 min) -> exp_s7b_flips.txt
-#   the next session's first call: LARGE_ONLY=K-major LARGE_BUDGET=90 bash bench/gpu_s25.sh 567
+#   the next session's first call (checks the emission-time float32 rules, B K-major on 2 warps
+#   and one row-major tile on one 4-warp program an SM, and the alignment flips, about 9 min):
+#     CHECK_BUDGET=150 LARGE_ONLY=K-major LARGE_BUDGET=80 bash bench/gpu_s25.sh 3567
 #   bash bench/gpu_s25.sh [PHASES]  (default 01)
 set -uo pipefail
 phases=${1:-01}
