@@ -215,12 +215,13 @@ class GemmEmitter(_Emitter):
         return cfg
 
     def _fma_layout_tiles(self) -> str:
-        """The heuristic's tiles of a full-precision float32 product adjusted to B's layout
-        (``heuristics.fma_single_tile_row_major``: one tile, B row-major), or:
-        a full-precision float32 product of the heuristic's 64x64 tiles on 4 warps whose B
-        loads K-major (a ``[K, N]`` view of a row-major ``[N, K]`` array, as ``x @ w.T`` reads
-        ``w`` where the fuser does not write it row-major first, rule ``fma_n_major_b``, or an
-        input that arrives so) runs on 2 warps; returns the sentence for the header, or "".
+        """The heuristic's tiles of a full-precision float32 product adjusted to how B loads
+        (the fuser chose them from the shapes; the strides are known here). 64x64 tiles on 4
+        warps whose B loads K-major (a ``[K, N]`` view of a row-major ``[N, K]`` array: ``x @
+        w.T`` where the fuser does not write ``w`` row-major first, rule ``fma_n_major_b``, or
+        an input that arrives so) run on 2 warps; a single tile that the shapes split into
+        four 2-warp programs an SM keeps one 4-warp program an SM where B loads row-major
+        (``heuristics.fma_single_tile_row_major``). Returns the header's sentence, or "".
 
         ``tl.dot`` on the FMA units has each thread read B's tile along N from shared memory;
         a K-major B is stored along K, and on 2 warps a thread holds 64 accumulators to the 32
