@@ -211,7 +211,7 @@ class GemmEmitter(_Emitter):
         self.candidates = tuple(candidates)
         #: the tiles are the heuristic's, from the shapes alone (``_fma_layout_tiles`` may
         #: adjust them to the operands' layout)
-        self.heuristic_tiles = cfg == default and self.tiles is None
+        self.heuristic_tiles = cfg == default
         return cfg
 
     def _fma_layout_tiles(self) -> str:
