@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_matmul import _retile, _time_events  # noqa: E402
+from bench_matmul import _error, _retile, _time_events  # noqa: E402
 from exp_s23_gram import CASES, copy_time, gemm_of, operands  # noqa: E402
 
 #: more shapes of the same family for ``--compare`` (batch, M, N, K): 32 tiles of 32x64, 16 of
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                     def run(plan: Any = plan, buffers: Any = buffers) -> Any:
                         return backend.execute(plan.program, buffers, plan)
                     got = run()[0]
-                    err = float(cp.linalg.norm(got.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+                    err = _error(cp, got, ref)
                     ms = _time_events(cp, run, 0.4)
                     print(f"  {vlabel:18s} {tiles!s:28s} {ms * 1e3:8.1f} us "
                           f"{50 * copy_ms / ms:5.0f}% of the read bound, x{blas_ms / ms:.2f} cuBLAS, "
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                                           * fj.expand_dims(y, -3).astype(fj.float32)
                                           ).sum(-2).astype(fj.float16))
                 got = cp.asarray(jf(fa, fb))
-                err = float(cp.linalg.norm(got.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+                err = _error(cp, got, ref)
                 ms = _time_events(cp, lambda jf=jf, fa=fa, fb=fb: jf(fa, fb), 0.4)
                 print(f"  {'sum of products':18s} {'(fj.jit)':28s} {ms * 1e3:8.1f} us "
                       f"{50 * copy_ms / ms:5.0f}% of the read bound, x{blas_ms / ms:.2f} "
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                     fa, fb = fj.asarray(a), fj.asarray(bx)
                     jf = fj.jit(lambda x, y: x @ y)
                     got = cp.asarray(jf(fa, fb))
-                    err = float(cp.linalg.norm(got.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+                    err = _error(cp, got, ref)
                     ms = _time_events(cp, lambda jf=jf, fa=fa, fb=fb: jf(fa, fb), 0.4)
                     kinds = [kk.attrs.get("kind") for kk in fj.plan(fa @ fb).program.kernels]
                     print(f"  {blabel:18s} {kinds!s:28s} {ms * 1e3:8.1f} us "

@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_matmul import _retile, _time_events  # noqa: E402
+from bench_matmul import _error, _retile, _time_events  # noqa: E402
 from exp_s23_gram import CASES, gemm_of, operands  # noqa: E402
 from exp_s24_longk import MORE  # noqa: E402
 
@@ -154,8 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
                         def run(plan: Any = plan, buffers: Any = buffers) -> Any:
                             return backend.execute(plan.program, buffers, plan)
-                        err = float(cp.linalg.norm(got.astype(cp.float64) - ref)
-                                    / cp.linalg.norm(ref))
+                        err = _error(cp, got, ref)
                         c_ms = _time_events(cp, run, 0.3)
                         g_ms = c_ms if args.large else time_graph(cp, run)
                         print(f"  {vlabel:12s} {tiles!s:28s} graph {g_ms * 1e3:7.1f} us "

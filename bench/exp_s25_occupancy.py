@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_matmul import _retile, _time_events  # noqa: E402
+from bench_matmul import _error, _retile, _time_events  # noqa: E402
 from exp_s23_gram import CASES, copy_time, gemm_of, operands  # noqa: E402
 from exp_s24_longk import MORE  # noqa: E402
 
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
                     def run(plan: Any = plan, buffers: Any = buffers) -> Any:
                         return backend.execute(plan.program, buffers, plan)
-                    err = float(cp.linalg.norm(got.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+                    err = _error(cp, got, ref)
                     ms = _time_events(cp, run, 0.4)
                     print(f"  {vlabel:24s} {tried!s:30s} {ms * 1e3:8.1f} us "
                           f"{50 * copy_ms / ms:5.0f}% of the read bound, x{blas_ms / ms:.2f} "

@@ -154,12 +154,12 @@ class GemmEmitter(_Emitter):
         self._context: tuple[str, str] = ("", "")
         #: the batch's products computed as one of batch x M rows (``_fold_batch``)
         self.fold = self._fold_batch()
-        fma_warps = self._fma_layout_tiles()
         self.tiles_m = -(-(self.batch * self.m if self.fold else self.m) // self.cfg.block_m)
         self.tiles_n = -(-self.n // self.cfg.block_n)
         #: tiles of one matrix of the batch (of all of them, folded) and of the whole launch
         self.tiles = self.tiles_m * self.tiles_n
         self.grid_tiles = self.tiles if self.fold else self.batch * self.tiles
+        fma_warps = self._fma_layout_tiles()  # (keeps the block sizes, so the counts above)
         #: programs of a launch made persistent with TMA loads by the heuristic's choice, not
         #: the kernel's attributes (0: not so), and of its emission without TMA
         heuristic_loads = self._heuristic_loads()
@@ -239,8 +239,7 @@ class GemmEmitter(_Emitter):
             self.cfg = dataclasses.replace(c, num_warps=2)
             why = ("      2 warps, not the shapes' 4: B loads K-major, and the FMA tiles read it "
                    "along N (twice the accumulators a thread per load of B)")
-        elif c.split_k > 1 and c.num_warps == 2 and self.batch * -(-self.m // c.block_m) * \
-                -(-self.n // c.block_n) == 1 and not k_major:
+        elif c.split_k > 1 and c.num_warps == 2 and self.grid_tiles == 1 and not k_major:
             split, warps = heuristics.fma_single_tile_row_major(self.k, c.block_k)
             self.cfg = dataclasses.replace(c, split_k=split, num_warps=warps)
             why = (f"      {warps} warps in {split} chunks, not the shapes' {c.num_warps} in "

@@ -1219,9 +1219,9 @@ def fma_single_tile_row_major(k: int, block_k: int) -> tuple[int, int]:
     row-major first, rule ``fma_n_major_b``) of K = 2**18 79.9 / 85.1 and of K = 2**16 32.7 /
     37.1, where B K-major gained (176 / 128, 63 / 49) and products of 4-32 tiles gained either
     way."""
-    # (not rounded to whole steps: the split measured, 132 chunks; for float32 the rounding
-    # gained and lost a few percent by shape, ``_whole_chunks``)
-    return max(1, min(SMS, -(-k // block_k) // GEMM_STEPS_PER_CHUNK)), 4
+    # (the split of any single tile, not rounded to whole steps: the split measured, 132
+    # chunks; for float32 the rounding gained and lost a few percent by shape)
+    return _fill_split(1, -(-k // block_k), False), 4
 
 
 def _whole_chunks(steps: int, split: int) -> int:
