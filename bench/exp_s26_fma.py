@@ -1,0 +1,117 @@
+"""Full-precision float32 GEMMs of many tiles: how the tiles fall into rounds over the SMs,
+and what loading rows 4 bytes at a time costs (issue 11; the twenty-sixth session).
+
+Two findings on the CPU (ptxas -v of the default 64x64x32 kernel on 4 warps, sm_90a) set
+this up:
+
+- where both A's rows (K) and B's rows (N) are not 16-byte multiples, every load is a 4-byte
+  ``cp.async`` with its own address, and the kernel takes 190 registers a thread (96 with
+  aligned rows, 128 with A's alone misaligned): two programs an SM, not four. At K by 16
+  it takes 114 (four an SM); on 8 warps 80.
+- 2047x513x8191 (288 tiles) ran at 0.46x of cuBLAS, 2048x512x8192 (256 tiles) at 0.8x: 288
+  tiles at two an SM take two rounds (264 + 24), split in 4 chunks (603 against 965 us, H100,
+  sixteenth session) five rounds of a quarter.
+
+So each case runs its default tiles against K split 1-8 ways (``sN``), K by 16 (``bk16``),
+and 8 warps (``w8``), B row-major (a contiguous ``[K, N]``), timed as CUDA graphs of the
+plan's launches (``exp_s25_check.time_graph``) beside cuBLAS (by calls). Aligned shapes
+whose tiles run just past whole rounds (``NNNt``: tiles of 64x64) say whether the split
+should follow the rounds everywhere; misaligned ones whether K by 16 pays.
+
+Run on the GPU machine: ``python3 bench/exp_s26_fma.py [--only REGEX] [--budget S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_matmul import _error, _retile, _time_events  # noqa: E402
+from exp_s23_gram import gemm_of  # noqa: E402
+from exp_s25_check import time_graph  # noqa: E402
+
+#: M x N x K, float32, B row-major; the tile count (64x64 tiles) leads aligned names
+CASES = {
+    "288t 2048x576x8192": (2048, 576, 8192),
+    "272t 1024x1088x8192": (1024, 1088, 8192),
+    "400t 1280x1280x4096": (1280, 1280, 4096),
+    "144t 768x768x16384": (768, 768, 16384),
+    "256t 2048x512x8192": (2048, 512, 8192),
+    "1024t 2048x2048x4096": (2048, 2048, 4096),
+    "both 2047x513x8191": (2047, 513, 8191),
+    "both 767x769x16383": (767, 769, 16383),
+    "both 1279x1281x4095": (1279, 1281, 4095),
+    "both 1001x3001x701": (1001, 3001, 701),
+    "both 4095x4097x4093": (4095, 4097, 4093),
+    "A 2048x576x8191": (2048, 576, 8191),
+    "B 2048x577x8192": (2048, 577, 8192),
+}
+
+
+def variants(mine: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
+    """The default and its neighbours (tiles as ``bench_matmul._retile`` takes them)."""
+    bm, bn, bk, w, st, split = mine
+    out: list[tuple[str, tuple[int, ...]]] = [("default", ())]
+    out += [(f"s{s}", (bm, bn, bk, w, st, s)) for s in (1, 2, 3, 4, 8) if s != split]
+    out += [("bk16", (bm, bn, 16, w, st, split)), ("bk16 s4", (bm, bn, 16, w, st, 4)),
+            ("w8", (bm, bn, bk, 8, st, split))]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default="")
+    p.add_argument("--budget", type=float, default=240.0)
+    args = p.parse_args(argv)
+    deadline = time.time() + args.budget
+    import cupy as cp
+
+    import fusejit as fj
+    from fusejit.fuse import plan_for
+    from fusejit.runtime import current, kernel_cache
+    fj.set_backend("cuda")
+    backend = current()
+    for name, (m, n, k) in CASES.items():
+        if not re.search(args.only, name) or time.time() > deadline:
+            continue
+        a = cp.random.standard_normal((m, k), dtype=cp.float32)
+        b = cp.random.standard_normal((k, n), dtype=cp.float32)
+        ref = a.astype(cp.float64) @ b.astype(cp.float64)
+        blas = _time_events(cp, lambda a=a, b=b: a @ b, 0.3)
+        y, buffers, text = gemm_of(a, b)
+        kernels = fj.parse(text).kernels
+        at = next(kk for kk in kernels if "block_m" in kk.attrs).attrs
+        mine = (at["block_m"], at["block_n"], at["block_k"], at["num_warps"],
+                at["num_stages"], at.get("split_k", 1))
+        flops = 2 * m * n * k
+        print(f"{name}: default {mine}, {len(kernels)} kernels, cuBLAS {blas * 1e3:.1f} us "
+              f"({flops / blas / 1e9:.1f} TFLOP/s, calls)", flush=True)
+        for label, tiles in variants(mine):
+            if time.time() > deadline:
+                break
+            try:
+                kernel_cache._emit_cache.clear()  # (emitted kernels are kept by IR text)
+                plan = plan_for(fj.parse(_retile(text, tiles)))
+                got = backend.execute(plan.program, buffers, plan)[0]
+
+                def run(plan: Any = plan, buffers: Any = buffers) -> Any:
+                    return backend.execute(plan.program, buffers, plan)
+                ms = time_graph(cp, run)
+                print(f"  {label:8s} {tiles!s:26s} {ms * 1e3:8.1f} us (x{blas / ms:.2f} "
+                      f"cuBLAS), err {_error(cp, got, ref):.1e}", flush=True)
+            except Exception as exc:  # noqa: BLE001
+                print(f"  {label:8s} {tiles!s:26s} failed: {type(exc).__name__}: "
+                      f"{str(exc)[:300]}", flush=True)
+        del a, b, ref, y, buffers
+        cp.get_default_memory_pool().free_all_blocks()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
