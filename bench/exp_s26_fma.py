@@ -54,14 +54,28 @@ CASES = {
 }
 
 
-def variants(mine: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
-    """The default and its neighbours (tiles as ``bench_matmul._retile`` takes them)."""
-    bm, bn, bk, w, st, split = mine
-    out: list[tuple[str, tuple[int, ...]]] = [("default", ())]
+def variants(mine: tuple[int, ...], old: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
+    """The default (``mine``: the IR's tiles), the twenty-fifth session's (``old``), and their
+    neighbours (tiles as ``bench_matmul._retile`` takes them)."""
+    bm, bn, bk, w, st, split = old
+    out: list[tuple[str, tuple[int, ...]]] = [("default", ()), ("s25", old)]
     out += [(f"s{s}", (bm, bn, bk, w, st, s)) for s in (1, 2, 3, 4, 8) if s != split]
     out += [("bk16", (bm, bn, 16, w, st, split)), ("bk16 s4", (bm, bn, 16, w, st, 4)),
-            ("w8", (bm, bn, bk, 8, st, split))]
+            ("bk16 s8", (bm, bn, 16, w, st, 8)), ("w8", (bm, bn, bk, 8, st, split))]
     return out
+
+
+def s25_tiles(m: int, n: int, k: int) -> tuple[int, ...]:
+    """The twenty-fifth session's tiles of an ``m x n x k`` float32 product (no split by
+    rounds, ``heuristics._fma_round_split``)."""
+    from fusejit.codegen import heuristics
+    kept = heuristics._fma_round_split
+    heuristics._fma_round_split = lambda tiles, steps, split: split
+    try:
+        c = heuristics.gemm_config(m, n, k, 1, "float32")
+    finally:
+        heuristics._fma_round_split = kept
+    return (c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages, c.split_k)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,10 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     import cupy as cp
 
     import fusejit as fj
+    from fusejit.codegen import heuristics
     from fusejit.fuse import plan_for
     from fusejit.runtime import current, kernel_cache
     fj.set_backend("cuda")
     backend = current()
+    element_k = heuristics.FMA_ELEMENT_LOADS_BLOCK_K
     for name, (m, n, k) in CASES.items():
         if not re.search(args.only, name) or time.time() > deadline:
             continue
@@ -92,13 +108,19 @@ def main(argv: list[str] | None = None) -> int:
         flops = 2 * m * n * k
         print(f"{name}: default {mine}, {len(kernels)} kernels, cuBLAS {blas * 1e3:.1f} us "
               f"({flops / blas / 1e9:.1f} TFLOP/s, calls)", flush=True)
-        for label, tiles in variants(mine):
+        for label, tiles in variants(mine, s25_tiles(m, n, k)):
             if time.time() > deadline:
                 break
             try:
                 kernel_cache._emit_cache.clear()  # (emitted kernels are kept by IR text)
-                plan = plan_for(fj.parse(_retile(text, tiles)))
-                got = backend.execute(plan.program, buffers, plan)[0]
+                # K by 16 at emission (4-byte rows) for the default alone: an edited variant
+                # equal to the heuristic's tiles would take it too
+                heuristics.FMA_ELEMENT_LOADS_BLOCK_K = element_k if label == "default" else 0
+                try:
+                    plan = plan_for(fj.parse(_retile(text, tiles)))
+                    got = backend.execute(plan.program, buffers, plan)[0]
+                finally:
+                    heuristics.FMA_ELEMENT_LOADS_BLOCK_K = element_k
 
                 def run(plan: Any = plan, buffers: Any = buffers) -> Any:
                     return backend.execute(plan.program, buffers, plan)

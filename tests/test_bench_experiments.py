@@ -335,3 +335,35 @@ def test_few_tile_product_experiments_build_their_cases_and_variants(monkeypatch
     mine = (64, 64, 32, 4, 3, 1)
     assert [v[0] for v in check.large_variants(mine)][:3] == ["default", "w2", "w2 s4"]
     assert all(len(t) in (0, 6) for _, t in check.large_variants(mine))
+
+
+def test_fma_rounds_experiment_builds_its_cases_and_variants(monkeypatch):
+    """The twenty-sixth session's experiment (``exp_s26_fma``) on the CPU: every case records
+    one GEMM whose variants are valid tiles of it (K split 1-8 ways, K by 16, 8 warps)."""
+    import sys
+
+    import fusejit as fj
+    from fusejit.codegen import heuristics
+    monkeypatch.syspath_prepend(str(_BENCH))
+    monkeypatch.setitem(sys.modules, "exp_s23_gram", _load("exp_s23_gram"))
+    monkeypatch.setitem(sys.modules, "exp_s25_check", _load("exp_s25_check"))
+    fma = _load("exp_s26_fma")
+    from bench_matmul import _retile
+    from exp_s23_gram import gemm_of
+    assert len(fma.CASES) >= 10
+    for name in ("both 2047x513x8191", "144t 768x768x16384"):
+        m, n, k = fma.CASES[name]
+        y, buffers, text = gemm_of(np.zeros((m, k), np.float32), np.zeros((k, n), np.float32))
+        at = next(kk for kk in fj.parse(text).kernels if "block_m" in kk.attrs).attrs
+        mine = tuple(at[f] for f in ("block_m", "block_n", "block_k", "num_warps",
+                                     "num_stages", "split_k"))
+        labels = []
+        old = fma.s25_tiles(m, n, k)
+        assert old[5] <= mine[5]  # (the split by rounds only adds chunks)
+        for label, tiles in fma.variants(mine, old):
+            labels.append(label)
+            edited = next(kk for kk in fj.parse(_retile(text, tiles)).kernels
+                          if "block_m" in kk.attrs).attrs
+            assert heuristics.gemm_config_problem(dict(edited), m, n, k, "float32",
+                                                  (4, 4)) is None, (name, label)
+        assert labels[:2] == ["default", "s25"] and {"bk16", "w8", "s4"} <= set(labels), labels

@@ -1177,9 +1177,48 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         # (2; 186), 2048x512x8192 441 / 408 (2; 354); 512x4096x4096 (512 tiles) 404 / 393 at
         # 2 chunks, within noise, so left whole; 64x2048x8192 kept its 4 (77 us; 2: 145)
         split = max(split, min(4, 4 * SMS // tiles, steps // GEMM_STEPS_PER_CHUNK))
+        split = _fma_round_split(tiles, steps, split)
     if split > 1 and k % bk == 0:
         split = _whole_chunks(k // bk, split)
     return GemmConfig(bm, bn, bk, warps, stages, 8, split, "heuristic")
+
+
+#: K step of a full-precision float32 GEMM's 64x64 tiles where neither operand's rows are
+#: 16-byte multiples (decided at emission, ``gemm.GemmEmitter._fma_layout_tiles``): every load
+#: is then one element with its own address, and K by 32 took 182-194 registers a thread
+#: (ptxas, sm_90a: two programs an SM; 96 with aligned rows), K by 16 96-114 (four). 0: off.
+FMA_ELEMENT_LOADS_BLOCK_K = 16
+#: Most K chunks ``_fma_round_split`` splits a full-precision float32 GEMM into, the fewest K
+#: steps of a chunk (the partials' stores and the combine's launch against a chunk's FMA
+#: work) and the least share of its rounds' time a split must save to be taken
+FMA_ROUND_SPLIT_MAX = 8
+FMA_ROUND_SPLIT_MIN_STEPS = 32
+FMA_ROUND_SPLIT_GAIN = 0.1
+
+
+def _fma_rounds(tiles: int, split: int) -> float:
+    """Tiles' worth of work the busiest SM runs where ``tiles`` tiles are split in ``split``
+    chunks of K each over ``SMS`` SMs."""
+    return -(-tiles * split // SMS) / split
+
+
+def _fma_round_split(tiles: int, steps: int, split: int) -> int:
+    """K chunks of a full-precision float32 GEMM of ``tiles`` tiles and ``steps`` K steps
+    (``split`` so far): the FMA units are shared by an SM's programs, so the GEMM takes as
+    long as its busiest SM's work, ``ceil(tiles * split / SMS) / split`` tiles. 288 tiles
+    (2047x513x8191) leave 24 SMs three tiles and the rest two: 1.375x the even share; in 4
+    chunks, 1152 quarter tiles, the busiest SM runs 9 of them, 1.03x. The split with the
+    least such work (a larger one only where it saves 3% more) is taken where it saves
+    ``FMA_ROUND_SPLIT_GAIN`` of the time or more, in chunks of ``FMA_ROUND_SPLIT_MIN_STEPS``
+    steps or more."""
+    best = split
+    for chunks in range(split + 1, FMA_ROUND_SPLIT_MAX + 1):
+        if steps < chunks * FMA_ROUND_SPLIT_MIN_STEPS:
+            break
+        if _fma_rounds(tiles, chunks) < 0.97 * _fma_rounds(tiles, best):
+            best = chunks
+    gain = 1 - _fma_rounds(tiles, best) / _fma_rounds(tiles, split)
+    return best if gain >= FMA_ROUND_SPLIT_GAIN else split
 
 
 #: Smallest tile (block_m x block_n) of a full-precision float32 product of few tiles that
