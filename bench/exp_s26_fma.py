@@ -12,13 +12,18 @@ this up:
   tiles at two an SM take two rounds (264 + 24), split in 4 chunks (603 against 965 us, H100,
   sixteenth session) five rounds of a quarter.
 
-So each case runs its default tiles against K split 1-8 ways (``sN``), K by 16 (``bk16``),
-and 8 warps (``w8``), B row-major (a contiguous ``[K, N]``), timed as CUDA graphs of the
-plan's launches (``exp_s25_check.time_graph``) beside cuBLAS (by calls). Aligned shapes
-whose tiles run just past whole rounds (``NNNt``: tiles of 64x64) say whether the split
-should follow the rounds everywhere; misaligned ones whether K by 16 pays.
+So each case runs its default tiles (``default``: split by rounds, ``heuristics.
+_fma_round_split``), the twenty-fifth session's (``s25``), K split 1-8 ways (``sN``), K by 16
+(``bk16``) and 8 warps (``w8``), B row-major (a contiguous ``[K, N]``), timed as CUDA graphs
+of the plan's launches (``exp_s25_check.time_graph``) beside cuBLAS (by calls). Aligned
+shapes whose tiles run just past whole rounds (``NNNt``: tiles of 64x64) say whether the
+split should follow the rounds everywhere; misaligned ones whether K by 16 pays.
 
-Run on the GPU machine: ``python3 bench/exp_s26_fma.py [--only REGEX] [--budget S]``.
+Found (H100, bench/results/h100-s26/call1): the split by rounds gains 1.1-1.6x wherever the
+tiles fall unevenly; K by 16 gained only unsplit (2047x513x8191 959 -> 717 us) and nothing
+once split (593 both), so it was not made a rule.
+
+Run on the GPU machine: ``python3 bench/exp_s26_fma.py [--only REGEX] [--variants REGEX] [--budget S]``.
 """
 
 from __future__ import annotations
@@ -82,17 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default="")
     p.add_argument("--budget", type=float, default=240.0)
+    p.add_argument("--variants", default="", help="only the variants whose label matches")
     args = p.parse_args(argv)
     deadline = time.time() + args.budget
     import cupy as cp
 
     import fusejit as fj
-    from fusejit.codegen import heuristics
     from fusejit.fuse import plan_for
     from fusejit.runtime import current, kernel_cache
     fj.set_backend("cuda")
     backend = current()
-    element_k = heuristics.FMA_ELEMENT_LOADS_BLOCK_K
     for name, (m, n, k) in CASES.items():
         if not re.search(args.only, name) or time.time() > deadline:
             continue
@@ -111,16 +115,12 @@ def main(argv: list[str] | None = None) -> int:
         for label, tiles in variants(mine, s25_tiles(m, n, k)):
             if time.time() > deadline:
                 break
+            if not re.search(args.variants, label):
+                continue
             try:
                 kernel_cache._emit_cache.clear()  # (emitted kernels are kept by IR text)
-                # K by 16 at emission (4-byte rows) for the default alone: an edited variant
-                # equal to the heuristic's tiles would take it too
-                heuristics.FMA_ELEMENT_LOADS_BLOCK_K = element_k if label == "default" else 0
-                try:
-                    plan = plan_for(fj.parse(_retile(text, tiles)))
-                    got = backend.execute(plan.program, buffers, plan)[0]
-                finally:
-                    heuristics.FMA_ELEMENT_LOADS_BLOCK_K = element_k
+                plan = plan_for(fj.parse(_retile(text, tiles)))
+                got = backend.execute(plan.program, buffers, plan)[0]
 
                 def run(plan: Any = plan, buffers: Any = buffers) -> Any:
                     return backend.execute(plan.program, buffers, plan)

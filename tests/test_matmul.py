@@ -1177,35 +1177,6 @@ def test_full_precision_product_of_a_k_major_b_runs_two_warps(interpret_backend)
     assert header_and_warps((1, 90), edit="num_warps=8")[1] == 8
 
 
-def test_full_precision_product_of_element_loads_takes_k_by_16(interpret_backend):
-    """A full-precision float32 GEMM of the heuristic's 64x64 tiles where neither operand's
-    rows are 16-byte multiples (every load one element with its own address) steps K by 16,
-    not 32, and says why in its header (ptxas: 190 registers a thread at K by 32, two programs
-    an SM; 96-114 at 16). One aligned operand, B K-major, TF32 and edited tiles keep K by
-    32. The numbers match NumPy's product within its error bound."""
-    from fusejit.codegen.triton_emitter import emit_kernel
-    a, b = _array((200, 90), F32), _array((90, 130), F32)  # rows of 360 and 520 bytes
-    out = fj.asarray(a) @ fj.asarray(b)
-    _close_to_product(out.numpy(), a, b, "float32")
-
-    def block_k(strides, precision="ieee", edit=None, shapes=((200, 90), (90, 130))):
-        y = fj.matmul(fj.asarray(np.zeros(shapes[0], F32)), fj.asarray(np.zeros(shapes[1], F32)),
-                      precision=precision)
-        kernel = fj.plan(y).program.kernels[-1]
-        if edit:
-            kernel = fj.parse(re.sub(r"num_stages=\d+", edit, fj.dump(y, fused=True))).kernels[-1]
-        em = emit_kernel(kernel, strides, "cuda")
-        found = re.search(r"for k in range\(0, \d+, (\d+)\)", em.source)
-        return int(found.group(1)), em.source
-    bk, source = block_k([(90, 1), (130, 1)])
-    assert bk == 16 and "K by 16, not the shapes' 32: neither operand's rows" in source
-    assert block_k([(92, 1), (130, 1)], shapes=((200, 92), (92, 130)))[0] == 32  # A aligned
-    assert block_k([(90, 1), (132, 1)], shapes=((200, 90), (90, 132)))[0] == 32  # B aligned
-    assert block_k([(90, 1), (1, 90)])[0] == 32  # B K-major: its own rule (2 warps)
-    assert block_k([(90, 1), (130, 1)], "tf32")[0] == 32
-    assert block_k([(90, 1), (130, 1)], edit="num_stages=2")[0] == 32  # edited tiles
-
-
 def test_full_precision_single_tile_of_a_row_major_b_keeps_one_program_an_sm(interpret_backend):
     """A full-precision float32 product of one 64x64 tile and a long K: four 2-warp programs
     an SM from the shapes, but where B loads row-major (a Gram matrix ``x @ x.T``, whose B the

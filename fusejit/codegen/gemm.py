@@ -239,14 +239,6 @@ class GemmEmitter(_Emitter):
             self.cfg = dataclasses.replace(c, num_warps=2)
             why = ("      2 warps, not the shapes' 4: B loads K-major, and the FMA tiles read it "
                    "along N (twice the accumulators a thread per load of B)")
-        elif (c.block_m, c.block_n, c.num_warps) == (64, 64, 4) and \
-                heuristics.FMA_ELEMENT_LOADS_BLOCK_K not in (0, c.block_k) and \
-                not (self._loads_words(0) or self._loads_words(1)):
-            block_k = heuristics.FMA_ELEMENT_LOADS_BLOCK_K
-            self.cfg = dataclasses.replace(c, block_k=block_k)
-            why = (f"      K by {block_k}, not the shapes' {c.block_k}: neither operand's rows "
-                   f"are 16-byte multiples, so every load is one element with its own "
-                   f"address (heuristics.FMA_ELEMENT_LOADS_BLOCK_K)")
         elif c.split_k > 1 and c.num_warps == 2 and self.grid_tiles == 1 and not k_major:
             split, warps = heuristics.fma_single_tile_row_major(self.k, c.block_k)
             self.cfg = dataclasses.replace(c, split_k=split, num_warps=warps)
@@ -333,26 +325,6 @@ class GemmEmitter(_Emitter):
         along_k = tuple(1 if i == axis else 0 for i in range(nd))
         sites = self._load_sites((origin, along_k), roots=(name,))
         return bool(sites) and all(o[1] - o[0] == 1 for _, o in sites)
-
-    def _loads_words(self, index: int) -> bool:
-        """Whether every load of operand ``index`` (0: A, 1: B) can read 16 bytes at a time:
-        contiguous along one axis of its tile, with rows (the other axis's step) a multiple of
-        16 bytes. Rows that are not load one element at a time, each with its own address."""
-        name = self.mm.args[index]
-        shape = self.types[name].shape
-        nd = len(shape)
-        if nd < 2:
-            return False
-        size = self.types[name].dtype.itemsize
-        origin = (0,) * nd
-        steps = [tuple(1 if i == axis else 0 for i in range(nd)) for axis in (nd - 2, nd - 1)]
-        sites = self._load_sites((origin, *steps), roots=(name,))
-        for _, (o, along_rows, along_cols) in sites:
-            pitch = along_rows - o if along_cols - o == 1 else \
-                along_cols - o if along_rows - o == 1 else 1
-            if (pitch * size) % 16:
-                return False
-        return bool(sites)
 
     def _how(self) -> str:
         acc = TL[self.acc_dtype]

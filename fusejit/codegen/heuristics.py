@@ -1183,42 +1183,53 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     return GemmConfig(bm, bn, bk, warps, stages, 8, split, "heuristic")
 
 
-#: K step of a full-precision float32 GEMM's 64x64 tiles where neither operand's rows are
-#: 16-byte multiples (decided at emission, ``gemm.GemmEmitter._fma_layout_tiles``): every load
-#: is then one element with its own address, and K by 32 took 182-194 registers a thread
-#: (ptxas, sm_90a: two programs an SM; 96 with aligned rows), K by 16 96-114 (four). 0: off.
-FMA_ELEMENT_LOADS_BLOCK_K = 16
 #: Most K chunks ``_fma_round_split`` splits a full-precision float32 GEMM into, the fewest K
 #: steps of a chunk (the partials' stores and the combine's launch against a chunk's FMA
-#: work) and the least share of its rounds' time a split must save to be taken
+#: work) and the least share of the busiest SM's work a split must save to be taken
 FMA_ROUND_SPLIT_MAX = 8
 FMA_ROUND_SPLIT_MIN_STEPS = 32
-FMA_ROUND_SPLIT_GAIN = 0.1
+FMA_ROUND_SPLIT_GAIN = 0.05
 
 
-def _fma_rounds(tiles: int, split: int) -> float:
+def _fma_rounds(tiles: int, split: int) -> tuple[int, int]:
     """Tiles' worth of work the busiest SM runs where ``tiles`` tiles are split in ``split``
-    chunks of K each over ``SMS`` SMs."""
-    return -(-tiles * split // SMS) / split
+    chunks of K each over ``SMS`` SMs, as a fraction (numerator, denominator):
+    ``ceil(tiles * split / SMS) / split``."""
+    return -(-tiles * split // SMS), split
 
 
 def _fma_round_split(tiles: int, steps: int, split: int) -> int:
     """K chunks of a full-precision float32 GEMM of ``tiles`` tiles and ``steps`` K steps
     (``split`` so far): the FMA units are shared by an SM's programs, so the GEMM takes as
-    long as its busiest SM's work, ``ceil(tiles * split / SMS) / split`` tiles. 288 tiles
-    (2047x513x8191) leave 24 SMs three tiles and the rest two: 1.375x the even share; in 4
-    chunks, 1152 quarter tiles, the busiest SM runs 9 of them, 1.03x. The split with the
-    least such work (a larger one only where it saves 3% more) is taken where it saves
-    ``FMA_ROUND_SPLIT_GAIN`` of the time or more, in chunks of ``FMA_ROUND_SPLIT_MIN_STEPS``
-    steps or more."""
+    long as its busiest SM's work, ``ceil(tiles * split / SMS) / split`` tiles. The split of
+    up to ``FMA_ROUND_SPLIT_MAX`` chunks of ``FMA_ROUND_SPLIT_MIN_STEPS`` steps or more with
+    the least such work (the fewest chunks among equals) is taken where it saves
+    ``FMA_ROUND_SPLIT_GAIN`` or more.
+
+    288 tiles (2047x513x8191) left 24 SMs three tiles and the others two, 1.375x the even
+    share; in 4 chunks the busiest SM runs 9 quarter tiles, 1.03x. H100, B row-major, the
+    GEMM's launches replayed from a CUDA graph (bench/exp_s26_fma.py,
+    bench/results/h100-s26/call1), us unsplit (or as split before) / at this split
+    (cuBLAS): 2048x576x8192 (288 tiles) 606 / 437 at 4 (451), 2047x513x8191 (rows of 4 bytes)
+    959 / 593 at 4 (451), 2048x576x8191 641 / 478 at 4 (451), 1024x1088x8192 (272) 606 / 421 at
+    8 (384), 1280x1280x4096 (400) 399 / 319 at 4 (304), 768x768x16384 (144; 3 chunks before)
+    531 / 439 at 8 (387), 767x769x16383 (156; 3 before) 716 / 667 at 4, 1279x1281x4095 492 /
+    445 at 4 (307), 2048x577x8192 (320) 626 / 532 at 4 (452). The model undersells more
+    chunks by a few percent where it calls them even (400 tiles: 3 and 4 chunks 335 / 319),
+    and where the rounds are even already chunks only cost: 2048x2048x4096 (1024 tiles) 781
+    unsplit, 795 / 810 / 834 at 2 / 4 / 8; 1001x3001x701 (752 tiles, 22 steps) 137 / 158 at 2.
+    Splitting K does not change the arithmetic's error bound (the chunks' partials add in a
+    fixed order)."""
     best = split
     for chunks in range(split + 1, FMA_ROUND_SPLIT_MAX + 1):
         if steps < chunks * FMA_ROUND_SPLIT_MIN_STEPS:
             break
-        if _fma_rounds(tiles, chunks) < 0.97 * _fma_rounds(tiles, best):
+        work, of = _fma_rounds(tiles, chunks)
+        best_work, best_of = _fma_rounds(tiles, best)
+        if work * best_of < best_work * of:
             best = chunks
-    gain = 1 - _fma_rounds(tiles, best) / _fma_rounds(tiles, split)
-    return best if gain >= FMA_ROUND_SPLIT_GAIN else split
+    (work, of), (before, before_of) = _fma_rounds(tiles, best), _fma_rounds(tiles, split)
+    return best if work * before_of <= (1 - FMA_ROUND_SPLIT_GAIN) * before * of else split
 
 
 #: Smallest tile (block_m x block_n) of a full-precision float32 product of few tiles that
