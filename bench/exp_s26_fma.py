@@ -41,7 +41,8 @@ from bench_matmul import _error, _retile, _time_events  # noqa: E402
 from exp_s23_gram import gemm_of  # noqa: E402
 from exp_s25_check import time_graph  # noqa: E402
 
-#: M x N x K, float32, B row-major; the tile count (64x64 tiles) leads aligned names
+#: M x N x K (float32 unless a dtype follows), B row-major; the tile count (64x64 tiles) leads
+#: aligned names
 CASES = {
     "288t 2048x576x8192": (2048, 576, 8192),
     "272t 1024x1088x8192": (1024, 1088, 8192),
@@ -56,6 +57,9 @@ CASES = {
     "both 4095x4097x4093": (4095, 4097, 4093),
     "A 2048x576x8191": (2048, 576, 8191),
     "B 2048x577x8192": (2048, 577, 8192),
+    # float64 (64x64x16 tiles on the FMA units too; not split by rounds so far)
+    "f64 288t 2048x576x4096": (2048, 576, 4096, "float64"),
+    "f64 144t 768x768x8192": (768, 768, 8192, "float64"),
 }
 
 
@@ -70,14 +74,14 @@ def variants(mine: tuple[int, ...], old: tuple[int, ...]) -> list[tuple[str, tup
     return out
 
 
-def s25_tiles(m: int, n: int, k: int) -> tuple[int, ...]:
-    """The twenty-fifth session's tiles of an ``m x n x k`` float32 product (no split by
-    rounds, ``heuristics._fma_round_split``)."""
+def s25_tiles(m: int, n: int, k: int, dtype: str = "float32") -> tuple[int, ...]:
+    """The twenty-fifth session's tiles of an ``m x n x k`` product (no split by rounds,
+    ``heuristics._fma_round_split``)."""
     from fusejit.codegen import heuristics
     kept = heuristics._fma_round_split
     heuristics._fma_round_split = lambda tiles, steps, split: split
     try:
-        c = heuristics.gemm_config(m, n, k, 1, "float32")
+        c = heuristics.gemm_config(m, n, k, 1, dtype)
     finally:
         heuristics._fma_round_split = kept
     return (c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages, c.split_k)
@@ -97,11 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     from fusejit.runtime import current, kernel_cache
     fj.set_backend("cuda")
     backend = current()
-    for name, (m, n, k) in CASES.items():
+    for name, (m, n, k, *dtype) in CASES.items():
         if not re.search(args.only, name) or time.time() > deadline:
             continue
-        a = cp.random.standard_normal((m, k), dtype=cp.float32)
-        b = cp.random.standard_normal((k, n), dtype=cp.float32)
+        dt = dtype[0] if dtype else "float32"
+        a = cp.random.standard_normal((m, k), dtype=cp.float32).astype(dt)
+        b = cp.random.standard_normal((k, n), dtype=cp.float32).astype(dt)
         ref = a.astype(cp.float64) @ b.astype(cp.float64)
         blas = _time_events(cp, lambda a=a, b=b: a @ b, 0.3)
         y, buffers, text = gemm_of(a, b)
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         flops = 2 * m * n * k
         print(f"{name}: default {mine}, {len(kernels)} kernels, cuBLAS {blas * 1e3:.1f} us "
               f"({flops / blas / 1e9:.1f} TFLOP/s, calls)", flush=True)
-        for label, tiles in variants(mine, s25_tiles(m, n, k)):
+        for label, tiles in variants(mine, s25_tiles(m, n, k, dt)):
             if time.time() > deadline:
                 break
             if not re.search(args.variants, label):

@@ -351,19 +351,21 @@ def test_fma_rounds_experiment_builds_its_cases_and_variants(monkeypatch):
     from bench_matmul import _retile
     from exp_s23_gram import gemm_of
     assert len(fma.CASES) >= 10
-    for name in ("both 2047x513x8191", "144t 768x768x16384"):
-        m, n, k = fma.CASES[name]
-        y, buffers, text = gemm_of(np.zeros((m, k), np.float32), np.zeros((k, n), np.float32))
+    for name in ("both 2047x513x8191", "144t 768x768x16384", "f64 288t 2048x576x4096"):
+        m, n, k, *dtype = fma.CASES[name]
+        dt = dtype[0] if dtype else "float32"
+        y, buffers, text = gemm_of(np.zeros((m, k), dt), np.zeros((k, n), dt))
         at = next(kk for kk in fj.parse(text).kernels if "block_m" in kk.attrs).attrs
         mine = tuple(at[f] for f in ("block_m", "block_n", "block_k", "num_warps",
                                      "num_stages", "split_k"))
         labels = []
-        old = fma.s25_tiles(m, n, k)
+        old = fma.s25_tiles(m, n, k, dt)
         assert old[5] <= mine[5]  # (the split by rounds only adds chunks)
         for label, tiles in fma.variants(mine, old):
             labels.append(label)
             edited = next(kk for kk in fj.parse(_retile(text, tiles)).kernels
                           if "block_m" in kk.attrs).attrs
-            assert heuristics.gemm_config_problem(dict(edited), m, n, k, "float32",
-                                                  (4, 4)) is None, (name, label)
+            size = np.dtype(dt).itemsize
+            assert heuristics.gemm_config_problem(dict(edited), m, n, k, dt,
+                                                  (size, size)) is None, (name, label)
         assert labels[:2] == ["default", "s25"] and {"bk16", "w8", "s4"} <= set(labels), labels
