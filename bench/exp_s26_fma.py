@@ -19,6 +19,10 @@ of the plan's launches (``exp_s25_check.time_graph``) beside cuBLAS (by calls). 
 shapes whose tiles run just past whole rounds (``NNNt``: tiles of 64x64) say whether the
 split should follow the rounds everywhere; misaligned ones whether K by 16 pays.
 
+Cases where both operands' rows are misaligned also run the GEMM with one operand read from
+rows padded to 16 bytes (``pad A``, ``pad B``), beside a device copy of that operand: what
+copying only one of them would give.
+
 Found (H100, bench/results/h100-s26/call1): the split by rounds gains 1.1-1.6x wherever the
 tiles fall unevenly; K by 16 gained only unsplit (2047x513x8191 959 -> 717 us) and nothing
 once split (593 both), so it was not made a rule.
@@ -135,9 +139,37 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # noqa: BLE001
                 print(f"  {label:8s} {tiles!s:26s} failed: {type(exc).__name__}: "
                       f"{str(exc)[:300]}", flush=True)
+        if name.startswith("both") and re.search(args.variants, "pad"):
+            padded_operands(cp, fj, plan_for, backend, kernel_cache, a, b, ref, blas)
         del a, b, ref, y, buffers
         cp.get_default_memory_pool().free_all_blocks()
     return 0
+
+
+def padded_operands(cp: Any, fj: Any, plan_for: Any, backend: Any, kernel_cache: Any, a: Any,
+                    b: Any, ref: Any, blas: float) -> None:
+    """Where both operands' rows are 4-byte aligned: the default GEMM of A, then of B, read
+    from rows padded to 16 bytes (a view of a wider buffer: the product then loads that
+    operand 16 bytes at a time), beside a device copy of that operand (what an alignment copy
+    would add)."""
+    from exp_s23_gram import copy_time
+    for which in ("A", "B"):
+        x = a if which == "A" else b
+        rows, cols = x.shape
+        wide = cp.zeros((rows, -(-cols // 4) * 4), x.dtype)
+        wide[:, :cols] = x
+        view = wide[:, :cols]
+        y, buffers, text = gemm_of(view, b) if which == "A" else gemm_of(a, view)
+        kernel_cache._emit_cache.clear()
+        plan = plan_for(fj.parse(text))
+        got = backend.execute(plan.program, buffers, plan)[0]
+        ms = time_graph(cp, lambda plan=plan, buffers=buffers: backend.execute(
+            plan.program, buffers, plan))
+        copy = copy_time(cp, x.nbytes, _time_events)
+        print(f"  pad {which}    {'(default tiles)':26s} {ms * 1e3:8.1f} us + a copy of "
+              f"{which} {copy * 1e3:.1f} us (x{blas / (ms + copy):.2f} cuBLAS), err "
+              f"{_error(cp, got, ref):.1e}", flush=True)
+        del wide, view, y, buffers
 
 
 if __name__ == "__main__":
