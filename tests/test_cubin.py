@@ -632,14 +632,16 @@ def _ptxas_spills(ptx: str) -> int:
     return sum(int(v) for v in found)
 
 
-@pytest.mark.parametrize("m, n, k", [(257, 3467, 585), (1000, 1001, 999), (300, 2000, 777)])
+@pytest.mark.parametrize("m, n, k", [(257, 3467, 585), (1000, 1001, 999), (300, 2000, 777),
+                                     (2047, 513, 8191)])
 @pytest.mark.parametrize("residual", [False, True])
 def test_float32_products_of_misaligned_rows_do_not_spill(m, n, k, residual):
     """Full-precision float32 GEMMs whose rows are not 16-byte aligned load their tiles 4 bytes
     at a time; the default tiles keep their values in registers (128x128 tiles with 4 warps
     spilled 1-1.6 KB a thread: 257x3467x585 with a residual ran at 0.27x of cuBLAS). CUDA
     13's ptxas spills nothing; Triton 3.6's spills 4 bytes at 257x3467x585 (a register, not
-    the accumulators): at most 16 bytes are let pass."""
+    the accumulators): at most 16 bytes are let pass. 2047x513x8191 splits K by the SMs'
+    rounds of tiles (``heuristics._fma_round_split``): its partials kernel keeps them too."""
     with fj.using_backend("interpret"):
         a = fj.asarray(np.zeros((m, k), np.float32))
         b = fj.asarray(np.zeros((k, n), np.float32))
@@ -647,6 +649,7 @@ def test_float32_products_of_misaligned_rows_do_not_spill(m, n, k, residual):
         if residual:
             y = y * 0.5 + fj.asarray(np.zeros((m, n), np.float32))
         (kernel,) = fj.plan(y).program.kernels
+    assert kernel.attrs["split_k"] > 1 or k == 585  # (2047x513x8191: by rounds)
     emitted = emit_kernel(kernel, None, "cuda")
     assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
 
