@@ -1177,6 +1177,21 @@ def test_full_precision_product_of_a_k_major_b_runs_two_warps(interpret_backend)
     assert header_and_warps((1, 90), edit="num_warps=8")[1] == 8
 
 
+def test_full_precision_split_by_rounds_of_tiles_matches_numpy(interpret_backend, fresh_plans,
+                                                             monkeypatch):
+    """A full-precision float32 product whose tiles fall unevenly over the SMs splits K into
+    the chunk count that evens the busiest SM's work (``heuristics._fma_round_split``): on 4
+    SMs, 5 tiles in 3 chunks (the occupancy rule's) leave one SM 4 of 15 thirds, in 4 chunks
+    5 of 20 quarters. The result is NumPy's within the product's error bound, through the
+    partials and the combine of that split."""
+    monkeypatch.setattr(heuristics, "SMS", 4)
+    a, b = _array((320, 8192), F32), _array((8192, 64), F32)
+    y = fj.asarray(a) @ fj.asarray(b)
+    kernel = fj.plan(y).program.kernels[-1]
+    assert (kernel.attrs["block_m"], kernel.attrs["block_n"], kernel.attrs["split_k"]) == (64, 64, 4)
+    _close_to_product(y.numpy(), a, b, "float32")
+
+
 def test_full_precision_single_tile_of_a_row_major_b_keeps_one_program_an_sm(interpret_backend):
     """A full-precision float32 product of one 64x64 tile and a long K: four 2-warp programs
     an SM from the shapes, but where B loads row-major (a Gram matrix ``x @ x.T``, whose B the
