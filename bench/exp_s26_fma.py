@@ -140,19 +140,22 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {label:8s} {tiles!s:26s} failed: {type(exc).__name__}: "
                       f"{str(exc)[:300]}", flush=True)
         if name.startswith("both") and re.search(args.variants, "pad"):
-            padded_operands(cp, fj, plan_for, backend, kernel_cache, a, b, ref, blas)
+            padded_operands(cp, backend, a, b, ref, blas)
         del a, b, ref, y, buffers
         cp.get_default_memory_pool().free_all_blocks()
     return 0
 
 
-def padded_operands(cp: Any, fj: Any, plan_for: Any, backend: Any, kernel_cache: Any, a: Any,
-                    b: Any, ref: Any, blas: float) -> None:
+def padded_operands(cp: Any, backend: Any, a: Any, b: Any, ref: Any, blas: float) -> None:
     """Where both operands' rows are 4-byte aligned: the default GEMM of A, then of B, read
     from rows padded to 16 bytes (a view of a wider buffer: the product then loads that
     operand 16 bytes at a time), beside a device copy of that operand (what an alignment copy
     would add)."""
     from exp_s23_gram import copy_time
+
+    import fusejit as fj
+    from fusejit.fuse import plan_for
+    from fusejit.runtime import kernel_cache
     for which in ("A", "B"):
         x = a if which == "A" else b
         rows, cols = x.shape
