@@ -1182,13 +1182,21 @@ def test_full_precision_split_by_rounds_of_tiles_matches_numpy(interpret_backend
     """A full-precision float32 product whose tiles fall unevenly over the SMs splits K into
     the chunk count that evens the busiest SM's work (``heuristics._fma_round_split``): on 4
     SMs, 5 tiles in 3 chunks (the occupancy rule's) leave one SM 4 of 15 thirds, in 4 chunks
-    5 of 20 quarters. The result is NumPy's within the product's error bound, through the
-    partials and the combine of that split."""
+    5 of 20 quarters. The kernel header and ``plan.explain()`` say so; edited tiles do not
+    claim it. The result is NumPy's within the product's error bound, through the partials
+    and the combine of that split."""
+    from fusejit.codegen.triton_emitter import emit_kernel
     monkeypatch.setattr(heuristics, "SMS", 4)
     a, b = _array((320, 8192), F32), _array((8192, 64), F32)
     y = fj.asarray(a) @ fj.asarray(b)
-    kernel = fj.plan(y).program.kernels[-1]
+    plan = fj.plan(y)
+    kernel = plan.program.kernels[-1]
     assert (kernel.attrs["block_m"], kernel.attrs["block_n"], kernel.attrs["split_k"]) == (64, 64, 4)
+    why = ("K in 4 chunks, not 3: 5 tiles over 4 SMs leave the busiest SM 1.07x the even "
+           "share of the work, 1.00x so (heuristics._fma_round_split)")
+    assert why in emit_kernel(kernel, None, "cuda").source and why in plan.explain()
+    edited = fj.parse(re.sub(r"num_stages=\d+", "num_stages=2", fj.dump(y, fused=True)))
+    assert "_fma_round_split" not in emit_kernel(edited.kernels[-1], None, "cuda").source
     _close_to_product(y.numpy(), a, b, "float32")
 
 

@@ -183,6 +183,8 @@ class GemmEmitter(_Emitter):
             f"along M; {self._how()}")
         if fma_warps:
             self.summary = (*self.summary, fma_warps)
+        if self.heuristic_why:
+            self.summary = (*self.summary, f"      {self.heuristic_why}")
         if self.fold:
             self.summary = (*self.summary, f"      the batch's {self.batch} products as one of "
                             f"{self.batch * self.m} rows: B is the same for every batch index, "
@@ -212,6 +214,10 @@ class GemmEmitter(_Emitter):
         #: the tiles are the heuristic's, from the shapes alone (``_fma_layout_tiles`` may
         #: adjust them to the operands' layout)
         self.heuristic_tiles = cfg == default
+        #: why the heuristic chose them, where it says more than "heuristic" and they are
+        #: the kernel's (``_fma_layout_tiles`` clears it where it changes the split)
+        self.heuristic_why = default.why.removeprefix("heuristic: ") \
+            if self.heuristic_tiles and default.why.startswith("heuristic: ") else ""
         return cfg
 
     def _fma_layout_tiles(self) -> str:
@@ -242,6 +248,7 @@ class GemmEmitter(_Emitter):
         elif c.split_k > 1 and c.num_warps == 2 and self.grid_tiles == 1 and not k_major:
             split, warps = heuristics.fma_single_tile_row_major(self.k, c.block_k)
             self.cfg = dataclasses.replace(c, split_k=split, num_warps=warps)
+            self.heuristic_why = ""
             why = (f"      {warps} warps in {split} chunks, not the shapes' {c.num_warps} in "
                    f"{c.split_k}: one tile whose B loads row-major "
                    f"(heuristics.fma_single_tile_row_major)")

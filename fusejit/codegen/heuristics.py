@@ -1166,6 +1166,7 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     if split > 1 and dtype == "float16" and tiles * split <= SMS:  # (one program an SM)
         bk, warps, stages = _split_k_steps(bm, bn, bk, warps, stages, loads, -(-k // split),
                                            split)
+    occupancy_split = 0  # (full precision: the split before _fma_round_split's)
     if dtype == "float32" and precision == "ieee" and not thin and tiles and \
             steps >= GEMM_SPLIT_MIN_STEPS:
         if split > 1 and bm * bn >= FMA_FEW_TILES_MIN_TILE:
@@ -1177,10 +1178,24 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         # (2; 186), 2048x512x8192 441 / 408 (2; 354); 512x4096x4096 (512 tiles) 404 / 393 at
         # 2 chunks, within noise, so left whole; 64x2048x8192 kept its 4 (77 us; 2: 145)
         split = max(split, min(4, 4 * SMS // tiles, steps // GEMM_STEPS_PER_CHUNK))
+        occupancy_split = split
         split = _fma_round_split(tiles, steps, split)
     if split > 1 and k % bk == 0:
         split = _whole_chunks(k // bk, split)
-    return GemmConfig(bm, bn, bk, warps, stages, 8, split, "heuristic")
+    why = "heuristic"
+    if occupancy_split and split != occupancy_split:
+        why = f"heuristic: {_fma_rounds_why(tiles, occupancy_split, split)}"
+    return GemmConfig(bm, bn, bk, warps, stages, 8, split, why)
+
+
+def _fma_rounds_why(tiles: int, before: int, split: int) -> str:
+    """The sentence for a split ``_fma_round_split`` chose over ``before`` chunks."""
+    def share(chunks: int) -> float:
+        work, of = _fma_rounds(tiles, chunks)
+        return work / of / (tiles / SMS)
+    return (f"K in {split} chunks, not {before}: {tiles} tiles over {SMS} SMs leave the busiest "
+            f"SM {share(before):.2f}x the even share of the work, {share(split):.2f}x so "
+            f"(heuristics._fma_round_split)")
 
 
 #: Most K chunks ``_fma_round_split`` splits a full-precision float32 GEMM into, the fewest K
