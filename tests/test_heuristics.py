@@ -363,6 +363,12 @@ def test_full_precision_gemms_split_k_so_that_tiles_fill_whole_rounds() -> None:
                 chosen * heuristics.FMA_ROUND_SPLIT_MIN_STEPS <= steps
                 and rounds(tiles, chosen) <= (1 - heuristics.FMA_ROUND_SPLIT_GAIN)
                 * rounds(tiles, before) + 1e-12)
+    # the choice's sentence (the kernel header's): where the rounds raised the split only
+    why = heuristics.gemm_config(2048, 576, 8192, 1, "float32").why
+    assert why.startswith("heuristic: K in 4 chunks, not 1: 288 tiles over 132 SMs"), why
+    assert heuristics.gemm_config(4096, 4096, 4096, 1, "float32").why == "heuristic"
+    whole = heuristics.gemm_config(512, 1024, 3168, 1, "float32")  # 128 tiles, 99 steps
+    assert (whole.split_k, whole.why) == (3, "heuristic")  # (4 rounded to whole steps)
     # float16 and TF32 keep their rules
     assert heuristics.gemm_config(2047, 513, 8191, 1, "float16").split_k == 1
     assert heuristics.gemm_config(2047, 513, 8191, 1, "float32", "tf32").split_k == 1

@@ -1166,7 +1166,7 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
     if split > 1 and dtype == "float16" and tiles * split <= SMS:  # (one program an SM)
         bk, warps, stages = _split_k_steps(bm, bn, bk, warps, stages, loads, -(-k // split),
                                            split)
-    occupancy_split = 0  # (full precision: the split before _fma_round_split's)
+    rounds_from = 0  # (the split that _fma_round_split raised, if it did)
     if dtype == "float32" and precision == "ieee" and not thin and tiles and \
             steps >= GEMM_SPLIT_MIN_STEPS:
         if split > 1 and bm * bn >= FMA_FEW_TILES_MIN_TILE:
@@ -1178,13 +1178,13 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         # (2; 186), 2048x512x8192 441 / 408 (2; 354); 512x4096x4096 (512 tiles) 404 / 393 at
         # 2 chunks, within noise, so left whole; 64x2048x8192 kept its 4 (77 us; 2: 145)
         split = max(split, min(4, 4 * SMS // tiles, steps // GEMM_STEPS_PER_CHUNK))
-        occupancy_split = split
-        split = _fma_round_split(tiles, steps, split)
+        chosen = _fma_round_split(tiles, steps, split)
+        rounds_from, split = (split if chosen != split else 0), chosen
     if split > 1 and k % bk == 0:
         split = _whole_chunks(k // bk, split)
     why = "heuristic"
-    if occupancy_split and split != occupancy_split:
-        why = f"heuristic: {_fma_rounds_why(tiles, occupancy_split, split)}"
+    if rounds_from:
+        why = f"heuristic: {_fma_rounds_why(tiles, rounds_from, split)}"
     return GemmConfig(bm, bn, bk, warps, stages, 8, split, why)
 
 
