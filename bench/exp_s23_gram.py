@@ -57,6 +57,28 @@ def gemm_of(a: Any, b: Any) -> tuple[Any, list[Any], str]:
     return y, [leaf.buffer for leaf in structural_key([y._node])[1]], fj.dump(y, fused=True)
 
 
+def retiled_run(backend: Any, text: str, tiles: tuple[int, ...], buffers: list[Any]
+                ) -> tuple[Any, Any]:
+    """The plan of the fused IR ``text`` with its GEMM's tiles replaced by ``tiles``
+    (``bench_matmul._retile``; ``()`` keeps them), as a function of no arguments that executes
+    it over ``buffers`` on ``backend``, and its first result (the kernels are emitted on that
+    first run). Emitted kernels are kept by IR text (``kernel_cache._emit_cache``): the cache
+    is cleared first, so that an emitter or heuristic patched by the caller is not hidden by
+    a kernel emitted before the patch (the twenty-fifth session's first call lost its "old
+    combine" rows so)."""
+    import functools
+
+    from bench_matmul import _retile
+
+    import fusejit as fj
+    from fusejit.fuse import plan_for
+    from fusejit.runtime import kernel_cache
+    kernel_cache._emit_cache.clear()
+    plan = plan_for(fj.parse(_retile(text, tiles)))
+    run = functools.partial(backend.execute, plan.program, buffers, plan)
+    return run, run()[0]
+
+
 def copy_time(cp: Any, nbytes: int, time_events: Any) -> float:
     """Milliseconds of a device copy of ``nbytes`` (``time_events``: the experiment's timer)."""
     src = cp.empty(nbytes // 4, cp.float32)

@@ -22,12 +22,11 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_matmul import _error, _retile, _time_events  # noqa: E402
-from exp_s23_gram import CASES, copy_time, gemm_of, operands  # noqa: E402
+from bench_matmul import _error, _time_events  # noqa: E402
+from exp_s23_gram import CASES, copy_time, gemm_of, operands, retiled_run  # noqa: E402
 
 #: more shapes of the same family for ``--compare`` (batch, M, N, K): 32 tiles of 32x64, 16 of
 #: 64x64, one of 16x16 at a K of 2**16 and of 100,000, a 64x64 Gram matrix of K = 2**16
@@ -69,7 +68,6 @@ def main(argv: list[str] | None = None) -> int:
     import cupy as cp
 
     import fusejit as fj
-    from fusejit.fuse import plan_for
     from fusejit.runtime import current
     fj.set_backend("cuda")
     backend = current()
@@ -109,11 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 if time.time() > deadline:
                     break
                 try:
-                    plan = plan_for(fj.parse(_retile(text, tiles)))
-
-                    def run(plan: Any = plan, buffers: Any = buffers) -> Any:
-                        return backend.execute(plan.program, buffers, plan)
-                    got = run()[0]
+                    run, got = retiled_run(backend, text, tiles, buffers)
                     err = _error(cp, got, ref)
                     ms = _time_events(cp, run, 0.4)
                     print(f"  {vlabel:18s} {tiles!s:28s} {ms * 1e3:8.1f} us "

@@ -39,8 +39,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_matmul import _error, _retile, _time_events  # noqa: E402
-from exp_s23_gram import CASES, gemm_of, operands  # noqa: E402
+from bench_matmul import _error, _time_events  # noqa: E402
+from exp_s23_gram import CASES, gemm_of, operands, retiled_run  # noqa: E402
 from exp_s24_longk import MORE  # noqa: E402
 
 #: 32 tiles of 64x64: split in 4 chunks on 4 warps by the large float32 products' rule before
@@ -99,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import fusejit as fj
     from fusejit.codegen import heuristics
-    from fusejit.fuse import plan_for
-    from fusejit.runtime import current, kernel_cache
+    from fusejit.runtime import current
     fj.set_backend("cuda")
     backend = current()
     combine_tiles = getattr(heuristics, "gemm_combine_tiles", None)
@@ -142,18 +141,12 @@ def main(argv: list[str] | None = None) -> int:
                     if time.time() > deadline:
                         break
                     try:
-                        kernel_cache._emit_cache.clear()  # (emitted kernels kept by IR text)
                         if vlabel == "old combine":
                             heuristics.gemm_combine_tiles = lambda bm, bn, split, span: (bm, bn, 1)
                         try:  # (a kernel is emitted at its first run)
-                            plan = plan_for(fj.parse(_retile(text, tiles)))
-                            got = backend.execute(plan.program, buffers, plan)[0]
+                            run, got = retiled_run(backend, text, tiles, buffers)
                         finally:
                             heuristics.gemm_combine_tiles = combine_tiles
-                            kernel_cache._emit_cache.clear()
-
-                        def run(plan: Any = plan, buffers: Any = buffers) -> Any:
-                            return backend.execute(plan.program, buffers, plan)
                         err = _error(cp, got, ref)
                         c_ms = _time_events(cp, run, 0.3)
                         g_ms = c_ms if args.large else time_graph(cp, run)

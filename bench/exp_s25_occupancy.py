@@ -32,12 +32,11 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_matmul import _error, _retile, _time_events  # noqa: E402
-from exp_s23_gram import CASES, copy_time, gemm_of, operands  # noqa: E402
+from bench_matmul import _error, _time_events  # noqa: E402
+from exp_s23_gram import CASES, copy_time, gemm_of, operands, retiled_run  # noqa: E402
 from exp_s24_longk import MORE  # noqa: E402
 
 SMS = 132
@@ -80,7 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     import cupy as cp
 
     import fusejit as fj
-    from fusejit.fuse import plan_for
     from fusejit.runtime import current
     fj.set_backend("cuda")
     backend = current()
@@ -111,21 +109,17 @@ def main(argv: list[str] | None = None) -> int:
                 _, bufs, ptext = gemm_of(pa, pb)
                 full = tried or (attrs["block_m"], attrs["block_n"], bk, attrs["num_warps"],
                                  attrs["num_stages"], split)
-                plan = plan_for(fj.parse(_retile(ptext, full)))
-                ms = _time_events(cp, lambda: backend.execute(plan.program, bufs, plan), 0.3)
+                run, _ = retiled_run(backend, ptext, full, bufs)
+                ms = _time_events(cp, run, 0.3)
                 return f"; K={bk * split} (a step a chunk) {ms * 1e3:.1f} us"
 
             for vlabel, tried in variants(attrs, k, tiles, dtype):
                 if time.time() > deadline:
                     break
                 try:
-                    plan = plan_for(fj.parse(_retile(text, tried)))
-                    got = backend.execute(plan.program, buffers, plan)[0]
+                    run, got = retiled_run(backend, text, tried, buffers)
                     extra = probe(tried) if vlabel == "default" or (
                         vlabel.startswith("4/SM") and len(vlabel.split()) == 2) else ""
-
-                    def run(plan: Any = plan, buffers: Any = buffers) -> Any:
-                        return backend.execute(plan.program, buffers, plan)
                     err = _error(cp, got, ref)
                     ms = _time_events(cp, run, 0.4)
                     print(f"  {vlabel:24s} {tried!s:30s} {ms * 1e3:8.1f} us "

@@ -41,8 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_matmul import _error, _retile, _time_events  # noqa: E402
-from exp_s23_gram import gemm_of  # noqa: E402
+from bench_matmul import _error, _time_events  # noqa: E402
+from exp_s23_gram import gemm_of, retiled_run  # noqa: E402
 from exp_s25_check import time_graph  # noqa: E402
 
 #: M x N x K (float32 unless a dtype follows), B row-major; the tile count (64x64 tiles) leads
@@ -101,8 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     import cupy as cp
 
     import fusejit as fj
-    from fusejit.fuse import plan_for
-    from fusejit.runtime import current, kernel_cache
+    from fusejit.runtime import current
     fj.set_backend("cuda")
     backend = current()
     for name, (m, n, k, *dtype) in CASES.items():
@@ -127,12 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             if not re.search(args.variants, label):
                 continue
             try:
-                kernel_cache._emit_cache.clear()  # (emitted kernels are kept by IR text)
-                plan = plan_for(fj.parse(_retile(text, tiles)))
-                got = backend.execute(plan.program, buffers, plan)[0]
-
-                def run(plan: Any = plan, buffers: Any = buffers) -> Any:
-                    return backend.execute(plan.program, buffers, plan)
+                run, got = retiled_run(backend, text, tiles, buffers)
                 ms = time_graph(cp, run)
                 print(f"  {label:8s} {tiles!s:26s} {ms * 1e3:8.1f} us (x{blas / ms:.2f} "
                       f"cuBLAS), err {_error(cp, got, ref):.1e}", flush=True)
@@ -152,10 +146,6 @@ def padded_operands(cp: Any, backend: Any, a: Any, b: Any, ref: Any, blas: float
     operand 16 bytes at a time), beside a device copy of that operand (what an alignment copy
     would add)."""
     from exp_s23_gram import copy_time
-
-    import fusejit as fj
-    from fusejit.fuse import plan_for
-    from fusejit.runtime import kernel_cache
     for which in ("A", "B"):
         x = a if which == "A" else b
         rows, cols = x.shape
@@ -163,11 +153,8 @@ def padded_operands(cp: Any, backend: Any, a: Any, b: Any, ref: Any, blas: float
         wide[:, :cols] = x
         view = wide[:, :cols]
         y, buffers, text = gemm_of(view, b) if which == "A" else gemm_of(a, view)
-        kernel_cache._emit_cache.clear()
-        plan = plan_for(fj.parse(text))
-        got = backend.execute(plan.program, buffers, plan)[0]
-        ms = time_graph(cp, lambda plan=plan, buffers=buffers: backend.execute(
-            plan.program, buffers, plan))
+        run, got = retiled_run(backend, text, (), buffers)
+        ms = time_graph(cp, run)
         copy = copy_time(cp, x.nbytes, _time_events)
         print(f"  pad {which}    {'(default tiles)':26s} {ms * 1e3:8.1f} us + a copy of "
               f"{which} {copy * 1e3:.1f} us (x{blas / (ms + copy):.2f} cuBLAS), err "

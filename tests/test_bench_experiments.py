@@ -369,3 +369,23 @@ def test_fma_rounds_experiment_builds_its_cases_and_variants(monkeypatch):
             assert heuristics.gemm_config_problem(dict(edited), m, n, k, dt,
                                                   (size, size)) is None, (name, label)
         assert labels[:2] == ["default", "s25"] and {"bk16", "w8", "s4"} <= set(labels), labels
+
+
+def test_retiled_run_executes_the_retiled_plan_freshly_emitted(monkeypatch):
+    """``exp_s23_gram.retiled_run``, which every GEMM experiment times through: the plan of
+    the fused IR with the tiles replaced runs and gives the product; the emitted-kernel cache
+    (kept by IR text) is cleared first, so a kernel emitted before an experiment patched the
+    emitter is not reused."""
+    import fusejit as fj
+    from fusejit.runtime import current, kernel_cache
+    monkeypatch.syspath_prepend(str(_BENCH))
+    gram = _load("exp_s23_gram")
+    a = np.arange(48 * 40, dtype=np.float32).reshape(48, 40) / 100
+    b = np.arange(40 * 24, dtype=np.float32).reshape(40, 24) / 100
+    with fj.using_backend("interpret"):
+        y, buffers, text = gram.gemm_of(a, b)
+        kernel_cache._emit_cache["stale"] = None
+        run, got = gram.retiled_run(current(), text, (16, 16, 16, 4, 2, 2), buffers)
+        assert "stale" not in kernel_cache._emit_cache
+        np.testing.assert_allclose(np.asarray(got), a @ b, rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(run()[0]), a @ b, rtol=1e-5)

@@ -1235,16 +1235,16 @@ def _fma_round_split(tiles: int, steps: int, split: int) -> int:
     unsplit, 795 / 810 / 834 at 2 / 4 / 8; 1001x3001x701 (752 tiles, 22 steps) 137 / 158 at 2.
     Splitting K does not change the arithmetic's error bound (the chunks' partials add in a
     fixed order)."""
-    best, (best_work, best_of) = split, _fma_rounds(tiles, split)
+    before, before_of = _fma_rounds(tiles, split)
+    best, best_work, best_of = split, before, before_of
     for chunks in range(split + 1, FMA_ROUND_SPLIT_MAX + 1):
         if steps < chunks * FMA_ROUND_SPLIT_MIN_STEPS:
             break
         work, of = _fma_rounds(tiles, chunks)
         if work * best_of < best_work * of:
             best, best_work, best_of = chunks, work, of
-    before, before_of = _fma_rounds(tiles, split)
-    return best if best_work * before_of <= (1 - FMA_ROUND_SPLIT_GAIN) * before * best_of \
-        else split
+    saves = best_work * before_of <= (1 - FMA_ROUND_SPLIT_GAIN) * before * best_of
+    return best if saves else split
 
 
 #: Smallest tile (block_m x block_n) of a full-precision float32 product of few tiles that
