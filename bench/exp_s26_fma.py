@@ -20,8 +20,8 @@ shapes whose tiles run just past whole rounds (``NNNt``: tiles of 64x64) say whe
 split should follow the rounds everywhere; misaligned ones whether K by 16 pays.
 
 Cases where both operands' rows are misaligned also run the GEMM with one operand read from
-rows padded to 16 bytes (``pad A``, ``pad B``), beside a device copy of that operand: what
-copying only one of them would give.
+rows padded to 16 bytes (``pad A``, ``pad B``, both: ``pad AB``), beside device copies of
+those operands: what copying one of them, or both, would give.
 
 Found (H100, bench/results/h100-s26/call1): the split by rounds gains 1.1-1.6x wherever the
 tiles fall unevenly; K by 16 gained only unsplit (2047x513x8191 959 -> 717 us) and nothing
@@ -141,25 +141,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def padded_operands(cp: Any, backend: Any, a: Any, b: Any, ref: Any, blas: float) -> None:
-    """Where both operands' rows are 4-byte aligned: the default GEMM of A, then of B, read
-    from rows padded to 16 bytes (a view of a wider buffer: the product then loads that
-    operand 16 bytes at a time), beside a device copy of that operand (what an alignment copy
-    would add)."""
+    """Where both operands' rows are 4-byte aligned: the default GEMM of A, of B, then of both
+    read from rows padded to 16 bytes (a view of a wider buffer: the product then loads that
+    operand 16 bytes at a time), beside device copies of those operands (what alignment
+    copies would add)."""
     from exp_s23_gram import copy_time
-    for which in ("A", "B"):
-        x = a if which == "A" else b
+
+    def padded(x: Any) -> Any:
         rows, cols = x.shape
         wide = cp.zeros((rows, -(-cols // 4) * 4), x.dtype)
         wide[:, :cols] = x
-        view = wide[:, :cols]
-        y, buffers, text = gemm_of(view, b) if which == "A" else gemm_of(a, view)
+        return wide[:, :cols]
+
+    for which in ("A", "B", "AB"):
+        left = padded(a) if "A" in which else a
+        right = padded(b) if "B" in which else b
+        y, buffers, text = gemm_of(left, right)
         run, got = retiled_run(backend, text, (), buffers)
         ms = time_graph(cp, run)
-        copy = copy_time(cp, x.nbytes, _time_events)
-        print(f"  pad {which}    {'(default tiles)':26s} {ms * 1e3:8.1f} us + a copy of "
+        copy = sum(copy_time(cp, x.nbytes, _time_events) for x, name in ((a, "A"), (b, "B"))
+                   if name in which)
+        print(f"  pad {which:2s}   {'(default tiles)':26s} {ms * 1e3:8.1f} us + copies of "
               f"{which} {copy * 1e3:.1f} us (x{blas / (ms + copy):.2f} cuBLAS), err "
               f"{_error(cp, got, ref):.1e}", flush=True)
-        del wide, view, y, buffers
+        del left, right, y, buffers
 
 
 if __name__ == "__main__":
