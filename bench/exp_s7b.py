@@ -17,7 +17,8 @@ the default (``FUSEJIT_GEMM_ALIGN=1``) chooses, and cuBLAS's bare TF32 product
 aligned (the 20261212 draw's u12, 6410x1550x3337 with bias and GELU, ran at 0.71x of
 torch.compile on an H100 where the aligned 6400x1552x3336 runs at 0.97x of cuBLAS), with the
 copies forced on (the rule makes them for full precision only under ``always``), beside
-cuBLAS's bare product.
+cuBLAS's bare product. TF32 and full precision also time the default's plan
+(``FUSEJIT_GEMM_ALIGN=1``) between the two.
 
 Run on the GPU machine: ``python3 bench/exp_s7b.py [--set tf32|ieee]``; ``--dry`` checks it on the
 CPU (NumPy for CuPy, the interpreter, sides cut to at most 40, one wall-clock run each;
@@ -92,6 +93,13 @@ IEEE_SHAPES = {
     "f4": (1001, 3001, 701, 1, False, "residual"),
     "f5": (2047, 513, 8191, 1, False, "none"),
     "f6": (257, 521, 1001, 16, False, "none"),
+    # (twenty-seventh session) both operands' rows 4-byte aligned, K split by rounds of tiles
+    # (``heuristics._fma_round_split``), and their one-operand neighbours
+    "g1 both": (1279, 1281, 4095, 1, False, "none"),
+    "g2 both": (767, 769, 16383, 1, False, "bias_relu"),
+    "g3 both": (4095, 4097, 4093, 1, False, "none"),
+    "g4 A": (2048, 576, 8191, 1, False, "none"),
+    "g5 B": (2048, 577, 8192, 1, False, "none"),
 }
 
 
@@ -166,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             cublas = event_time(lambda a=x["a"], b=b: cp.matmul(a, b)) * 1e6
             print(f"{name:10s} {m}x{n}x{k} batch {batch}: the default makes {copies} copies; "
                   f"cuBLAS bare {cublas:8.1f} us {flops / cublas / 1e6:5.0f} TFLOP/s", flush=True)
-        for mode in ("0", "always"):
+        for mode in ("0", "1", "always") if tf32 or ieee else ("0", "always"):
             os.environ["FUSEJIT_GEMM_ALIGN"] = mode
             forget_plans()
             y = bm._fusejit_program(fj, name, x)

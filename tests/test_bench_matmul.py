@@ -69,13 +69,14 @@ def test_scaled_down_cases_match_the_reference(seed, monkeypatch):
 
 
 @pytest.mark.parametrize("which, shapes, dtype",
-                         [("f16", 15, "f16"), ("tf32", 14, "f32"), ("ieee", 8, "f32")])
+                         [("f16", 15, "f16"), ("tf32", 14, "f32"), ("ieee", 13, "f32")])
 def test_exp_s7b_dry_run_times_each_kernel_with_the_copies_off_and_on(tmp_path, which, shapes,
                                                                        dtype):
     """``bench/exp_s7b.py --dry [--set tf32]`` (NumPy for CuPy, the interpreter, sides cut to
     40): every shape's plan without copies (the GEMM alone) and with them forced (copy kernels
-    first), so a GPU call is not spent on a broken script; the TF32 set also says what the
-    default chooses (no copy at these sizes) beside cuBLAS."""
+    first), so a GPU call is not spent on a broken script; the TF32 and full-precision sets
+    also say what the default chooses (no copy at these sizes) beside cuBLAS, and time its
+    plan."""
     import os
     import subprocess
     env = {**os.environ, "FUSEJIT_CACHE_DIR": str(tmp_path)}
@@ -93,6 +94,9 @@ def test_exp_s7b_dry_run_times_each_kernel_with_the_copies_off_and_on(tmp_path, 
     assert all(f"align_{dtype}" in line and "matmul" in line for line in on)
     chosen = [line for line in lines if "the default makes" in line]
     assert len(chosen) == (shapes if which in ("tf32", "ieee") else 0)
+    default = [line for line in lines if "align=1 " in line]
+    assert len(default) == len(chosen)
+    assert all(f"align_{dtype}" not in line and "matmul" in line for line in default)
     assert all("the default makes 0 copies; cuBLAS bare" in line for line in chosen)
 
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Twenty-seventh session's GPU calls:
+#  a. bench/exp_s26_fma.py on the full-precision float32 products whose operands' rows are
+#     both 4-byte aligned (and their one-operand neighbours, float64): the split's untimed
+#     picks against 4 and 8 chunks, and each operand, then both, read from padded rows beside
+#     the copies' time (about 3 min; FMA_ONLY, FMA_VARIANTS, FMA_BUDGET) -> exp_s26_fma.txt
+#  b. bench/exp_s7b.py --set ieee on the same shapes: whole plans with the alignment copies
+#     off, the default and forced, kernel by kernel (about 1.5 min) -> exp_s7b_ieee.txt
+#  c. the GEMM gpu tests beside 90 s of cuda fuzz (gpu_s25.sh phase 5)
+#   bash bench/gpu_s27.sh [PHASES]  (default ab)
+set -uo pipefail
+phases=${1:-ab}
+here=$(dirname "${BASH_SOURCE[0]}")
+. "$here/gpu_common.sh"; gpu_begin /tmp/s27 || exit 1
+if [[ $phases == *a* ]]; then
+timeout $((${FMA_BUDGET:-150} + 60)) python3 bench/exp_s26_fma.py --budget ${FMA_BUDGET:-150} \
+  --only "${FMA_ONLY:-both|^A |^B |f64}" --variants "${FMA_VARIANTS:-^(default|s25|s4|s8|pad)$}" \
+  > "$out/exp_s26_fma.txt" 2>&1
+echo "exp_s26_fma exit $?"; grep -v -i warn "$out/exp_s26_fma.txt"
+fi
+if [[ $phases == *b* ]]; then
+timeout 200 python3 bench/exp_s7b.py --set ieee --only "${S7B_ONLY:-^g|f4|f5}" \
+  > "$out/exp_s7b_ieee.txt" 2>&1
+echo "exp_s7b --set ieee exit $?"; grep -v -i warn "$out/exp_s7b_ieee.txt"
+fi
+if [[ $phases == *c* ]]; then
+bash "$here/gpu_s25.sh" 5
+fi
+exit 0
