@@ -15,9 +15,13 @@ both ways:
 - ``calls``: back-to-back calls between events (``bench_matmul._time_events``), host included.
 
 Variants: ``default`` (this session's), ``s24 tiles`` (the twenty-fourth session's split and
-warps), ``old combine`` (the default tiles with the combine as before; run only while the
-combine of smaller tiles, ``heuristics.gemm_combine_tiles``, existed: it measured the same as
-the old one within 1 us everywhere, bench/results/h100-s25/call3, and was taken out).
+warps), ``old combine`` (the default tiles with the combine on the GEMM's tiles adding one
+chunk a step). The twenty-fifth session's call 3 timed ``old combine`` through the
+emitted-kernel cache (kept by IR text, the same as the default's), so those rows ran the
+default's combine again; it found them level and took the combine of smaller tiles out. The
+twenty-seventh session's call 1 (``bench/results/h100-s27/call1``) timed the code without it:
+1.4-4.9x slower on the products of one to four tiles; it is back. ``retiled_run`` clears that
+cache.
 
 ``--large``: full-precision float32 products of many tiles (the large products' default of
 64x64 tiles on 4 warps, which the few-tile products found slower than 2 warps) against 2

@@ -450,19 +450,25 @@ def test_split_k(interpret_backend, dtype):
     assert_matches_numpy(out, fn(np, x, x.T.copy()), rtol=1e-5, atol=1e-4)
 
 
-def test_split_k_past_the_unrolled_combine(interpret_backend):
-    """More chunks than ``GEMM_MAX_SPLIT_K`` (a product of one or two tiles and a long K takes
-    one chunk per SM): the combine adds them in a loop, still in chunk order."""
+def test_split_k_combine_adds_blocks_of_chunks_in_smaller_tiles(interpret_backend):
+    """A product of one or two tiles and a long K takes one chunk per SM (more than
+    ``GEMM_MAX_SPLIT_K``): its combine spreads the partials over programs of smaller tiles
+    than the GEMM's, each adding a block of chunks a step (a ragged last block masked), with
+    the epilogue on the combine's tiles."""
     split = heuristics.GEMM_MAX_SPLIT_K + 4
-    a, b = _array((12, 16 * 2 * split + 5), F32), _array((16 * 2 * split + 5, 9), F32)
+    a, b = _array((12, 16 * 2 * split + 5), F32), _array((16 * 2 * split + 5, 40), F32)
     fn = lambda xp, a, b: a @ b - 1  # noqa: E731
-    (out,) = _run(fn, [a, b], interpret_backend, block_m=16, block_n=16, block_k=16,
+    (out,) = _run(fn, [a, b], interpret_backend, block_m=16, block_n=64, block_k=16,
                   split_k=split)
     assert_matches_numpy(out, fn(np, a, b), rtol=1e-5, atol=1e-4)
-    for chunks, loop in ((split - 4, "tl.static_range"), (split, "range")):
-        text = _retile(_fused_text(fn, [a, b]), block_m=16, block_n=16, block_k=16, split_k=chunks)
-        (kernel,) = kernel_sources(fj.parse(text))
-        assert f"for split in {loop}(1, {chunks}):" in kernel.source
+    rows, cols, chunks = heuristics.gemm_combine_tiles(16, 64, split, False)
+    assert (rows, cols) == (4, 64) and chunks == 32 and chunks > split
+    text = _retile(_fused_text(fn, [a, b]), block_m=16, block_n=64, block_k=16, split_k=split)
+    (kernel,) = kernel_sources(fj.parse(text))
+    combine = kernel.source[kernel.source.index("_combine("):]
+    assert f"for first in range(0, {split}, {chunks}):" in combine
+    assert f"rows_m = pid_m * {rows} + tl.arange(0, {rows})" in combine
+    assert f"(split < {split})" in combine  # the last block is ragged
 
 
 def test_empty_and_degenerate_products(interpret_backend):
@@ -1198,6 +1204,21 @@ def test_full_precision_split_by_rounds_of_tiles_matches_numpy(interpret_backend
     edited = fj.parse(re.sub(r"num_stages=\d+", "num_stages=2", fj.dump(y, fused=True)))
     assert "_fma_round_split" not in emit_kernel(edited.kernels[-1], None, "cuda").source
     _close_to_product(y.numpy(), a, b, "float32")
+
+
+def test_float64_split_by_rounds_of_tiles_matches_numpy(interpret_backend, fresh_plans,
+                                                        monkeypatch):
+    """float64 products run on the FMA units too and split K by the same rounds: on 4 SMs, 5
+    tiles of 64x64 go from one chunk (the busiest SM 2 tiles of an even 1.25) to 4, said in the
+    kernel header; the values are NumPy's within the float64 product's error bound."""
+    from fusejit.codegen.triton_emitter import emit_kernel
+    monkeypatch.setattr(heuristics, "SMS", 4)
+    a, b = _array((320, 2048), F64), _array((2048, 64), F64)
+    y = fj.asarray(a) @ fj.asarray(b)
+    kernel = fj.plan(y).program.kernels[-1]
+    assert (kernel.attrs["block_k"], kernel.attrs["split_k"]) == (16, 4)
+    assert "K in 4 chunks, not 1: 5 tiles over 4 SMs" in emit_kernel(kernel, None, "cuda").source
+    _close_to_product(y.numpy(), a, b, "float64")
 
 
 def test_full_precision_single_tile_of_a_row_major_b_keeps_one_program_an_sm(interpret_backend):

@@ -47,12 +47,14 @@ whole rank; a B shared by the batch folds the batch into M (``_fold_batch``).
 
 With ``split_k > 1`` the region is two functions: ``<name>_partials`` computes
 the product over one chunk of K per program into a float32 (accumulator-typed)
-scratch buffer, and ``<name>_combine`` adds the chunks in a fixed order (so the
-result is deterministic; no atomics) and runs the epilogue.
+scratch buffer, and ``<name>_combine`` adds the chunks (so the result is deterministic; no
+atomics) and runs the epilogue, on tiles smaller than the GEMM's that each load a block of
+chunks a step and sum it in a fixed tree (``heuristics.gemm_combine_tiles``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Generator
@@ -63,7 +65,7 @@ import numpy as np
 from ..ir.domain import operand_itemsizes
 from ..ir.program import Kernel
 from . import heuristics
-from .heuristics import GEMM_ATTRS, GEMM_MAX_SPLIT_K, GemmConfig, gemm_candidates, gemm_uses_dot
+from .heuristics import GEMM_ATTRS, GemmConfig, gemm_candidates, gemm_uses_dot
 from .lowering import PTR, SLOW_MATH, TL
 from .triton_emitter import INT32_MAX, Launch, _Emitter
 from .values import Coords, _Fn, _instr_text, joint_mask
@@ -590,21 +592,44 @@ class GemmEmitter(_Emitter):
         partials = self._launch(fn, f"{self.name}_partials", self._reads(fn), [0],
                                 (self.grid_tiles, c.split_k, 1), c.num_warps,
                                 c.num_stages, outputs=False)
-        g = _GemmFn(self)
-        self._open_program(g, grouped=False)
-        g.body = None
-        coords = self._open_epilogue(g)
-        flat = self._tile_flat(g, coords)
-        mask = f", mask={g.masks[2]}, other=0" if g.masks[2] else ""
-        g.out.append(f"acc = tl.load(part0 + {flat}{mask})  # the partial product of chunk 0")
-        # (unrolled up to 16 chunks, so that their loads are all in flight; a loop past that)
-        loop = "tl.static_range" if c.split_k <= GEMM_MAX_SPLIT_K else "range"
-        g.out.append(f"for split in {loop}(1, {c.split_k}):  # added in a fixed order")
-        g.out.append(f"    acc += tl.load(part0 + split * {size} + {flat}{mask})")
-        self._epilogue(g, "acc", coords)
+        rows, cols, chunks = heuristics.gemm_combine_tiles(
+            c.block_m, c.block_n, c.split_k, bool(self.domain.reduced))
+        with self._tiles_of(dataclasses.replace(c, block_m=rows, block_n=cols)):
+            g = _GemmFn(self)
+            self._open_program(g, grouped=False)
+            g.body = None
+            coords = self._open_epilogue(g)
+            flat = self._tile_flat(g, coords)
+            grid = self.grid_tiles
+            g.out.append(f"acc = tl.full([{rows}, {cols}], 0, {TL[self.acc_dtype]})")
+            g.out.append(f"for first in range(0, {c.split_k}, {chunks}):  # {chunks} chunks a "
+                         f"step, summed in a fixed tree")
+            g.out.append(f"    split = first + tl.arange(0, {chunks})[:, None, None]")
+            masks = [f"(split < {c.split_k})"] if c.split_k % chunks else []
+            if g.masks[2]:
+                masks.append(f"{g.masks[2]}[None, :, :]")
+            mask = f", mask={' & '.join(masks)}, other=0" if masks else ""
+            g.out.append(f"    partials = tl.load(part0 + split * {size} + {flat}[None, :, :]"
+                         f"{mask})")
+            g.out.append("    acc += tl.reduce(partials, 0, tl.standard._sum_combine)")
+            self._epilogue(g, "acc", coords)
         combine = self._launch(g, f"{self.name}_combine", self._reads(g), [0],
-                               (self.grid_tiles, 1, 1), c.num_warps, 0)
+                               (grid, 1, 1), 4, 0)
         return [fn, g], [partials, combine]
+
+    @contextlib.contextmanager
+    def _tiles_of(self, cfg: GemmConfig) -> Generator[None, None, None]:
+        """Emit with ``cfg``'s tiles (a combine's, smaller than the GEMM's), then restore."""
+        kept = (self.cfg, self.tiles_m, self.tiles_n, self.tiles, self.grid_tiles)
+        self.cfg = cfg
+        self.tiles_m = -(-self.m // cfg.block_m)
+        self.tiles_n = -(-self.n // cfg.block_n)
+        self.tiles = self.tiles_m * self.tiles_n
+        self.grid_tiles = self.batch * self.tiles
+        try:
+            yield
+        finally:
+            self.cfg, self.tiles_m, self.tiles_n, self.tiles, self.grid_tiles = kept
 
     # -- the program's tile ---------------------------------------------------------------
     def _open_program(self, fn: _GemmFn, grouped: bool) -> None:

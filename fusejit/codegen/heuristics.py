@@ -1068,6 +1068,34 @@ def _fill_split(tiles: int, steps: int, thin: bool) -> int:
     return max(1, min(most, per_tile, steps // GEMM_STEPS_PER_CHUNK))
 
 
+#: Outputs of a split-K GEMM that one program of its combine adds up, and elements (chunks x
+#: outputs) it loads at once. The combine once took the GEMM's tiles and added its chunks one
+#: load after another: a 64x64 Gram matrix split 128 ways was one program reading 2 MB in 127
+#: dependent steps. H100, the launches replayed from a CUDA graph, us with this combine / the
+#: GEMM's tiles adding one chunk after another (bench/results/h100-s25/call3 against
+#: h100-s27/call1: the twenty-fifth session timed the second through a stale emitted-kernel
+#: cache, so it ran this one too, and took this combine out): float16 64x64 Gram matrix of
+#: K = 2**16 12.5 / 29.4, 2x64 of K = 2**18 14.9 / 35.2, 128x128 of K = 2**16 13.1 / 18.4;
+#: float32 64x64 Gram matrix of K = 2**16 (B K-major) 48.7 / 238.7, 128x128 of K = 2**16
+#: 111.6 / 187.1, 224x241 of K = 9669 (B row-major) 51.9 / 117.4.
+GEMM_COMBINE_OUTPUTS = 256
+GEMM_COMBINE_BLOCK = 8192
+
+
+def gemm_combine_tiles(block_m: int, block_n: int, split: int, span_row: bool
+                       ) -> tuple[int, int, int]:
+    """(rows, columns, chunks at once) of a program of a split-K GEMM's combine.
+
+    Its tiles are smaller than the GEMM's (``GEMM_COMBINE_OUTPUTS``), so that the partials
+    spread over many programs, and each step loads a block of chunks (a power of two, up to
+    ``GEMM_COMBINE_BLOCK`` elements) whose sum is a fixed tree: the result does not depend on
+    the schedule. A combine whose epilogue reduces rows keeps the GEMM's whole row."""
+    cols = block_n if span_row else min(block_n, 64)
+    rows = max(1, min(block_m, GEMM_COMBINE_OUTPUTS // cols))
+    chunks = max(1, min(next_pow2(split), GEMM_COMBINE_BLOCK // (rows * cols)))
+    return rows, cols, chunks
+
+
 def _split_k_steps(bm: int, bn: int, bk: int, warps: int, stages: int,
                    loads: tuple[int, int], chunk: int, split: int) -> tuple[int, int, int]:
     """(block_k, num_warps, num_stages) of a float16 product whose few tiles split K into
@@ -1180,6 +1208,13 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         split = max(split, min(4, 4 * SMS // tiles, steps // GEMM_STEPS_PER_CHUNK))
         chosen = _fma_round_split(tiles, steps, split)
         rounds_from, split = (split if chosen != split else 0), chosen
+    elif dtype == "float64" and not thin and tiles and steps >= GEMM_SPLIT_MIN_STEPS:
+        # float64 runs on the FMA units too, in the same rounds of tiles. H100, B row-major,
+        # the GEMM's launches replayed from a CUDA graph (bench/exp_s26_fma.py,
+        # bench/results/h100-s27/call1), us unsplit / 4 / 8 chunks (cuBLAS): 2048x576x4096
+        # (288 tiles) 269 / 200 / 221 (178), 768x768x8192 (144) 364 / 218 / 204 (175)
+        chosen = _fma_round_split(tiles, steps, split)
+        rounds_from, split = (split if chosen != split else 0), chosen
     if split > 1 and k % bk == 0:
         split = _whole_chunks(k // bk, split)
     why = "heuristic"
@@ -1198,7 +1233,8 @@ def _fma_rounds_why(tiles: int, before: int, split: int) -> str:
             f"(heuristics._fma_round_split)")
 
 
-#: Most K chunks ``_fma_round_split`` splits a full-precision float32 GEMM into, the fewest K
+#: Most K chunks ``_fma_round_split`` splits a full-precision float32 (or float64) GEMM into,
+#: the fewest K
 #: steps of a chunk (the partials' stores and the combine's launch against a chunk's FMA
 #: work) and the least share of the busiest SM's work a split must save to be taken
 FMA_ROUND_SPLIT_MAX = 8
@@ -1214,7 +1250,8 @@ def _fma_rounds(tiles: int, split: int) -> tuple[int, int]:
 
 
 def _fma_round_split(tiles: int, steps: int, split: int) -> int:
-    """K chunks of a full-precision float32 GEMM of ``tiles`` tiles and ``steps`` K steps
+    """K chunks of a full-precision float32 (or float64) GEMM of ``tiles`` tiles and ``steps`` K
+    steps
     (``split`` so far): the FMA units are shared by an SM's programs, so the GEMM takes as
     long as its busiest SM's work, ``ceil(tiles * split / SMS) / split`` tiles. The split of
     up to ``FMA_ROUND_SPLIT_MAX`` chunks of ``FMA_ROUND_SPLIT_MIN_STEPS`` steps or more with
