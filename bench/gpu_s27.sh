@@ -7,6 +7,10 @@
 #  b. bench/exp_s7b.py --set ieee on the same shapes: whole plans with the alignment copies
 #     off, the default and forced, kernel by kernel (about 1.5 min) -> exp_s7b_ieee.txt
 #  c. the GEMM gpu tests beside 90 s of cuda fuzz (gpu_s25.sh phase 5)
+#  d. bench/exp_s25_check.py (few-tile products: the combine of smaller tiles, back, against
+#     the GEMM-tiled one, now timed from fresh emits) and exp_s26_fma.py's float64 cases and
+#     a few float32 ones at the default (the combine under the split by rounds), about 3 min
+#     -> exp_s25_check.txt, exp_s26_check.txt
 #   bash bench/gpu_s27.sh [PHASES]  (default ab)
 set -uo pipefail
 phases=${1:-ab}
@@ -22,6 +26,13 @@ if [[ $phases == *b* ]]; then
 timeout 200 python3 bench/exp_s7b.py --set ieee --only "${S7B_ONLY:-^g|f4|f5}" \
   > "$out/exp_s7b_ieee.txt" 2>&1
 echo "exp_s7b --set ieee exit $?"; grep -v -i warn "$out/exp_s7b_ieee.txt"
+fi
+if [[ $phases == *d* ]]; then
+timeout 200 python3 bench/exp_s25_check.py --budget ${CHECK_BUDGET:-120} > "$out/exp_s25_check.txt" 2>&1
+echo "exp_s25_check exit $?"; grep -v -i warn "$out/exp_s25_check.txt"
+timeout 150 python3 bench/exp_s26_fma.py --budget 90 --only "f64|288t|144t|both 2047|both 767" \
+  --variants "^(default|s4|s8)$" > "$out/exp_s26_check.txt" 2>&1
+echo "exp_s26_fma exit $?"; grep -v -i warn "$out/exp_s26_check.txt"
 fi
 if [[ $phases == *c* ]]; then
 bash "$here/gpu_s25.sh" 5
