@@ -16,12 +16,13 @@ both ways:
 
 Variants: ``default`` (this session's), ``s24 tiles`` (the twenty-fourth session's split and
 warps), ``old combine`` (the default tiles with the combine on the GEMM's tiles adding one
-chunk a step). The twenty-fifth session's call 3 timed ``old combine`` through the
-emitted-kernel cache (kept by IR text, the same as the default's), so those rows ran the
-default's combine again; it found them level and took the combine of smaller tiles out. The
-twenty-seventh session's call 1 (``bench/results/h100-s27/call1``) timed the code without it:
-1.4-4.9x slower on the products of one to four tiles; it is back. ``retiled_run`` clears that
-cache.
+chunk a step, on 4 warps). Level with the default in the twenty-fifth session's call 3 and
+the twenty-seventh's call 2; the twenty-fifth session then replaced the combine by a
+different one on the GEMM's tiles and warps (a scalar-indexed loop of adds), never timed,
+which the twenty-seventh's call 1 found 1.4-4.9x slower on products of one to four 64x64
+tiles (``heuristics.GEMM_COMBINE_OUTPUTS`` has the figures); the combine of smaller tiles is
+back. ``exp_s23_gram.retiled_run`` emits every variant afresh (emitted kernels are cached by
+IR text).
 
 ``--large``: full-precision float32 products of many tiles (the large products' default of
 64x64 tiles on 4 warps, which the few-tile products found slower than 2 warps) against 2

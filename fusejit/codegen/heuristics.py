@@ -1069,15 +1069,15 @@ def _fill_split(tiles: int, steps: int, thin: bool) -> int:
 
 
 #: Outputs of a split-K GEMM that one program of its combine adds up, and elements (chunks x
-#: outputs) it loads at once. The combine once took the GEMM's tiles and added its chunks one
-#: load after another: a 64x64 Gram matrix split 128 ways was one program reading 2 MB in 127
-#: dependent steps. H100, the launches replayed from a CUDA graph, us with this combine / the
-#: GEMM's tiles adding one chunk after another (bench/results/h100-s25/call3 against
-#: h100-s27/call1: the twenty-fifth session timed the second through a stale emitted-kernel
-#: cache, so it ran this one too, and took this combine out): float16 64x64 Gram matrix of
-#: K = 2**16 12.5 / 29.4, 2x64 of K = 2**18 14.9 / 35.2, 128x128 of K = 2**16 13.1 / 18.4;
-#: float32 64x64 Gram matrix of K = 2**16 (B K-major) 48.7 / 238.7, 128x128 of K = 2**16
-#: 111.6 / 187.1, 224x241 of K = 9669 (B row-major) 51.9 / 117.4.
+#: outputs) it loads at once. H100, the launches replayed from a CUDA graph, us with this
+#: combine / the GEMM's tiles and warps adding one chunk after another, a scalar-indexed loop
+#: (bench/exp_s25_check.py, bench/results/h100-s27/call2 and call1): float16 64x64 Gram matrix
+#: of K = 2**16 12.5 / 29.4, 2x64 of K = 2**18 14.7 / 35.2, 128x128 of K = 2**16 12.8 / 18.4;
+#: float32 64x64 Gram matrix of K = 2**16 (B K-major) 49.1 / 238.7, 128x128 of K = 2**16
+#: 111.5 / 187.1, 224x241 of K = 9669 (B row-major) 51.9 / 117.4; only 16x16 tiles ran faster
+#: that way (K = 2**16: float16 10.6 / 6.6). The twenty-fifth session had replaced this
+#: combine by that loop after timing a different stand-in for it (this code with the GEMM's
+#: tiles, one chunk a step, on 4 warps: level with this one, then and in call 2).
 GEMM_COMBINE_OUTPUTS = 256
 GEMM_COMBINE_BLOCK = 8192
 
@@ -1212,7 +1212,8 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         # float64 runs on the FMA units too, in the same rounds of tiles. H100, B row-major,
         # the GEMM's launches replayed from a CUDA graph (bench/exp_s26_fma.py,
         # bench/results/h100-s27/call1), us unsplit / 4 / 8 chunks (cuBLAS): 2048x576x4096
-        # (288 tiles) 269 / 200 / 221 (178), 768x768x8192 (144) 364 / 218 / 204 (175)
+        # (288 tiles) 269 / 200 / 221 (178), 768x768x8192 (144) 364 / 218 / 204 (175); the
+        # rule's picks, timed in call 2: 215 at 4 chunks, 205 at 8
         chosen = _fma_round_split(tiles, steps, split)
         rounds_from, split = (split if chosen != split else 0), chosen
     if split > 1 and k % bk == 0:
