@@ -473,3 +473,27 @@ def test_a_float64_product_whose_narrow_operand_an_epilogue_also_reads(backend):
     fj.realize(*got)
     assert_matches_numpy(got[0], np.matmul(v0, v1))
     assert_matches_numpy(got[1], np.add(v1, v0))
+
+
+def test_a_kernel_of_its_own_for_a_product_operand_is_a_dependency_of_the_product(backend):
+    """A float64 product of a layer norm of a bool input gets its operand written by a kernel
+    of its own (the 1-byte loads may not run under a float64 dot); the product's kernel did
+    not record that it reads that kernel, so the cycle check let the pointwise kernel after
+    the product (``v3 + v0``) merge with it, whose output the product reads: "kernels depend
+    on each other in a cycle" (``fusejit fuzz --backend interpret --seed 27003 --products
+    --large-plans``, program 741)."""
+    from fusejit.testing import large_plans
+    rng = np.random.default_rng(27003)
+    v0 = np.broadcast_to(rng.random((1, 129)) > 0.5, (1, 129))
+
+    def fn(xp, x):
+        layer_norm = numpy_reference("layer_norm") if xp is np else xp.layer_norm
+        normed = layer_norm(x, 2.0, 0.5, axis=1)
+        return xp.reshape(xp.maximum(x, True), (-1,)), xp.matmul(normed, xp.swapaxes(x, -1, -2)) + x
+    with large_plans():
+        got = fn(fj, fj.asarray(v0))
+        plan = fj.plan(*got)
+        assert "no_cycle" in plan.explain()
+        fj.realize(*got)
+    for g, want in zip(got, fn(np, v0)):
+        assert_matches_numpy(g, want)

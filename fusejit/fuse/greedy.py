@@ -681,6 +681,13 @@ class GreedyFuser:
         choice.region.own.discard(value)
         side.own.add(value)
         self.home[value] = side
+        # the value's readers (the consumer being committed among them) now read it from
+        # here: the cycle check walks these edges (a merge of this region with one reading
+        # what the consumer computes would otherwise pass it: fuzz --large-plans, seed 27003)
+        for reader in self.readers.get(value, []):
+            reader = reader.find()
+            if reader is not side:
+                reader.deps.add(side)
         side.yields[value] = side.anchor = self.shapes[value]
         if self.debug:
             log.debug("%%%s written by a region of its own, r%d", value, side.id)
