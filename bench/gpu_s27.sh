@@ -6,6 +6,9 @@
 #     the copies' time (about 3 min; FMA_ONLY, FMA_VARIANTS, FMA_BUDGET) -> exp_s26_fma.txt
 #  b. bench/exp_s7b.py --set ieee on the same shapes: whole plans with the alignment copies
 #     off, the default and forced, kernel by kernel (about 1.5 min) -> exp_s7b_ieee.txt
+#  e. bench/exp_s26_fma.py: edge tiles loaded through clamped indices (the default) against
+#     masked along M and N (noclamp), float32, float16 and float64 (about 2 min)
+#     -> exp_s26_edges.txt
 #  c. the GEMM gpu tests beside 90 s of cuda fuzz (gpu_s25.sh phase 5)
 #  d. bench/exp_s25_check.py (few-tile products: the combine of smaller tiles, back, against
 #     the GEMM-tiled one, now timed from fresh emits) and exp_s26_fma.py's float64 cases and
@@ -33,6 +36,11 @@ echo "exp_s25_check exit $?"; grep -v -i warn "$out/exp_s25_check.txt"
 timeout 150 python3 bench/exp_s26_fma.py --budget 90 --only "f64|288t|144t|both 2047|both 767" \
   --variants "^(default|s4|s8)$" > "$out/exp_s26_check.txt" 2>&1
 echo "exp_s26_fma exit $?"; grep -v -i warn "$out/exp_s26_check.txt"
+fi
+if [[ $phases == *e* ]]; then
+timeout 240 python3 bench/exp_s26_fma.py --budget 180 --only "${EDGE_ONLY:-both|edge|^B |f16}" \
+  --variants "^(default|noclamp)$" > "$out/exp_s26_edges.txt" 2>&1
+echo "exp_s26_fma (edges) exit $?"; grep -v -i warn "$out/exp_s26_edges.txt"
 fi
 if [[ $phases == *c* ]]; then
 bash "$here/gpu_s25.sh" 5

@@ -1245,3 +1245,37 @@ def test_full_precision_single_tile_of_a_row_major_b_keeps_one_program_an_sm(int
     gram = fj.plan(x @ x.T).program.kernels[-1]
     source = emit_kernel(gram, None, "cuda").source
     assert "4 warps in 132 chunks, not the shapes' 2 in 512" in source
+
+
+def test_edge_tiles_load_clamped_rows_and_columns_without_masks(interpret_backend):
+    """Where M (N) does not fill the last tile, the K loop reads A's rows past M as row M - 1
+    (B's columns past N as column N - 1) and masks only along K (``gemm.CLAMP_EDGE_LOADS``);
+    what those rows and columns compute is never stored. Not where that would hide a
+    contiguity that 16-byte loads need (a row-major B of 16-byte rows keeps its mask along N)
+    nor where the kernel reduces the product's rows (the extra columns would join the max).
+    Values are NumPy's within the product's bound, also with negative products (a zero past
+    the edge would win a max), for one tile and split K alike."""
+    a, b = _array((37, 53), F32) - 0.5, _array((53, 21), F32) - 0.5
+    fn = lambda xp, a, b: a @ b  # noqa: E731
+    for split in (1, 3):
+        (kernel,) = kernel_sources(fj.parse(_retile(_fused_text(fn, [a, b]), block_m=16,
+                                                    block_n=16, block_k=16, split_k=split)))
+        assert "rows_a = tl.minimum(rows_m, 36)" in kernel.source
+        assert "cols_b = tl.minimum(cols_n, 20)" in kernel.source
+        loads = [line for line in kernel.source.splitlines() if "tl.load(p_in" in line]
+        assert loads and all("mask_m" not in line and "mask_n" not in line and "mask_a" not in
+                             line and "mask_b" not in line for line in loads), loads
+        (out,) = _run(fn, [a, b], interpret_backend, block_m=16, block_n=16, block_k=16,
+                      split_k=split)
+        _close_to_product(out, a, b, "float32")
+    # a row-major B of 16-byte rows (N = 24) keeps its mask along N; A is clamped
+    b24 = _array((53, 24), F32)
+    (kernel,) = kernel_sources(fj.parse(_retile(_fused_text(fn, [a, b24]), block_m=16,
+                                                block_n=16, block_k=16, split_k=1)))
+    assert "rows_a = " in kernel.source and "cols_b = " not in kernel.source
+    # a row reduction of the product keeps B's columns masked
+    row_max = lambda xp, a, b: (a @ b).max(axis=-1)  # noqa: E731
+    (kernel,) = kernel_sources(fj.parse(_fused_text(row_max, [a, b])))
+    assert "cols_b = " not in kernel.source
+    (out,) = _run(row_max, [a, b], interpret_backend)
+    np.testing.assert_allclose(out, (a.astype(F64) @ b).max(axis=-1), rtol=1e-5, atol=1e-5)

@@ -96,6 +96,13 @@ SPECIAL_FUNCTIONS = SLOW_MATH | {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", 
                                  "div", "sigmoid", "erf", "cbrt", "sumexp"}
 
 
+#: Whether the K loop's pointer loads of an edge tile read A's rows past M as row M - 1 (and
+#: B's columns past N as column N - 1) instead of masking them: the loads then need only K's
+#: mask, as in a tile inside the product; what those rows and columns compute is never stored
+#: (the store and the partials keep the tile's mask). See ``GemmEmitter._edge_indices``.
+CLAMP_EDGE_LOADS = True
+
+
 class _GemmFn(_Fn):
     """A function of a GEMM kernel: the product is its accumulator tile; loads are recorded."""
 
@@ -154,6 +161,7 @@ class GemmEmitter(_Emitter):
         self.hoisted: set[str] = set()
         #: the tile variables of the operand being loaded: (row variable, column variable)
         self._context: tuple[str, str] = ("", "")
+        self.edge_dims: tuple[str, str] = ("rows_m", "cols_n")  # (set by _edge_indices)
         #: the batch's products computed as one of batch x M rows (``_fold_batch``)
         self.fold = self._fold_batch()
         self.tiles_m = -(-(self.batch * self.m if self.fold else self.m) // self.cfg.block_m)
@@ -710,6 +718,7 @@ class GemmEmitter(_Emitter):
         bm, bn, bk = c.block_m, c.block_n, c.block_k
         k = self.k
         acc_t = TL[self.acc_dtype]
+        self._edge_indices(fn)
         acc_line = len(fn.out)  # (the operands may emit per-row values after it)
         fn.out.append(f"acc = tl.full([{bm}, {bn}], 0, {acc_t})")
         fn.level.update({"k": 2, "k_a": 2, "k_b": 2})
@@ -744,6 +753,45 @@ class GemmEmitter(_Emitter):
         fn.body = None
         fn.memo_tile = {}
 
+    def _edge_indices(self, fn: _GemmFn) -> None:
+        """The row index of A's tile and the column index of B's in the K loop
+        (``edge_dims``): ``rows_m`` and ``cols_n``, or, where the product's M (N) does not
+        fill its last tile, those clamped to M - 1 (N - 1) (``CLAMP_EDGE_LOADS``), so that the
+        loads need no mask along M (N). Not where the tiles load through TMA (boxes read zeros
+        past the edges), a batch folds into M (its rows past the end are not one matrix's) or
+        the kernel reduces the product's rows (the columns past N would join the reduction)."""
+        rows_a, cols_b = "rows_m", "cols_n"
+        if CLAMP_EDGE_LOADS and not self.tma:
+            if self.mask_m and not self.fold and self._clamp_keeps_loads(0):
+                fn.out.append(f"rows_a = tl.minimum(rows_m, {self.m - 1})  # A's rows past M "
+                              f"load row {self.m - 1}, never stored: no mask along M")
+                rows_a = "rows_a"
+            if self.mask_n and not self.domain.reduced and self._clamp_keeps_loads(1):
+                fn.out.append(f"cols_b = tl.minimum(cols_n, {self.n - 1})  # B's columns past N "
+                              f"load column {self.n - 1}, never stored: no mask along N")
+                cols_b = "cols_b"
+            fn.level.update({rows_a: 1, cols_b: 1})
+            fn.used.update({rows_a, cols_b})
+        self.edge_dims = (rows_a, cols_b)
+
+    def _clamp_keeps_loads(self, index: int) -> bool:
+        """Whether operand ``index`` (0: A, 1: B) loads as wide with its M (N) index clamped:
+        no buffer it reads is contiguous along that axis with 16-byte aligned steps along K
+        (a clamped index hides the contiguity that 16-byte loads need: a row-major B of
+        16-byte rows keeps its mask along N). A read row-major and a B of misaligned rows
+        lose nothing."""
+        name = self.mm.args[index]
+        nd = len(self.types[name].shape)
+        outer, along_k = (nd - 2, nd - 1) if index == 0 else (nd - 1, nd - 2)
+        origin = (0,) * nd
+        points = (origin, *(tuple(1 if i == ax else 0 for i in range(nd))
+                            for ax in (outer, along_k)))
+        for (param, offsets), _ in self._load_sites(points, roots=(name,)).items():
+            size = self.kernel.params[param].type.dtype.itemsize
+            if offsets[1] - offsets[0] == 1 and ((offsets[2] - offsets[0]) * size) % 16 == 0:
+                return False
+        return True
+
     def _peel_k(self) -> bool:
         """Whether the K loop's partial last step runs after it (``_k_loop``): one program per
         tile, pointer loads (TMA boxes read zeros past K without a mask; a persistent loop is
@@ -767,8 +815,9 @@ class GemmEmitter(_Emitter):
             body.append(f"mask_ka = k_a < {self.k}")
             body.append(f"mask_kb = k_b < {self.k}")
             mask_ka, mask_kb = "mask_ka", "mask_kb"
-        a = self._operand(fn, 0, self.mask_m, mask_ka, "mask_a")
-        b = self._operand(fn, 1, self.mask_n, mask_kb, "mask_b")
+        rows_a, cols_b = self.edge_dims
+        a = self._operand(fn, 0, None if rows_a != "rows_m" else self.mask_m, mask_ka, "mask_a")
+        b = self._operand(fn, 1, None if cols_b != "cols_n" else self.mask_n, mask_kb, "mask_b")
         if swapped:
             body.append("one = tl.where(k >= 0, 1.0, 0.0)  # 1, which the compiler cannot fold")
             body.append(f'acc = tl.dot(tl.trans({b}) * one, tl.trans({a}), acc, '
@@ -808,10 +857,10 @@ class GemmEmitter(_Emitter):
         tile_mask = joint_mask(fn.body, [mask_outer, mask_k], mask_name)
         fn.masks = {0: None, 1: mask_outer, 2: tile_mask}
         if index == 0:
-            dims = (*self.bdims, "rows_m", "k_a")
+            dims = (*self.bdims, self.edge_dims[0], "k_a")
             tile = [c.block_m, c.block_k]
         else:
-            dims = (*self.bdims, "k_b", "cols_n")
+            dims = (*self.bdims, "k_b", self.edge_dims[1])
             tile = [c.block_k, c.block_n]
         self._context = (dims[-2], dims[-1])
         v = fn.value(name, Coords(shape, None, dims))
