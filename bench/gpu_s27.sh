@@ -6,8 +6,9 @@
 #     the copies' time (about 3 min; FMA_ONLY, FMA_VARIANTS, FMA_BUDGET) -> exp_s26_fma.txt
 #  b. bench/exp_s7b.py --set ieee on the same shapes: whole plans with the alignment copies
 #     off, the default and forced, kernel by kernel (about 1.5 min) -> exp_s7b_ieee.txt
-#  e. bench/exp_s26_fma.py: edge tiles loaded through clamped indices (the default) against
-#     masked along M and N (noclamp), float32, float16 and float64 (about 2 min)
+#  e. bench/exp_s26_fma.py: edge tiles loaded through clamped indices (clamp,
+#     FUSEJIT_GEMM_CLAMP_EDGES=1) against masked along M and N (the default), float32, float16
+#     and float64 (about 2 min)
 #     -> exp_s26_edges.txt
 #  c. the GEMM gpu tests beside 90 s of cuda fuzz (gpu_s25.sh phase 5)
 #  d. bench/exp_s25_check.py (few-tile products: the combine of smaller tiles, back, against
@@ -39,7 +40,7 @@ echo "exp_s26_fma exit $?"; grep -v -i warn "$out/exp_s26_check.txt"
 fi
 if [[ $phases == *e* ]]; then
 timeout 240 python3 bench/exp_s26_fma.py --budget 180 --only "${EDGE_ONLY:-both|edge|^B |f16}" \
-  --variants "^(default|noclamp)$" > "$out/exp_s26_edges.txt" 2>&1
+  --variants "^(default|clamp)$" > "$out/exp_s26_edges.txt" 2>&1
 echo "exp_s26_fma (edges) exit $?"; grep -v -i warn "$out/exp_s26_edges.txt"
 fi
 if [[ $phases == *c* ]]; then

@@ -1247,16 +1247,22 @@ def test_full_precision_single_tile_of_a_row_major_b_keeps_one_program_an_sm(int
     assert "4 warps in 132 chunks, not the shapes' 2 in 512" in source
 
 
-def test_edge_tiles_load_clamped_rows_and_columns_without_masks(interpret_backend):
+def test_edge_tiles_load_clamped_rows_and_columns_without_masks(interpret_backend, monkeypatch):
     """Where M (N) does not fill the last tile, the K loop reads A's rows past M as row M - 1
     (B's columns past N as column N - 1) and masks only along K (``gemm.CLAMP_EDGE_LOADS``);
     what those rows and columns compute is never stored. Not where that would hide a
     contiguity that 16-byte loads need (a row-major B of 16-byte rows keeps its mask along N)
     nor where the kernel reduces the product's rows (the extra columns would join the max).
     Values are NumPy's within the product's bound, also with negative products (a zero past
-    the edge would win a max), for one tile and split K alike."""
+    the edge would win a max), for one tile and split K alike. Off by default (untimed): the
+    loads are masked along M and N there."""
+    from fusejit.codegen import gemm
     a, b = _array((37, 53), F32) - 0.5, _array((53, 21), F32) - 0.5
     fn = lambda xp, a, b: a @ b  # noqa: E731
+    (kernel,) = kernel_sources(fj.parse(_retile(_fused_text(fn, [a, b]), block_m=16, block_n=16,
+                                                block_k=16, split_k=1)))
+    assert "rows_a" not in kernel.source and "mask_a = mask_m" in kernel.source
+    monkeypatch.setattr(gemm, "CLAMP_EDGE_LOADS", True)
     for split in (1, 3):
         (kernel,) = kernel_sources(fj.parse(_retile(_fused_text(fn, [a, b]), block_m=16,
                                                     block_n=16, block_k=16, split_k=split)))

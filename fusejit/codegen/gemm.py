@@ -57,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 from collections.abc import Generator
 from typing import Any
 
@@ -99,8 +100,12 @@ SPECIAL_FUNCTIONS = SLOW_MATH | {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", 
 #: Whether the K loop's pointer loads of an edge tile read A's rows past M as row M - 1 (and
 #: B's columns past N as column N - 1) instead of masking them: the loads then need only K's
 #: mask, as in a tile inside the product; what those rows and columns compute is never stored
-#: (the store and the partials keep the tile's mask). See ``GemmEmitter._edge_indices``.
-CLAMP_EDGE_LOADS = True
+#: (the store and the partials keep the tile's mask). See ``GemmEmitter._edge_indices``. Off
+#: unless ``FUSEJIT_GEMM_CLAMP_EDGES=1`` (read on import): not yet timed on a GPU. Why it may
+#: pay: full-precision 2047x513x8191 read through 16-byte rows ran as slowly as through 4-byte
+#: ones (602 against 600 us on an H100), where 2048x576x8191, whose M and N fill whole tiles,
+#: ran 475 (bench/results/h100-s27/call1/exp_s26_fma.txt, ``pad AB``).
+CLAMP_EDGE_LOADS = os.environ.get("FUSEJIT_GEMM_CLAMP_EDGES", "0") == "1"
 
 
 class _GemmFn(_Fn):
