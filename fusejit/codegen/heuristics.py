@@ -1195,20 +1195,19 @@ def gemm_config(m: int, n: int, k: int, batch: int, dtype: str, precision: str =
         bk, warps, stages = _split_k_steps(bm, bn, bk, warps, stages, loads, -(-k // split),
                                            split)
     rounds_from = 0  # (the split that _fma_round_split raised, if it did)
-    if dtype == "float32" and precision == "ieee" and not thin and tiles and \
-            steps >= GEMM_SPLIT_MIN_STEPS:
-        if split > 1 and bm * bn >= FMA_FEW_TILES_MIN_TILE:
-            split, warps = _fma_few_tiles(tiles, steps)
-        # the FMA units want about four 4-warp programs an SM: up to two waves of tiles split
-        # K to that many programs, in at most 4 chunks. H100, B row-major, the GEMM alone
-        # (bench/exp_s15.py --precision ieee-small, bench/results/h100-s16-call4), us unsplit
-        # / split: 128x4096x4096 128 / 108 (4 chunks; cuBLAS 100), 256x4096x4096 222 / 203
-        # (2; 186), 2048x512x8192 441 / 408 (2; 354); 512x4096x4096 (512 tiles) 404 / 393 at
-        # 2 chunks, within noise, so left whole; 64x2048x8192 kept its 4 (77 us; 2: 145)
-        split = max(split, min(4, 4 * SMS // tiles, steps // GEMM_STEPS_PER_CHUNK))
-        chosen = _fma_round_split(tiles, steps, split)
-        rounds_from, split = (split if chosen != split else 0), chosen
-    elif dtype == "float64" and not thin and tiles and steps >= GEMM_SPLIT_MIN_STEPS:
+    fma = dtype == "float64" or (dtype == "float32" and precision == "ieee")
+    if fma and not thin and tiles and steps >= GEMM_SPLIT_MIN_STEPS:
+        if dtype == "float32":
+            if split > 1 and bm * bn >= FMA_FEW_TILES_MIN_TILE:
+                split, warps = _fma_few_tiles(tiles, steps)
+            # the FMA units want about four 4-warp programs an SM: up to two waves of tiles
+            # split K to that many programs, in at most 4 chunks. H100, B row-major, the GEMM
+            # alone (bench/exp_s15.py --precision ieee-small, bench/results/h100-s16-call4),
+            # us unsplit / split: 128x4096x4096 128 / 108 (4 chunks; cuBLAS 100),
+            # 256x4096x4096 222 / 203 (2; 186), 2048x512x8192 441 / 408 (2; 354);
+            # 512x4096x4096 (512 tiles) 404 / 393 at 2 chunks, within noise, so left whole;
+            # 64x2048x8192 kept its 4 (77 us; 2: 145)
+            split = max(split, min(4, 4 * SMS // tiles, steps // GEMM_STEPS_PER_CHUNK))
         # float64 runs on the FMA units too, in the same rounds of tiles. H100, B row-major,
         # the GEMM's launches replayed from a CUDA graph (bench/exp_s26_fma.py,
         # bench/results/h100-s27/call1), us unsplit / 4 / 8 chunks (cuBLAS): 2048x576x4096
@@ -1235,9 +1234,9 @@ def _fma_rounds_why(tiles: int, before: int, split: int) -> str:
 
 
 #: Most K chunks ``_fma_round_split`` splits a full-precision float32 (or float64) GEMM into,
-#: the fewest K
-#: steps of a chunk (the partials' stores and the combine's launch against a chunk's FMA
-#: work) and the least share of the busiest SM's work a split must save to be taken
+#: the fewest K steps of a chunk (the partials' stores and the combine's launch against a
+#: chunk's FMA work) and the least share of the busiest SM's work a split must save to be
+#: taken
 FMA_ROUND_SPLIT_MAX = 8
 FMA_ROUND_SPLIT_MIN_STEPS = 32
 FMA_ROUND_SPLIT_GAIN = 0.05
@@ -1251,9 +1250,8 @@ def _fma_rounds(tiles: int, split: int) -> tuple[int, int]:
 
 
 def _fma_round_split(tiles: int, steps: int, split: int) -> int:
-    """K chunks of a full-precision float32 (or float64) GEMM of ``tiles`` tiles and ``steps`` K
-    steps
-    (``split`` so far): the FMA units are shared by an SM's programs, so the GEMM takes as
+    """K chunks of a full-precision float32 (or float64) GEMM of ``tiles`` tiles and ``steps``
+    K steps (``split`` so far): the FMA units are shared by an SM's programs, so the GEMM takes as
     long as its busiest SM's work, ``ceil(tiles * split / SMS) / split`` tiles. The split of
     up to ``FMA_ROUND_SPLIT_MAX`` chunks of ``FMA_ROUND_SPLIT_MIN_STEPS`` steps or more with
     the least such work (the fewest chunks among equals) is taken where it saves
