@@ -654,6 +654,26 @@ def test_float32_products_of_misaligned_rows_do_not_spill(m, n, k, residual):
     assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
 
 
+@pytest.mark.parametrize("m, n, k, dtype", [(2047, 513, 8191, "float32"),
+                                            (1279, 1281, 4095, "float32"),
+                                            (1001, 3001, 701, "float16"),
+                                            (2047, 513, 4095, "float64")])
+def test_products_of_clamped_edge_tiles_compile_without_spills(monkeypatch, m, n, k, dtype):
+    """With ``FUSEJIT_GEMM_CLAMP_EDGES=1`` (``gemm.CLAMP_EDGE_LOADS``, off by default and not
+    yet timed on a GPU), edge tiles load through clamped row and column indices: the kernels
+    compile for sm_90a, masked along K only, and keep their values in registers."""
+    from fusejit.codegen import gemm
+    monkeypatch.setattr(gemm, "CLAMP_EDGE_LOADS", True)
+    monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", "0")  # (the operands as read)
+    with fj.using_backend("interpret"):
+        a = fj.asarray(np.zeros((m, k), dtype))
+        b = fj.asarray(np.zeros((k, n), dtype))
+        (kernel,) = fj.plan(a @ b).program.kernels
+    emitted = emit_kernel(kernel, None, "cuda")
+    assert "rows_a = tl.minimum" in emitted.source and "cols_b = tl.minimum" in emitted.source
+    assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
+
+
 @pytest.mark.parametrize("m, n, k", [(16, 16, 1 << 20), (1, 16, 1 << 22), (64, 64, 1 << 18)])
 def test_float16_split_k_products_with_deep_k_steps_do_not_spill(m, n, k):
     """A float16 product of a few tiles splits K into one program per SM with 256-deep steps
