@@ -660,8 +660,10 @@ def test_float32_products_of_misaligned_rows_do_not_spill(m, n, k, residual):
                                             (2047, 513, 4095, "float64")])
 def test_products_of_clamped_edge_tiles_compile_without_spills(monkeypatch, m, n, k, dtype):
     """With ``FUSEJIT_GEMM_CLAMP_EDGES=1`` (``gemm.CLAMP_EDGE_LOADS``, off by default and not
-    yet timed on a GPU), edge tiles load through clamped row and column indices: the kernels
-    compile for sm_90a, masked along K only, and keep their values in registers."""
+    yet timed on a GPU), the edge tiles of products on the FMA units load through clamped row
+    and column indices: the kernels compile for sm_90a, masked along K only, and keep their
+    values in registers. float16 tiles stay masked (clamped, 128x256 tiles spilled 552 bytes a
+    thread under Triton 3.6's ptxas)."""
     from fusejit.codegen import gemm
     monkeypatch.setattr(gemm, "CLAMP_EDGE_LOADS", True)
     monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", "0")  # (the operands as read)
@@ -670,7 +672,8 @@ def test_products_of_clamped_edge_tiles_compile_without_spills(monkeypatch, m, n
         b = fj.asarray(np.zeros((k, n), dtype))
         (kernel,) = fj.plan(a @ b).program.kernels
     emitted = emit_kernel(kernel, None, "cuda")
-    assert "rows_a = tl.minimum" in emitted.source and "cols_b = tl.minimum" in emitted.source
+    clamped = "rows_a = tl.minimum" in emitted.source and "cols_b = tl.minimum" in emitted.source
+    assert clamped == (dtype != "float16")
     assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
 
 
