@@ -15,6 +15,10 @@
 #     the GEMM-tiled one, now timed from fresh emits) and exp_s26_fma.py's float64 cases and
 #     a few float32 ones at the default (the combine under the split by rounds), about 3 min
 #     -> exp_s25_check.txt, exp_s26_check.txt
+#   the next session's first call (about 4 min; three tries to start a machine for it failed):
+#     bash bench/gpu_s27.sh e && FUSEJIT_GEMM_CLAMP_EDGES=1 bash bench/gpu_s25.sh 5
+#     (clamped edge loads against masked ones, then the GEMM gpu tests and cuda fuzz with them
+#     on; if they pay, CLAMP_EDGE_LOADS on by default in fusejit/codegen/gemm.py)
 #   bash bench/gpu_s27.sh [PHASES]  (default ab)
 set -uo pipefail
 phases=${1:-ab}
