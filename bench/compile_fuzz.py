@@ -8,7 +8,8 @@ arguments). A kernel Triton cannot compile is printed with its IR; the last line
 programs, kernels and failures, and the kernels by kind (``+reversed``: ``order=reversed``;
 ``+arg``: a split argmax/argmin). Exit status 1 if any failed.
 
-Run: ``python3 bench/compile_fuzz.py [--seconds S] [--seed N] [--large-plans]``.
+Run: ``python3 bench/compile_fuzz.py [--seconds S] [--seed N] [--large-plans] [--products]``
+(``--products``: matrix products drawn too, as ``fusejit fuzz --products``).
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--large-plans", action="store_true")
+    p.add_argument("--products", action="store_true", help="draw matrix products too")
     args = p.parse_args(argv)
-    config = FuzzConfig(backend="numpy", seed=args.seed, out=None)
+    config = FuzzConfig(backend="numpy", seed=args.seed, out=None, products=args.products)
     start = time.monotonic()
     programs = compiled = failed = 0
     kinds: Counter[str] = Counter()
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"FAILED {_tag(kernel)}: {type(exc).__name__}: {str(exc)[:400]}")
                         print(kernel)
             _plans.clear()
-    mode = " --large-plans" if args.large_plans else ""
+    mode = (" --large-plans" if args.large_plans else "") + (" --products" if args.products else "")
     print(f"compile_fuzz --seed {args.seed}{mode}: {programs} programs, {compiled} kernels "
           f"compiled for sm_90, {failed} failed; by kind {dict(sorted(kinds.items()))}")
     return 1 if failed else 0

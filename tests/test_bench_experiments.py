@@ -85,6 +85,16 @@ def test_compile_fuzz_compiles_large_plans_for_sm90(capsys, tmp_path, monkeypatc
     assert cost.SPLIT_MIN_REDUCE == before
 
 
+def test_compile_fuzz_compiles_drawn_products_for_sm90(capsys, tmp_path, monkeypatch):
+    """``bench/compile_fuzz.py --products``: matrix products drawn too (GEMM kernels, split-K
+    and their combines among them) compile for sm_90 without a GPU."""
+    monkeypatch.setenv("FUSEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    module = _load("compile_fuzz")
+    assert module.main(["--seconds", "6", "--seed", "5", "--large-plans", "--products"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert " 0 failed" in summary and "'gemm': " in summary, summary
+
+
 def test_wide_row_fuzz_scales_rtol_by_the_exp_epilogues_condition():
     """The H200's wide-row fuzz (seed 84) compared exp(88.6) of a value 2 ulp off at
     float32's rtol: 2.1e-5 off, flagged. exp(z)'s relative error is |z| times z's, so the
