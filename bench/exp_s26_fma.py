@@ -65,7 +65,8 @@ CASES = {
     "both 4095x4097x4093": (4095, 4097, 4093),
     "A 2048x576x8191": (2048, 576, 8191),
     "B 2048x577x8192": (2048, 577, 8192),
-    # float64 (64x64x16 tiles on the FMA units too; not split by rounds so far)
+    # float64 (64x64x16 tiles on the FMA units too; split by rounds since the twenty-seventh
+    # session)
     "f64 288t 2048x576x4096": (2048, 576, 4096, "float64"),
     "f64 144t 768x768x8192": (768, 768, 8192, "float64"),
     # (twenty-seventh session) edge tiles clamped (``clamp``) or masked along M and N

@@ -777,8 +777,9 @@ class GemmEmitter(_Emitter):
                 fn.out.append(f"cols_b = tl.minimum(cols_n, {self.n - 1})  # B's columns past N "
                               f"load column {self.n - 1}, never stored: no mask along N")
                 cols_b = "cols_b"
-            fn.level.update({rows_a: 1, cols_b: 1})
-            fn.used.update({rows_a, cols_b})
+        for clamped in {rows_a, cols_b} - {"rows_m", "cols_n"}:
+            fn.level[clamped] = 1  # (per program, like the indices they clamp)
+            fn.used.add(clamped)
         self.edge_dims = (rows_a, cols_b)
 
     def _clamp_keeps_loads(self, index: int) -> bool:

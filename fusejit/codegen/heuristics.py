@@ -1251,9 +1251,9 @@ def _fma_rounds(tiles: int, split: int) -> tuple[int, int]:
 
 def _fma_round_split(tiles: int, steps: int, split: int) -> int:
     """K chunks of a full-precision float32 (or float64) GEMM of ``tiles`` tiles and ``steps``
-    K steps (``split`` so far): the FMA units are shared by an SM's programs, so the GEMM takes as
-    long as its busiest SM's work, ``ceil(tiles * split / SMS) / split`` tiles. The split of
-    up to ``FMA_ROUND_SPLIT_MAX`` chunks of ``FMA_ROUND_SPLIT_MIN_STEPS`` steps or more with
+    K steps (``split`` so far): the FMA units are shared by an SM's programs, so the GEMM
+    takes as long as its busiest SM's work, ``ceil(tiles * split / SMS) / split`` tiles. The
+    split of up to ``FMA_ROUND_SPLIT_MAX`` chunks of ``FMA_ROUND_SPLIT_MIN_STEPS`` steps or more with
     the least such work (the fewest chunks among equals) is taken where it saves
     ``FMA_ROUND_SPLIT_GAIN`` or more.
 
