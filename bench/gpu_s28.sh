@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Twenty-eighth session's GPU calls (an H200 is the default kind this session):
+#  w. bench/exp_s20_wide.py --quick on 256x2**18 and 1024x2**16: the cooperative wide rows as
+#     emitted, with their wait removed (the bound of what waiting costs), and the pipelined
+#     forms; on the H100 (s21) waiting cost nothing. Does it on the H200, where the emitted
+#     softmax and layer norm run at 79% and 72% of the copy rate? (about 2 min)
+#     -> exp_s20_wide.txt
+#  e. gpu_s27.sh's phase e: clamped edge loads against masked ones (about 4 min)
+#  s. the --quick suite beside torch.compile and jax.jit (about 6 min) -> suite/
+#  c. the GEMM gpu tests and cuda fuzz (gpu_s25.sh phase 5)
+#   bash bench/gpu_s28.sh [PHASES]  (default w)
+set -uo pipefail
+phases=${1:-w}
+here=$(dirname "${BASH_SOURCE[0]}")
+. "$here/gpu_common.sh"; gpu_begin /tmp/s28 || exit 1
+if [[ $phases == *w* ]]; then
+timeout 200 python3 bench/exp_s20_wide.py --quick --shapes "${WIDE_SHAPES:-256x262144,1024x65536}" \
+  > "$out/exp_s20_wide.txt" 2>&1
+echo "exp_s20_wide exit $?"; grep -v -i warn "$out/exp_s20_wide.txt" | tail -40
+fi
+if [[ $phases == *e* ]]; then
+bash "$here/gpu_s27.sh" e
+fi
+if [[ $phases == *s* ]]; then
+suite_family "$out" "$work" suite "${SUITE_BUDGET:-300}" --quick
+fi
+if [[ $phases == *c* ]]; then
+bash "$here/gpu_s25.sh" 5
+fi
+exit 0
