@@ -14,8 +14,9 @@ both ways:
   alone, without the host);
 - ``calls``: back-to-back calls between events (``bench_matmul._time_events``), host included.
 
-Variants: ``default`` (this session's), ``s24 tiles`` (the twenty-fourth session's split and
-warps), ``old combine`` (the default tiles with the combine on the GEMM's tiles adding one
+Variants: ``default`` (this session's), ``spread`` (``spread_combine``: the combine on fewer
+outputs a program where 256 leave SMs idle), ``s24 tiles`` (the twenty-fourth session's split
+and warps), ``old combine`` (the default tiles with the combine on the GEMM's tiles adding one
 chunk a step, on 4 warps). Level with the default in the twenty-fifth session's call 3 and
 the twenty-seventh's call 2; the twenty-fifth session then replaced the combine by a
 different one on the GEMM's tiles and warps (a scalar-indexed loop of adds), never timed,
@@ -66,6 +67,20 @@ def large_variants(mine: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
         out += [("64x128 w4", (64, 128, bk, 4, st, split)),
                 ("128x64 w4", (128, 64, bk, 4, st, split))]
     return out
+
+
+def spread_combine(outputs: int) -> Any:
+    """``gemm_combine_tiles`` with fewer outputs a program where 256 leave SMs idle: a
+    power of two from 16 to 256, about the outputs over the SMs (a 16x16 product's combine
+    on 16 programs of 16 outputs, not one of 256; a 64x64 Gram matrix's on 128 of 32)."""
+    def tiles(bm: int, bn: int, split: int, span: bool) -> tuple[int, int, int]:
+        from fusejit.codegen import heuristics as h
+        share = max(16, min(h.GEMM_COMBINE_OUTPUTS, 1 << max(0, (outputs // h.SMS).bit_length() - 1)))
+        cols = bn if span else min(bn, 64, share)
+        rows = max(1, min(bm, share // cols))
+        chunks = max(1, min(h.next_pow2(split), h.GEMM_COMBINE_BLOCK // (rows * cols)))
+        return rows, cols, chunks
+    return tiles
 
 
 def time_graph(cp: Any, run: Any, reps: int = 20) -> float:
@@ -142,12 +157,15 @@ def main(argv: list[str] | None = None) -> int:
                     tried.append(("s24 tiles", old))
                 if mine[5] > 1 and combine_tiles is not None:
                     tried.append(("old combine", ()))
+                    tried.append(("spread", ()))
                 for vlabel, tiles in tried:
                     if time.time() > deadline:
                         break
                     try:
                         if vlabel == "old combine":
                             heuristics.gemm_combine_tiles = lambda bm, bn, split, span: (bm, bn, 1)
+                        elif vlabel == "spread":
+                            heuristics.gemm_combine_tiles = spread_combine(batch * m * n)
                         try:  # (a kernel is emitted at its first run)
                             run, got = retiled_run(backend, text, tiles, buffers)
                         finally:

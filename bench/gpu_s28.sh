@@ -6,6 +6,9 @@
 #     softmax and layer norm run at 79% and 72% of the copy rate? (about 2 min)
 #     -> exp_s20_wide.txt
 #  e. gpu_s27.sh's phase e: clamped edge loads against masked ones (about 4 min)
+#  k. bench/exp_s25_check.py on few-tile long-K products: the split-K combine spread over more
+#     programs (``spread``) against the default's 256 outputs a program (16x16 tiles ran
+#     faster with the scalar loop in s27, one combine program) (about 2.5 min) -> exp_s25_check.txt
 #  s. the --quick suite beside torch.compile and jax.jit (about 6 min) -> suite/
 #  c. the GEMM gpu tests and cuda fuzz (gpu_s25.sh phase 5)
 #   bash bench/gpu_s28.sh [PHASES]  (default w)
@@ -20,6 +23,11 @@ echo "exp_s20_wide exit $?"; grep -v -i warn "$out/exp_s20_wide.txt" | tail -40
 fi
 if [[ $phases == *e* ]]; then
 bash "$here/gpu_s27.sh" e
+fi
+if [[ $phases == *k* ]]; then
+timeout 200 python3 bench/exp_s25_check.py --budget ${CHECK_BUDGET:-130} \
+  --only "${CHECK_ONLY:-16x16|gram 64x64|2x64|128x128|5x5|1x16|224x241}" > "$out/exp_s25_check.txt" 2>&1
+echo "exp_s25_check exit $?"; grep -v -i warn "$out/exp_s25_check.txt"
 fi
 if [[ $phases == *s* ]]; then
 suite_family "$out" "$work" suite "${SUITE_BUDGET:-300}" --quick
