@@ -344,6 +344,19 @@ def gpu_main(only: str, shapes: tuple[tuple[int, int], ...] = SHAPES,
                         print(f"  {kind} {name}: failed {type(exc).__name__}: {exc}"[:300])
                         continue
                     report(ctx, name, run, out, checked)
+                # the emitted form at other chunks and warps (more, smaller programs an SM
+                # keep more loads in flight while some wait; fewer, larger ones wait less)
+                for chunk, warps in ((4096, 0), (4096, 2), (8192, 8), (16384, 8)):
+                    name = f"emitted, chunks {chunk}" + (f", {warps} warps" if warps else "")
+                    try:
+                        variant = emit_plan(kind, x, w, b, chunk=chunk)
+                        name += f" ({variant.launches[0].grid[0]} programs)"
+                        run, (out,) = direct_launch(variant, arrays, zero_counters=True,
+                                                    num_warps=warps or None)
+                    except Exception as exc:  # noqa: BLE001
+                        print(f"  {kind} {name}: failed {type(exc).__name__}: {exc}"[:300])
+                        continue
+                    report(ctx, name, run, out)
                 # fusejit's own pipelined form (heuristics.COOP_PIPELINE), by programs an SM,
                 # chunk and warps
                 for per_sm, chunk, warps in ((1, 0, 0), (2, 0, 0), (3, 0, 0), (2, 4096, 0),
