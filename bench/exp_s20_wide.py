@@ -259,6 +259,19 @@ def no_wait(source: str) -> str:
     return out
 
 
+def streaming(source: str) -> str:
+    """The emitted source with the chunk's loads marked evict-first and its output stores
+    streaming (``.cs``): each element is read once and written once, so neither needs to
+    stay in L2 (the weight and bias of a layer norm, read by every row, keep the default)."""
+    out, n = re.subn(r"tl\.load\((p_in0 \+ idx)\)", r'tl.load(\1, eviction_policy="evict_first")',
+                     source)
+    out, m = re.subn(r"tl\.store\((out\d+ \+ idx), (\w+)\)", r'tl.store(\1, \2, cache_modifier=".cs")',
+                     out)
+    if not (n and m):
+        raise ValueError("the chunk's load or store is not in the source")
+    return out
+
+
 def report(ctx: dict[str, Any], name: str, run: Any, out: Any, checked: bool = True,
            counters: Any = None) -> None:
     """Time ``run``, check its output ``out`` against ``ctx["want"]`` (relative to the
@@ -333,8 +346,10 @@ def gpu_main(only: str, shapes: tuple[tuple[int, int], ...] = SHAPES,
                 emitted = emit_plan(kind, x, w, b)
                 arrays = [x] if kind == "softmax" else [x, EPS, w, b]  # (eps: a scalar param)
                 waitless = dataclasses.replace(emitted, source=no_wait(emitted.source))
+                streamed = dataclasses.replace(emitted, source=streaming(emitted.source))
                 for name, variant, cap, checked in (
                         ("emitted", emitted, None, True),
+                        ("emitted, streaming hints", streamed, None, True),
                         *([] if quick else [("emitted, maxnreg 96", emitted, 96, True)]),
                         ("emitted, no wait", waitless, None, False)):
                     try:
