@@ -5,6 +5,8 @@
 #     forms; on the H100 (s21) waiting cost nothing. Does it on the H200, where the emitted
 #     softmax and layer norm run at 79% and 72% of the copy rate? (about 2 min)
 #     -> exp_s20_wide.txt
+#  n. Nsight Compute on the same kernels beside a copy of the same bytes (bench/ncu_wide.py):
+#     DRAM throughput, occupancy, registers, warp stalls (about 1 min) -> ncu_wide.txt
 #  e. gpu_s27.sh's phase e: clamped edge loads against masked ones (about 4 min)
 #  k. bench/exp_s25_check.py on few-tile long-K products: the split-K combine spread over more
 #     programs (``spread``) against the default's 256 outputs a program (16x16 tiles ran
@@ -21,6 +23,13 @@ timeout 200 python3 bench/exp_s20_wide.py --shapes 256x262144 > "$out/exp_s20_wi
 echo "exp_s20_wide exit $?"
 timeout 120 python3 bench/exp_s20_wide.py --quick --shapes 1024x65536 >> "$out/exp_s20_wide.txt" 2>&1
 echo "exp_s20_wide --quick exit $?"; grep -v -i warn "$out/exp_s20_wide.txt"
+fi
+if [[ $phases == *n* ]]; then
+timeout 150 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+  --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+  --section SchedulerStats -k "regex:softmax|layer_norm|copy" -c 6 \
+  python3 bench/ncu_wide.py --reps 1 > "$out/ncu_wide.txt" 2>&1
+echo "ncu exit $?"; grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Stall|Warp Cycles Per Issued|No Eligible|Active Warps" "$out/ncu_wide.txt" | head -120
 fi
 if [[ $phases == *e* ]]; then
 bash "$here/gpu_s27.sh" e
