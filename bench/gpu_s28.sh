@@ -8,6 +8,10 @@
 #  n. Nsight Compute on the same kernels beside a copy of the same bytes (bench/ncu_wide.py):
 #     DRAM throughput, occupancy, registers, warp stalls (about 1 min) -> ncu_wide.txt
 #  e. gpu_s27.sh's phase e: clamped edge loads against masked ones (about 4 min)
+#  p. bench/exp_s26_fma.py: the split-K loop peeled (FUSEJIT_GEMM_PEEL_SPLIT=1: whole K steps
+#     unmasked, so 16-byte rows load 16 bytes at a time) and clamped edge loads, alone and
+#     together, against the default; the padded operands with and without the peel (about
+#     4 min) -> exp_s26_peel.txt
 #  k. bench/exp_s25_check.py on few-tile long-K products: the split-K combine spread over more
 #     programs (``spread``) against the default's 256 outputs a program (16x16 tiles ran
 #     faster with the scalar loop in s27, one combine program) (about 2.5 min) -> exp_s25_check.txt
@@ -38,6 +42,12 @@ if [[ $phases == *k* ]]; then
 timeout 200 python3 bench/exp_s25_check.py --budget ${CHECK_BUDGET:-130} \
   --only "${CHECK_ONLY:-16x16|gram 64x64|2x64|128x128|5x5|1x16|224x241}" > "$out/exp_s25_check.txt" 2>&1
 echo "exp_s25_check exit $?"; grep -v -i warn "$out/exp_s25_check.txt"
+fi
+if [[ $phases == *p* ]]; then
+timeout 280 python3 bench/exp_s26_fma.py --budget ${PEEL_BUDGET:-220} \
+  --only "${PEEL_ONLY:-^both 2047|^both 767|^A |^B |^edge|f64 both}" \
+  --variants "^(default|clamp|peel|peel\+clamp|pad|pad peel)$" > "$out/exp_s26_peel.txt" 2>&1
+echo "exp_s26_fma (peel) exit $?"; grep -v -i warn "$out/exp_s26_peel.txt"
 fi
 if [[ $phases == *s* ]]; then
 suite_family "$out" "$work" suite "${SUITE_BUDGET:-300}" --quick

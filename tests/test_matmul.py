@@ -1247,6 +1247,39 @@ def test_full_precision_single_tile_of_a_row_major_b_keeps_one_program_an_sm(int
     assert "4 warps in 132 chunks, not the shapes' 2 in 512" in source
 
 
+@pytest.mark.parametrize("k, split", [(53, 2), (53, 3), (53, 4), (64, 3), (37, 3), (21, 2)])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_split_k_runs_whole_steps_unmasked_and_the_partial_step_apart(
+        interpret_backend, monkeypatch, k, split, dtype):
+    """With ``gemm.PEEL_SPLIT_K``, a split-K program whose chunks K does not fill runs the
+    chunks before the one holding K's end without a mask along K, that chunk's whole steps
+    unmasked and its partial step masked; chunks past K's end add nothing (K = 53 in 3 chunks
+    of 2 steps of 16: the third starts at 64; K = 64 in 3: a whole last step, an empty chunk;
+    K = 21 in 2: one whole step, then one partial one). Values are NumPy's, also for a
+    prologue whose zeros past K would not give 0 (``exp``). Off by default (untimed): every
+    step is masked there."""
+    from fusejit.codegen import gemm
+    a, b = _array((37, k), dtype) - 0.5, _array((k, 21), dtype) - 0.5
+    tiles = {"block_m": 16, "block_n": 16, "block_k": 16, "split_k": split}
+    product = lambda xp, a, b: a @ b  # noqa: E731
+    (kernel,) = kernel_sources(fj.parse(_retile(_fused_text(product, [a, b]), **tiles)))
+    assert "for k_step in range(" in kernel.source and "mask_ka = k_a <" in kernel.source
+    assert "no mask along K" not in kernel.source
+    monkeypatch.setattr(gemm, "PEEL_SPLIT_K", True)
+    (kernel,) = kernel_sources(fj.parse(_retile(_fused_text(product, [a, b]), **tiles)))
+    whole = [line for line in kernel.source.splitlines() if "no mask along K" in line]
+    assert whole, kernel.source
+    masked = [line for line in kernel.source.splitlines() if "mask_ka = k_a <" in line]
+    assert len(masked) == (1 if k % 16 else 0), kernel.source
+    (out,) = _run(product, [a, b], interpret_backend, **tiles)
+    _close_to_product(out, a, b, dtype)
+    scaled = lambda xp, a, b: xp.exp(a) @ b  # noqa: E731
+    (out,) = _run(scaled, [a, b], interpret_backend, **tiles)
+    want = np.exp(a.astype(F64)) @ b.astype(F64)
+    tol = 2e-2 if dtype == "float16" else 1e-5
+    np.testing.assert_allclose(out.astype(F64), want, rtol=tol, atol=tol * np.abs(want).max())
+
+
 def test_edge_tiles_load_clamped_rows_and_columns_without_masks(interpret_backend, monkeypatch):
     """Where M (N) does not fill the last tile, the K loop reads A's rows past M as row M - 1
     (B's columns past N as column N - 1) and masks only along K (``gemm.CLAMP_EDGE_LOADS``);

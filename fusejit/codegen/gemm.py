@@ -107,6 +107,15 @@ SPECIAL_FUNCTIONS = SLOW_MATH | {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", 
 #: ran 475 (bench/results/h100-s27/call1/exp_s26_fma.txt, ``pad AB``).
 CLAMP_EDGE_LOADS = os.environ.get("FUSEJIT_GEMM_CLAMP_EDGES", "0") == "1"
 
+#: Whether a split-K program's K loop runs its whole steps unmasked and its partial step
+#: apart (``GemmEmitter._split_k_peeled``), as a kernel of one program per tile does, instead
+#: of masking every step along K. Off unless ``FUSEJIT_GEMM_PEEL_SPLIT=1`` (read on import):
+#: not yet timed on a GPU. Why it may pay: the mask along K of 2048x576 with K = 8191 hides
+#: the alignment of A's rows from Triton, rows padded to 16 bytes (the alignment copies)
+#: included, so A's tiles load 4 bytes at a time (sm_90 PTX: 48 of A's 60 ``cp.async``), and
+#: the pad above gained nothing.
+PEEL_SPLIT_K = os.environ.get("FUSEJIT_GEMM_PEEL_SPLIT", "0") == "1"
+
 
 class _GemmFn(_Fn):
     """A function of a GEMM kernel: the product is its accumulator tile; loads are recorded."""
@@ -749,6 +758,8 @@ class GemmEmitter(_Emitter):
             fn.out.extend("    " + line for line in main)
             fn.out.append(f"k = tl.full([], {whole}, tl.int32)  # the last, partial step along K")
             fn.out.extend(self._k_step(fn, True, swapped, split))
+        elif split is not None and k_masked and PEEL_SPLIT_K and self._peel_k():
+            self._split_k_peeled(fn, split, chunk, swapped)
         else:
             body = self._k_step(fn, k_masked, swapped, split)
             fn.out.append(header)
@@ -757,6 +768,41 @@ class GemmEmitter(_Emitter):
             fn.out.append("acc = tl.trans(acc)")
         fn.body = None
         fn.memo_tile = {}
+
+    def _split_k_peeled(self, fn: _GemmFn, split: str, chunk: int, swapped: bool) -> None:
+        """The K loop of a split-K program whose chunks K does not fill: the chunks before
+        the one that holds K's end run whole steps without a mask along K; that one runs its
+        whole steps, then its partial step masked; chunks past K's end add nothing.
+
+        A mask along K at every step hides the loads' alignment from Triton where K is not a
+        multiple of 4 (8 for 2-byte types): A's rows, 16-byte aligned, loaded 4 bytes at a
+        time (sm_90 PTX of 2048x576 with K = 8191, A's rows 8192 apart: 48 of A's 60
+        ``cp.async`` moved 4 bytes, none once peeled), and every element's load carried its
+        own predicate. The loop bounds stay constants (Triton 3.6's interpreter takes no
+        program id in ``range()``): one loop per kind of chunk, chosen by the chunk's index."""
+        bk = self.cfg.block_k
+        step_count = chunk // bk
+        whole_steps = self.k // bk
+        last = whole_steps // step_count  # the chunk that holds K's end
+        tail_steps = whole_steps - last * step_count  # its whole steps
+        partial = self.k % bk != 0
+        main = self._k_step(fn, False, swapped, split)
+        end = self._k_step(fn, True, swapped, split) if partial else []
+        branch = "if"
+        if last > 0:
+            fn.out.append(f"if {split} < {last}:  # chunks within K: whole steps, no mask along K")
+            fn.out.append(f"    for k_step in range(0, {chunk}, {bk}):")
+            fn.out.extend("        " + line for line in main)
+            branch = "elif"
+        if tail_steps or partial:
+            fn.out.append(f"{branch} {split} == {last}:  # the chunk that holds K's end")
+            if tail_steps:
+                fn.out.append(f"    for k_step in range(0, {tail_steps * bk}, {bk}):  # its "
+                              f"whole steps: no mask along K")
+                fn.out.extend("        " + line for line in main)
+            if partial:
+                fn.out.append(f"    k_step = {tail_steps * bk}  # its last, partial step")
+                fn.out.extend("    " + line for line in end)
 
     def _edge_indices(self, fn: _GemmFn) -> None:
         """The row index of A's tile and the column index of B's in the K loop
