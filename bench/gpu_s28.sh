@@ -16,7 +16,9 @@
 #     programs (``spread``) against the default's 256 outputs a program (16x16 tiles ran
 #     faster with the scalar loop in s27, one combine program) (about 2.5 min) -> exp_s25_check.txt
 #  s. the --quick suite beside torch.compile and jax.jit (about 6 min) -> suite/
-#  c. the GEMM gpu tests and cuda fuzz (gpu_s25.sh phase 5)
+#  c. the GEMM gpu tests beside 80 s of cuda fuzz (three processes: products, large plans),
+#     with FUSEJIT_GEMM_PEEL_SPLIT=1 and FUSEJIT_GEMM_CLAMP_EDGES=1 (unless set otherwise)
+#     -> correctness.txt
 #   bash bench/gpu_s28.sh [PHASES]  (default w)
 set -uo pipefail
 phases=${1:-w}
@@ -52,7 +54,21 @@ fi
 if [[ $phases == *s* ]]; then
 suite_family "$out" "$work" suite "${SUITE_BUDGET:-300}" --quick
 fi
-if [[ $phases == *c* ]]; then
-bash "$here/gpu_s25.sh" 5
+if [[ $phases == *c* ]]; then  # with the peel and the clamps on, as they would ship
+export FUSEJIT_GEMM_PEEL_SPLIT=${FUSEJIT_GEMM_PEEL_SPLIT:-1} FUSEJIT_GEMM_CLAMP_EDGES=${FUSEJIT_GEMM_CLAMP_EDGES:-1}
+timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_matmul.py \
+  > "$work/gpu-matmul.log" 2>&1 &
+i=0
+for mode in "--products" "--products --large-plans" "--large-plans"; do
+  i=$((i + 1))
+  timeout 120 python3 -m fusejit fuzz --backend cuda --seconds ${FUZZ_S:-80} --seed $((28010 + i)) \
+    $mode --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/c-$i.log" 2>&1 &
+done
+wait
+{ echo "FUSEJIT_GEMM_PEEL_SPLIT=$FUSEJIT_GEMM_PEEL_SPLIT FUSEJIT_GEMM_CLAMP_EDGES=$FUSEJIT_GEMM_CLAMP_EDGES"
+  grep -E "passed|failed" "$work/gpu-matmul.log" | tail -2
+  grep -E "^FAILED|^ERROR" "$work/gpu-matmul.log" | head -20
+  grep -h "^fusejit fuzz" "$work"/fuzz/c-*.log; } | tee "$out/correctness.txt"
+if [ -d "$work/fuzz/failures" ]; then cp -r "$work/fuzz/failures" "$out/"; fi
 fi
 exit 0
