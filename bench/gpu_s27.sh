@@ -18,7 +18,8 @@
 #   the next session's first call (about 4 min; three tries to start a machine for it failed):
 #     bash bench/gpu_s27.sh e && FUSEJIT_GEMM_CLAMP_EDGES=1 bash bench/gpu_s25.sh 5
 #     (clamped edge loads against masked ones, then the GEMM gpu tests and cuda fuzz with them
-#     on; if they pay, CLAMP_EDGE_LOADS on by default in fusejit/codegen/gemm.py)
+#     on; if they pay, CLAMP_EDGE_LOADS on by default in fusejit/codegen/gemm.py). Timed in the
+#     twenty-eighth session (bench/results/h100-s28/call1): no gain; the clamps were taken out
 #   bash bench/gpu_s27.sh [PHASES]  (default ab)
 set -uo pipefail
 phases=${1:-ab}

@@ -7,18 +7,16 @@
 #     -> exp_s20_wide.txt
 #  n. Nsight Compute on the same kernels beside a copy of the same bytes (bench/ncu_wide.py):
 #     DRAM throughput, occupancy, registers, warp stalls (about 1 min) -> ncu_wide.txt
-#  e. gpu_s27.sh's phase e: clamped edge loads against masked ones (about 4 min)
-#  p. bench/exp_s26_fma.py: the split-K loop peeled (FUSEJIT_GEMM_PEEL_SPLIT=1: whole K steps
-#     unmasked, so 16-byte rows load 16 bytes at a time) and clamped edge loads, alone and
-#     together, against the default; the padded operands with and without the peel (about
-#     4 min) -> exp_s26_peel.txt
+#  p. bench/exp_s26_fma.py: at commit f1bb72a, the split-K loop peeled (FUSEJIT_GEMM_PEEL_SPLIT=1)
+#     and clamped edge loads (FUSEJIT_GEMM_CLAMP_EDGES=1), alone and together, against the
+#     default, the padded operands with and without the peel (about 4 min) -> exp_s26_peel.txt.
+#     Both settings were taken out after it (no case moved by 0.5%); now the default and pads.
 #  k. bench/exp_s25_check.py on few-tile long-K products: the split-K combine spread over more
 #     programs (``spread``) against the default's 256 outputs a program (16x16 tiles ran
 #     faster with the scalar loop in s27, one combine program) (about 2.5 min) -> exp_s25_check.txt
 #  s. the --quick suite beside torch.compile and jax.jit (about 6 min) -> suite/
-#  c. the GEMM gpu tests beside 80 s of cuda fuzz (three processes: products, large plans),
-#     with FUSEJIT_GEMM_PEEL_SPLIT=1 and FUSEJIT_GEMM_CLAMP_EDGES=1 (unless set otherwise)
-#     -> correctness.txt
+#  c. the GEMM gpu tests beside 80 s of cuda fuzz (three processes: products, large plans)
+#     -> correctness.txt (call 1 ran it with the peel and clamps on, at f1bb72a)
 #   bash bench/gpu_s28.sh [PHASES]  (default w)
 set -uo pipefail
 phases=${1:-w}
@@ -37,9 +35,6 @@ timeout 150 ncu --clock-control none --section SpeedOfLight --section Occupancy 
   python3 bench/ncu_wide.py --reps 1 > "$out/ncu_wide.txt" 2>&1
 echo "ncu exit $?"; grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Stall|Warp Cycles Per Issued|No Eligible|Active Warps" "$out/ncu_wide.txt" | head -120
 fi
-if [[ $phases == *e* ]]; then
-bash "$here/gpu_s27.sh" e
-fi
 if [[ $phases == *k* ]]; then
 timeout 200 python3 bench/exp_s25_check.py --budget ${CHECK_BUDGET:-130} \
   --only "${CHECK_ONLY:-16x16|gram 64x64|2x64|128x128|5x5|1x16|224x241}" > "$out/exp_s25_check.txt" 2>&1
@@ -48,14 +43,13 @@ fi
 if [[ $phases == *p* ]]; then
 timeout 280 python3 bench/exp_s26_fma.py --budget ${PEEL_BUDGET:-220} \
   --only "${PEEL_ONLY:-^both 2047|^both 767|^A |^B |^edge|f64 both}" \
-  --variants "^(default|clamp|peel|peel\+clamp|pad|pad peel)$" > "$out/exp_s26_peel.txt" 2>&1
+  --variants "^(default|pad)$" > "$out/exp_s26_peel.txt" 2>&1
 echo "exp_s26_fma (peel) exit $?"; grep -v -i warn "$out/exp_s26_peel.txt"
 fi
 if [[ $phases == *s* ]]; then
 suite_family "$out" "$work" suite "${SUITE_BUDGET:-300}" --quick
 fi
-if [[ $phases == *c* ]]; then  # with the peel and the clamps on, as they would ship
-export FUSEJIT_GEMM_PEEL_SPLIT=${FUSEJIT_GEMM_PEEL_SPLIT:-1} FUSEJIT_GEMM_CLAMP_EDGES=${FUSEJIT_GEMM_CLAMP_EDGES:-1}
+if [[ $phases == *c* ]]; then
 timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_matmul.py \
   > "$work/gpu-matmul.log" 2>&1 &
 i=0
@@ -65,8 +59,7 @@ for mode in "--products" "--products --large-plans" "--large-plans"; do
     $mode --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/c-$i.log" 2>&1 &
 done
 wait
-{ echo "FUSEJIT_GEMM_PEEL_SPLIT=$FUSEJIT_GEMM_PEEL_SPLIT FUSEJIT_GEMM_CLAMP_EDGES=$FUSEJIT_GEMM_CLAMP_EDGES"
-  grep -E "passed|failed" "$work/gpu-matmul.log" | tail -2
+{ grep -E "passed|failed" "$work/gpu-matmul.log" | tail -2
   grep -E "^FAILED|^ERROR" "$work/gpu-matmul.log" | head -20
   grep -h "^fusejit fuzz" "$work"/fuzz/c-*.log; } | tee "$out/correctness.txt"
 if [ -d "$work/fuzz/failures" ]; then cp -r "$work/fuzz/failures" "$out/"; fi
