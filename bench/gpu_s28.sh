@@ -11,6 +11,8 @@
 #     and clamped edge loads (FUSEJIT_GEMM_CLAMP_EDGES=1), alone and together, against the
 #     default, the padded operands with and without the peel (about 4 min) -> exp_s26_peel.txt.
 #     Both settings were taken out after it (no case moved by 0.5%); now the default and pads.
+#  g. Nsight Compute on full-precision float32 GEMMs, aligned, misaligned and padded
+#     (bench/ncu_gemm.py): instruction mix, stalls, occupancy (about 1 min) -> ncu_gemm.txt
 #  k. bench/exp_s25_check.py on few-tile long-K products: the split-K combine spread over more
 #     programs (``spread``) against the default's 256 outputs a program (16x16 tiles ran
 #     faster with the scalar loop in s27, one combine program) (about 2.5 min) -> exp_s25_check.txt
@@ -34,6 +36,13 @@ timeout 150 ncu --clock-control none --section SpeedOfLight --section Occupancy 
   --section SchedulerStats -k "regex:softmax|layer_norm|copy" -c 6 \
   python3 bench/ncu_wide.py --reps 1 > "$out/ncu_wide.txt" 2>&1
 echo "ncu exit $?"; grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Stall|Warp Cycles Per Issued|No Eligible|Active Warps" "$out/ncu_wide.txt" | head -120
+fi
+if [[ $phases == *g* ]]; then
+timeout 200 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+  --section LaunchStats --section WarpStateStats --section InstructionStats \
+  --section MemoryWorkloadAnalysis --section SchedulerStats -k "regex:partials" -c 4 \
+  python3 bench/ncu_gemm.py > "$out/ncu_gemm.txt" 2>&1
+echo "ncu exit $?"; grep -E "^  [a-z_]+.*\(|: [0-9]+x|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Block Limit (Reg|Shared)|Warp Cycles Per Issued|Executed Ipc A|Issue Slots Busy|No Eligible|Executed Instructions  " "$out/ncu_gemm.txt" | head -120
 fi
 if [[ $phases == *k* ]]; then
 timeout 200 python3 bench/exp_s25_check.py --budget ${CHECK_BUDGET:-130} \
