@@ -321,6 +321,24 @@ def emit_plan(kind: str, x: Any, w: Any, b: Any, pipeline: int = 0, chunk: int =
         forget_plans()
 
 
+def time_emitted(ctx: dict[str, Any], name: str, xwb: tuple[Any, Any, Any], arrays: list[Any],
+                 warps: int = 0, programs: bool = False, **plan: int) -> None:
+    """Emit ``ctx["kind"]`` over ``xwb``'s shapes with ``emit_plan``'s ``plan`` settings, launch
+    it on ``warps`` warps (0: the emitted count) and ``report`` it (``programs``: the grid's
+    size in the label)."""
+    from exp_wide_softmax import direct_launch
+    try:
+        variant = emit_plan(ctx["kind"], *xwb, **plan)
+        if programs:
+            name += f" ({variant.launches[0].grid[0]} programs)"
+        run, (out,) = direct_launch(variant, arrays, zero_counters=True,
+                                    num_warps=warps or None)
+    except Exception as exc:  # noqa: BLE001  (report, go on)
+        print(f"  {ctx['kind']} {name}: failed {type(exc).__name__}: {exc}"[:300])
+        return
+    report(ctx, name, run, out)
+
+
 def gpu_main(only: str, shapes: tuple[tuple[int, int], ...] = SHAPES,
              quick: bool = False) -> int:
     import cupy as cp
@@ -363,15 +381,8 @@ def gpu_main(only: str, shapes: tuple[tuple[int, int], ...] = SHAPES,
                 # keep more loads in flight while some wait; fewer, larger ones wait less)
                 for chunk, warps in ((4096, 0), (4096, 2), (8192, 8), (16384, 8)):
                     name = f"emitted, chunks {chunk}" + (f", {warps} warps" if warps else "")
-                    try:
-                        variant = emit_plan(kind, x, w, b, chunk=chunk)
-                        name += f" ({variant.launches[0].grid[0]} programs)"
-                        run, (out,) = direct_launch(variant, arrays, zero_counters=True,
-                                                    num_warps=warps or None)
-                    except Exception as exc:  # noqa: BLE001
-                        print(f"  {kind} {name}: failed {type(exc).__name__}: {exc}"[:300])
-                        continue
-                    report(ctx, name, run, out)
+                    time_emitted(ctx, name, (x, w, b), arrays, warps, programs=True,
+                                 chunk=chunk)
                 # fusejit's own pipelined form (heuristics.COOP_PIPELINE), by programs an SM,
                 # chunk and warps
                 for per_sm, chunk, warps in ((1, 0, 0), (2, 0, 0), (3, 0, 0), (2, 4096, 0),
@@ -379,14 +390,8 @@ def gpu_main(only: str, shapes: tuple[tuple[int, int], ...] = SHAPES,
                     name = (f"emitted pipelined {per_sm}/SM" + (f", chunks {chunk}" if chunk
                                                                    else "")
                             + (f", {warps} warps" if warps else ""))
-                    try:
-                        emitted = emit_plan(kind, x, w, b, pipeline=per_sm, chunk=chunk)
-                        run, (out,) = direct_launch(emitted, arrays, zero_counters=True,
-                                                    num_warps=warps or None)
-                    except Exception as exc:  # noqa: BLE001
-                        print(f"  {kind} {name}: failed {type(exc).__name__}: {exc}"[:300])
-                        continue
-                    report(ctx, name, run, out)
+                    time_emitted(ctx, name, (x, w, b), arrays, warps, pipeline=per_sm,
+                                 chunk=chunk)
             if re.search(only, f"{kind} pipelined"):
                 for chunk, warps, per_sm in ((8192, 4, 2), (8192, 8, 2), (8192, 4, 1),
                                              (4096, 4, 3))[:2 if quick else 4]:
