@@ -19,6 +19,11 @@
 #  s. the --quick suite beside torch.compile and jax.jit (about 6 min) -> suite/
 #  c. the GEMM gpu tests beside 80 s of cuda fuzz (three processes: products, large plans)
 #     -> correctness.txt (call 1 ran it with the peel and clamps on, at f1bb72a)
+#   the next session's first call, on an H200 (none came this session; about 3 min):
+#     bash bench/gpu_s28.sh wng
+#     (w: is the H200's 79% / 72% waiting or bytes in flight? n: the same kernels under
+#     Nsight Compute beside the H100's profile in bench/results/h100-s28/call2; g: why
+#     misaligned full-precision float32 GEMMs run 0.75x of cuBLAS, on any card)
 #   bash bench/gpu_s28.sh [PHASES]  (default w)
 set -uo pipefail
 phases=${1:-w}
