@@ -156,11 +156,7 @@ class GemmEmitter(_Emitter):
         self._context: tuple[str, str] = ("", "")
         #: the batch's products computed as one of batch x M rows (``_fold_batch``)
         self.fold = self._fold_batch()
-        self.tiles_m = -(-(self.batch * self.m if self.fold else self.m) // self.cfg.block_m)
-        self.tiles_n = -(-self.n // self.cfg.block_n)
-        #: tiles of one matrix of the batch (of all of them, folded) and of the whole launch
-        self.tiles = self.tiles_m * self.tiles_n
-        self.grid_tiles = self.tiles if self.fold else self.batch * self.tiles
+        self._count_tiles(self.cfg)
         fma_warps = self._fma_layout_tiles()  # (keeps the block sizes, so the counts above)
         #: programs of a launch made persistent with TMA loads by the heuristic's choice, not
         #: the kernel's attributes (0: not so), and of its emission without TMA
@@ -617,19 +613,26 @@ class GemmEmitter(_Emitter):
                                (grid, 1, 1), 4, 0)
         return [fn, g], [partials, combine]
 
+    def _count_tiles(self, cfg: GemmConfig) -> None:
+        """The tile counts of ``cfg``'s block sizes: ``tiles_m`` and ``tiles_n`` along M
+        (the batch's rows, folded) and N, ``tiles`` of one matrix of the batch (of all of
+        them, folded) and ``grid_tiles`` of the whole launch."""
+        self.tiles_m = -(-(self.batch * self.m if self.fold else self.m) // cfg.block_m)
+        self.tiles_n = -(-self.n // cfg.block_n)
+        self.tiles = self.tiles_m * self.tiles_n
+        self.grid_tiles = self.tiles if self.fold else self.batch * self.tiles
+
     @contextlib.contextmanager
     def _tiles_of(self, cfg: GemmConfig) -> Generator[None, None, None]:
         """Emit with ``cfg``'s tiles (a combine's, smaller than the GEMM's), then restore."""
-        kept = (self.cfg, self.tiles_m, self.tiles_n, self.tiles, self.grid_tiles)
+        kept = self.cfg
         self.cfg = cfg
-        self.tiles_m = -(-self.m // cfg.block_m)
-        self.tiles_n = -(-self.n // cfg.block_n)
-        self.tiles = self.tiles_m * self.tiles_n
-        self.grid_tiles = self.batch * self.tiles
+        self._count_tiles(cfg)
         try:
             yield
         finally:
-            self.cfg, self.tiles_m, self.tiles_n, self.tiles, self.grid_tiles = kept
+            self.cfg = kept
+            self._count_tiles(kept)
 
     # -- the program's tile ---------------------------------------------------------------
     def _open_program(self, fn: _GemmFn, grouped: bool) -> None:
