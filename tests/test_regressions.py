@@ -497,3 +497,19 @@ def test_a_kernel_of_its_own_for_a_product_operand_is_a_dependency_of_the_produc
         fj.realize(*got)
     for g, want in zip(got, fn(np, v0)):
         assert_matches_numpy(g, want)
+
+
+def test_argmin_of_rows_of_infinities_is_the_first_index(backend):
+    """argmin(rsqrt(var(zeros, axis=0)), axis=-1): every row is +inf, and rows of 5 float64s
+    that start inside a 16-byte word were read through a window whose lanes before the row
+    hold the identity (+inf) too; they tied with the row and won with their negative columns:
+    -1 for rows 1, 3 and 5 (``fusejit fuzz --backend interpret --seed 29001 --products
+    --large-plans``, program 1894; ``tests/test_row_window.py`` pins each dtype and op)."""
+    v0 = np.broadcast_to(np.zeros(5, np.int8), (1, 1, 7, 5))
+
+    def fn(xp, x):
+        rsqrt = (lambda v: 1 / np.sqrt(v)) if xp is np else xp.rsqrt
+        return xp.argmin(rsqrt(xp.var(x, axis=0)), axis=-1)
+    with np.errstate(divide="ignore"):
+        want = fn(np, v0)
+    assert_matches_numpy(fn(fj, fj.asarray(v0)), want)

@@ -321,3 +321,35 @@ def test_windowed_stores_match_numpy(op: str, rows: int, cols: int, offset: int,
             m.setitem(heuristics.PERSISTENT_LIMIT, "interpret", 64)
         with fj.using_backend("interpret"):
             _check(op, rows, cols, "float16", offset, seed)
+
+
+# -- rows whose best value is the reduction's identity -------------------------------------------
+# argmin over rows of +inf (float32 rows of 5: a window) returned -1 for the rows that start
+# inside a 16-byte word: the window's lanes before the row hold the identity too, tie with the
+# row's values, and their column is negative (interpret fuzz, seed 29001, program 1894:
+# argmin(rsqrt(var(zeros, axis=0)), axis=-1))
+
+@pytest.mark.parametrize("op", ["argmin", "argmax"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "int64", "int8", "uint16"])
+@pytest.mark.parametrize("cols", [3, 5, 7, 9, 33])
+@pytest.mark.parametrize("looped", [False, True])
+def test_rows_of_the_identity_give_the_first_index(op: str, dtype: str, cols: int,
+                                                    looped: bool) -> None:
+    """Every row holds the value the masked lanes are filled with (+inf for argmin, -inf for
+    argmax, an integer dtype's max or min); NumPy's answer is index 0 in every row."""
+    from fusejit.runtime import kernel_cache as kc
+    dt = np.dtype(dtype)
+    big = op == "argmin"
+    if dt.kind == "f":
+        fill = np.inf if big else -np.inf
+    else:
+        fill = np.iinfo(dt).max if big else np.iinfo(dt).min
+    a = np.full((7, cols), fill, dt)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(kc, "_emit_cache", {})
+        if looped:
+            m.setitem(heuristics.PERSISTENT_LIMIT, "interpret", 2)
+        with fj.using_backend("interpret"):
+            # (+ 0: a computed operand, so the reduction is a kernel, not a host shortcut)
+            got = getattr(fj, op)(fj.asarray(a) + np.array(0, dt), axis=-1).numpy()
+    np.testing.assert_array_equal(got, np.zeros(7, np.int64), err_msg=f"{op} {dtype} 7x{cols}")

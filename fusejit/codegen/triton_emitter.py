@@ -1219,6 +1219,12 @@ class _Emitter:
                 hit = f"({t} == {m}) | (({t} != {t}) & ({m} != {m}))"
             else:
                 hit = f"{t} == {m}"
+            mask = fn.masks[2] if acc is None else None
+            if mask:
+                # a lane outside the tile holds the identity, which ties a row of infinities
+                # (or of the dtype's extreme), and a row window's lanes before the row have
+                # negative columns: only the row's own lanes give an index
+                hit = f"{mask} & ({hit})"
             idx = acc[1] if acc is not None else "cols"
             v = (f"tl.reduce(tl.where({hit}, {idx}, {INT32_MAX}), 1, "
                  f"tl.standard._elementwise_min)[:, None].to(tl.int64)")
