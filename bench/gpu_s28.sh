@@ -45,9 +45,10 @@ fi
 if [[ $phases == *g* ]]; then
 timeout 200 ncu --clock-control none --section SpeedOfLight --section Occupancy \
   --section LaunchStats --section WarpStateStats --section InstructionStats \
-  --section MemoryWorkloadAnalysis --section SchedulerStats -k "regex:partials" -c 4 \
+  --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+  --section SchedulerStats --section SourceCounters -k "regex:partials" -c 6 \
   python3 bench/ncu_gemm.py > "$out/ncu_gemm.txt" 2>&1
-echo "ncu exit $?"; grep -E "^  [a-z_]+.*\(|: [0-9]+x|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Block Limit (Reg|Shared)|Warp Cycles Per Issued|Executed Ipc A|Issue Slots Busy|No Eligible|Executed Instructions  " "$out/ncu_gemm.txt" | head -120
+echo "ncu exit $?"; grep -E "^  [a-z_]+.*\(|: [0-9]+x|Duration|Compute \(SM\) Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Block Limit (Reg|Shared)|Warp Cycles Per Issued|Executed Ipc A|Issue Slots Busy|No Eligible|Executed Instructions  |L1/TEX Cache Throughput|L2 Cache Throughput|Bank Conflicts" "$out/ncu_gemm.txt" | head -160
 fi
 if [[ $phases == *k* ]]; then
 timeout 200 python3 bench/exp_s25_check.py --budget ${CHECK_BUDGET:-130} \
