@@ -513,3 +513,21 @@ def test_argmin_of_rows_of_infinities_is_the_first_index(backend):
     with np.errstate(divide="ignore"):
         want = fn(np, v0)
     assert_matches_numpy(fn(fj, fj.asarray(v0)), want)
+
+
+@pytest.mark.parametrize("m", [1, 5, 33])
+def test_a_softmax_over_a_one_column_product_reshaped_to_its_rows(backend, m):
+    """softmax(a @ b, axis=1) of one column, reshaped to ``(m,)``: the reduced extent is 1, so
+    the value of the tile has the row's shape after the reshape and the GEMM's epilogue stored
+    it as a row value, from a ``[rows, 1]`` pointer with the ``[rows, columns]`` tile
+    (Triton's interpreter: "Expected pointer argument to have shape [16, 16] but got [16, 1]";
+    ``fusejit fuzz --backend interpret --seed 29001 --products --large-plans``, program 9303:
+    ``-argmax(softmax(v0 @ v0.T, axis=1))`` of a bool 1x65)."""
+    rng = np.random.default_rng(9303)
+    a = rng.standard_normal((m, 65)).astype(np.float32)
+    b = rng.standard_normal((65, 1)).astype(np.float32)
+
+    def fn(xp, x, y):
+        softmax = numpy_reference("softmax") if xp is np else xp.softmax
+        return xp.reshape(softmax(xp.matmul(x, y) * 2, axis=1), (-1,))
+    assert_matches_numpy(fn(fj, fj.asarray(a), fj.asarray(b)), fn(np, a, b))

@@ -1087,8 +1087,16 @@ class GemmEmitter(_Emitter):
             dtype = self.types[y].dtype
             if d.reduced and shape != d.shape and shape in (d.kept_shape, d.keepdims_shape):
                 v = fn.value(y, self.row_coords(fn, shape))
-                m = f", mask={self.mask_m}" if self.mask_m else ""
-                fn.out.append(f"tl.store({self.out_name[j]} + {fn.rows}, "
+                at, mask = fn.rows, self.mask_m
+                if fn.lvl(v) >= 2:
+                    # a product of one column (the reduced extent is 1, so the keepdims shape
+                    # is the product's): a value of the tile reshaped to the row's shape, as a
+                    # softmax over that column is; its one column stores, from a pointer of
+                    # the tile's shape (interpret fuzz, seed 29001, program 9303)
+                    at = self._tile_flat(fn, self.row_coords(fn, shape), widen=True)
+                    mask = fn.masks[2]
+                m = f", mask={mask}" if mask else ""
+                fn.out.append(f"tl.store({self.out_name[j]} + {at}, "
                               f"{self.store_expr(v, dtype)}{m})  # yield %{y}")
                 continue
             at = self._coords_for(shape, coords)
