@@ -548,7 +548,8 @@ def array_source(a: np.ndarray, *, limit: int = LITERAL_LIMIT) -> str:
     return f"np.load(io.BytesIO(base64.b64decode({text!r})), allow_pickle=False)"
 
 
-def random_array(shape: Sequence[int], dtype: Any, seed: int, *, allow_nan: bool = True) -> np.ndarray:
+def random_array(shape: Sequence[int], dtype: Any, seed: int, *, allow_nan: bool = True,
+                 pattern: str | None = None) -> np.ndarray:
     """A reproducible array of ``shape`` and ``dtype`` with values like those ``programs`` draws.
 
     ``programs`` draws small inputs element by element through Hypothesis and
@@ -556,10 +557,28 @@ def random_array(shape: Sequence[int], dtype: Any, seed: int, *, allow_nan: bool
     drawn ``seed``: floats uniform in [-4, 4] with about 3% NaN, infinities
     and signed zeros (when ``allow_nan``), integers in [-100, 100] (unsigned
     [0, 200]), random bools.
+
+    ``pattern`` (one of ``VALUE_PATTERNS``) draws values that uniform ones almost never
+    give, where reductions meet ties and their own identities: ``"constant"``, one value
+    everywhere; ``"rows"``, each row (the last axis) one value of its own; ``"ties"``, two
+    values only. The values come from ``_pattern_values``: for floats the specials
+    (when ``allow_nan``), zero, one and small numbers; for integers zero, one, minus
+    one and the dtype's extremes.
     """
     dt = np.dtype(dtype)
     shape = tuple(int(d) for d in shape)
     rng = np.random.default_rng(seed)
+    if pattern is not None:
+        if pattern not in VALUE_PATTERNS:
+            raise ValueError(f"pattern={pattern!r}; choose from {VALUE_PATTERNS}")
+        values = _pattern_values(dt, allow_nan)
+        if pattern == "constant":
+            return np.full(shape, values[rng.integers(0, len(values))], dt)
+        if pattern == "rows":
+            rows = values[rng.integers(0, len(values), shape[:-1] + (1,) if shape else ())]
+            return np.array(np.broadcast_to(rows, shape), dt)
+        pair = values[rng.choice(len(values), 2, replace=False)]
+        return pair[rng.integers(0, 2, shape)].astype(dt)
     if dt.kind == "b":
         return rng.integers(0, 2, shape).astype(bool)
     if dt.kind == "i":
@@ -572,6 +591,25 @@ def random_array(shape: Sequence[int], dtype: Any, seed: int, *, allow_nan: bool
         where = rng.random(shape) < 0.03
         out[where] = special[rng.integers(0, len(special), int(where.sum()))]
     return out.astype(dt)
+
+
+#: ``random_array``'s patterns of values (``None``: uniform values)
+VALUE_PATTERNS = ("constant", "rows", "ties")
+
+
+def _pattern_values(dt: np.dtype, allow_nan: bool) -> np.ndarray:
+    """The values ``random_array``'s patterns are made of, in ``dt``: those a reduction
+    takes as its identity (the infinities, an integer dtype's extremes) among them."""
+    if dt.kind == "b":
+        return np.array([False, True])
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return np.array(sorted({0, 1, info.max, info.min} | ({-1} if dt.kind == "i" else set())),
+                        dtype=dt)
+    values = [0.0, -0.0, 1.0, -2.5, 0.5]
+    if allow_nan:
+        values += [np.inf, -np.inf, np.nan]
+    return np.array(values, dtype=dt)
 
 
 #: ``programs`` draws inputs of at most this many elements value by value (so Hypothesis
@@ -1169,9 +1207,13 @@ def programs(*, dtypes: Sequence[Any] | None = None, ops: Sequence[str] | None =
             base = np.array(draw(hnp.arrays(dt, base_shape, elements=_elements(dt, allow_nan))), order="C")
         else:
             seed = draw(st.integers(0, 2**32 - 1))
-            base = random_array(base_shape, dt, seed, allow_nan=allow_nan)
+            # one large input in eight has patterned values: ties and reductions' identities
+            pattern = (draw(st.sampled_from(VALUE_PATTERNS)) if draw(st.integers(0, 7)) == 0
+                       else None)
+            base = random_array(base_shape, dt, seed, allow_nan=allow_nan, pattern=pattern)
             origin = (f"random_array({base_shape!r}, {dt.name!r}, seed={seed}"
-                      f"{'' if allow_nan else ', allow_nan=False'})")
+                      f"{'' if allow_nan else ', allow_nan=False'}"
+                      f"{'' if pattern is None else f', pattern={pattern!r}'})")
         module = "cupy" if cupy_inputs and draw(st.booleans()) else "numpy"
         if not steps and module == "numpy" and origin is None:
             return base, None

@@ -135,6 +135,51 @@ def test_array_source_is_exact() -> None:
     assert DRAWN_LIMIT < 70 * 70
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "uint16", "bool"])
+def test_random_array_patterns(dtype: str) -> None:
+    """``pattern``: one value everywhere, one value a row, or two values; reproducible by
+    seed; the uniform draw (no pattern) is unchanged, so the inputs of regression files
+    written before the patterns rebuild as they were."""
+    dt = np.dtype(dtype)
+    constant = random_array((6, 9), dtype, 11, pattern="constant")
+    assert constant.dtype == dt and constant.shape == (6, 9)
+    assert len(np.unique(constant.view(np.uint8).reshape(54, -1), axis=0)) == 1
+    rows = random_array((6, 9), dtype, 12, pattern="rows")
+    assert all(len(np.unique(r.view(np.uint8).reshape(9, -1), axis=0)) == 1 for r in rows)
+    ties = random_array((6, 9), dtype, 13, pattern="ties")
+    assert len(np.unique(ties.view(np.uint8).reshape(54, -1), axis=0)) <= 2
+    for pattern in ("constant", "rows", "ties"):
+        np.testing.assert_array_equal(random_array((4, 5), dtype, 3, pattern=pattern),
+                                      random_array((4, 5), dtype, 3, pattern=pattern))
+        assert random_array((0, 5), dtype, 3, pattern=pattern).shape == (0, 5)
+        assert random_array((), dtype, 3, pattern=pattern).shape == ()
+    if dt.kind in "iu":  # the dtype's extremes are among the values (a reduction's identity)
+        seen = np.concatenate([random_array((8,), dtype, s, pattern="ties") for s in range(40)])
+        assert np.iinfo(dt).max in seen and np.iinfo(dt).min in seen
+    if dt.kind == "f":
+        seen = np.concatenate([random_array((8,), dtype, s, pattern="constant") for s in range(60)])
+        assert np.isinf(seen).any() and np.isnan(seen).any()
+        finite = random_array((50,), dtype, 5, pattern="ties", allow_nan=False)
+        assert np.isfinite(finite).all()
+    with pytest.raises(ValueError, match="pattern"):
+        random_array((3,), dtype, 1, pattern="stripes")
+    # (the uniform values of a seed, as they were before patterns existed)
+    np.testing.assert_array_equal(random_array((3,), "int8", 1), np.array([-5, 2, 51], np.int8))
+
+
+def test_mixed_programs_draw_patterned_inputs() -> None:
+    """The mixed generator gives some large inputs patterned values, written in their
+    ``origin`` so that a regression file rebuilds them."""
+    config = fuzz.FuzzConfig(seed=29)
+    origins = [v.origin for i in range(400) for v in fuzz.draw_program(config, i).views
+               if v is not None and v.origin]
+    patterned = [o for o in origins if "pattern=" in o]
+    assert patterned and len(patterned) < len(origins)
+    namespace = {"np": np, "random_array": random_array}
+    for origin in patterned[:5]:
+        assert eval(origin, namespace).size > DRAWN_LIMIT  # noqa: S307
+
+
 def test_the_same_seed_draws_the_same_programs() -> None:
     config = fuzz.FuzzConfig(seed=7)
     first = [repr(fuzz.draw_program(config, i)) for i in range(8)]
