@@ -654,6 +654,26 @@ def test_float32_products_of_misaligned_rows_do_not_spill(m, n, k, residual):
     assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
 
 
+@pytest.mark.parametrize("strides", ["contiguous", "aligned copies"])
+def test_a_bias_of_an_edge_tile_loads_one_row(strides):
+    """``relu(a @ b + bias)`` of float16 4943x15497x2215: the tiles at the edges are masked,
+    and the bias (along N alone) loads one row under the columns' mask, not the tile's: under
+    the tile's mask every thread loaded the bias at each of its 128 points, and the kernel
+    reading its operands through pointers spilled 144 bytes a thread. Through pointers (rows
+    as they are) and TMA (the alignment copies' rows, 2216 and 15504 apart) it keeps its
+    values in registers."""
+    with fj.using_backend("interpret"):
+        a = fj.asarray(np.zeros((4943, 2215), np.float16))
+        b = fj.asarray(np.zeros((2215, 15497), np.float16))
+        y = fj.maximum(a @ b + fj.asarray(np.zeros(15497, np.float16)), 0)
+        (kernel,) = [k for k in fj.plan(y).program.kernels if k.kind == "gemm"]
+    pitches = None if strides == "contiguous" else ((2216, 1), (15504, 1), (1,), ())
+    emitted = emit_kernel(kernel, pitches, "cuda")
+    assert ("(TMA)" in emitted.source) == (strides == "aligned copies")
+    assert "tl.load(p_in2 + cols, mask=mask_n, other=0)" in emitted.source
+    assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) == 0
+
+
 @pytest.mark.parametrize("m, n, k", [(16, 16, 1 << 20), (1, 16, 1 << 22), (64, 64, 1 << 18)])
 def test_float16_split_k_products_with_deep_k_steps_do_not_spill(m, n, k):
     """A float16 product of a few tiles splits K into one program per SM with 256-deep steps
