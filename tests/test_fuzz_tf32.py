@@ -193,8 +193,10 @@ def test_tf32_sample_on_numpy_draws_float32_products_and_passes() -> None:
 
 def test_tf32_sample_on_interpret() -> None:
     pytest.importorskip("triton")
-    report = fuzz.fuzz(_config("interpret", 25))
-    assert report.programs >= 22 and report.ok, fuzz.summary(report)
+    # (30 programs: seed 0's first 25 hold one float32 product since one large input in eight
+    # draws patterned values)
+    report = fuzz.fuzz(_config("interpret", 30))
+    assert report.programs >= 26 and report.ok, fuzz.summary(report)
     assert report.reduced_products >= 2, fuzz.summary(report)
 
 
