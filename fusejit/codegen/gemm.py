@@ -57,7 +57,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import re
 from collections.abc import Generator
 from typing import Any
 
@@ -117,13 +116,6 @@ class _GemmFn(_Fn):
             self.gemm.check_tile_coords(coords)
             return self.product
         return (yield from super()._value(name, coords))
-
-    def _one_tile_axis(self, exprs: list[str]) -> str | None:
-        # (a value of level 1 in a GEMM's epilogue is a row's: the row, its batch index; an
-        # offset that uses one reads along the tile's rows as well as its columns)
-        if any(self.level.get(n) == 1 for n in re.findall(r"[A-Za-z_]\w*", " ".join(exprs))):
-            return None
-        return super()._one_tile_axis(exprs)
 
     def load(self, name: str, coords: Coords) -> str:
         self.loaded.add(self.em.param_index[name])
@@ -976,6 +968,7 @@ class GemmEmitter(_Emitter):
         # tile's it is a load at every point of the tile (float16 4943x15497 with a bias: 128
         # loads a thread, 255 registers and a spill; one row: 167 and none)
         fn.axis_masks = {"cols": self.mask_n}
+        fn.rows_vary = True
         if self.fold:
             fn.rows = "rows_bm"
         elif self.batch > 1:

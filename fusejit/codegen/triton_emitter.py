@@ -845,6 +845,11 @@ class _Emitter:
         tile_mask = joint_mask(tgt, [row_mask, col_mask if col_masked else None], mask)
         fn.masks = {0: None, 1: row_mask, 2: tile_mask}
         fn.col_mask = col_mask if col_masked else None
+        if d.kind != "outer_reduction" and not window:
+            # an input along the reduced axes alone (a layer norm's weight) loads one row of
+            # the tile under the columns' mask, not once for each of the program's rows
+            fn.axis_masks = {cols_: col_mask if col_masked else None}
+            fn.rows_vary = True
         red_shape = tuple(d.shape[i] for i in d.reduced)
         red_dims = fn.unravel(cols_, red_shape) if red_shape else ()
         it_k, it_r = iter(fn.row_dims), iter(red_dims)

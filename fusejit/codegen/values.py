@@ -170,6 +170,9 @@ class _Fn:
         #: a 2-D tile's index along each of its axes -> that axis's mask (None: unmasked), so a
         #: load along one axis alone is a row or column of the tile (``load``)
         self.axis_masks: dict[str, str | None] = {}
+        #: level 1 holds a row's values (a row kernel's rows, a GEMM epilogue's rows and batch
+        #: index), which vary along the tile's rows, rather than a program's constants
+        self.rows_vary = False
         self.scalar_vars: dict[str, str] = {}  # scalar param -> its value in this function
         #: the open tile's flat index when it is a row window (``_Emitter._open_window``):
         #: loads at that index take the whole-word mask ``in_words``, every other load and
@@ -527,12 +530,13 @@ class _Fn:
 
     def _one_tile_axis(self, exprs: list[str]) -> str | None:
         """The one tile axis index (of ``axis_masks``) that ``exprs`` depend on, when every name
-        in them is that index or a value the same over the tile (level 0 or 1); else None."""
+        in them is that index or a value the same over the tile (level 0, or 1 unless
+        ``rows_vary``); else None."""
         axes = set()
         for name in re.findall(r"[A-Za-z_]\w*", " ".join(exprs)):
             if name in self.axis_masks:
                 axes.add(name)
-            elif self.level.get(name, 2) >= 2:
+            elif self.level.get(name, 2) >= (1 if self.rows_vary else 2):
                 return None  # (a tile value, or a name whose dependence is not known here)
         return axes.pop() if len(axes) == 1 else None
 
