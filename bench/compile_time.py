@@ -9,7 +9,13 @@ one-op kernel loads Triton's backends before any workload's is timed (the sevent
 first H200 figures charged that to the first workload: 0.88 s for ``sum_rows``, 1.38 s for
 draw e's u08).
 
-Run: ``python bench/compile_time.py [--only REGEX] [--size L] [--json OUT]``.
+``--gemm``: the GEMMs of issue 11's anchors and of unseen draws' misaligned and split-K
+shapes instead, each realized once through the ``cuda`` backend's host code on
+``tests/fake_cupy.py`` (no GPU; the kernels do not run), so that every kernel is emitted and
+compiled as on the GPU: alignment copies, the strides they give, the check for ptxas
+serializing a main loop and the relay that follows. Each ``triton.compile`` is timed.
+
+Run: ``python bench/compile_time.py [--only REGEX] [--size L] [--json OUT] [--gemm]``.
 """
 
 from __future__ import annotations
@@ -33,10 +39,15 @@ def main() -> int:
     ap.add_argument("--only", default=None, help="regular expression over workload names")
     ap.add_argument("--size", default=None, help="size label (default: each one's largest)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--gemm", action="store_true", help="the GEMM cases (GEMM_CASES) instead")
     args = ap.parse_args()
     scratch = tempfile.mkdtemp(prefix="fj-compile-")
     os.environ["FUSEJIT_CACHE_DIR"] = str(Path(scratch) / "fusejit")
     os.environ["TRITON_CACHE_DIR"] = str(Path(scratch) / "triton")
+    if args.gemm:
+        rows = gemm_compile_times(args.only)
+        _report(rows, args.json)
+        return 0
 
     import suite
 
@@ -73,13 +84,76 @@ def main() -> int:
             print(f"{w.name:22s} {size:2s} {k.name:42s} launches {row['launches']}  "
                   f"emit {t_emit:6.3f} s  compile {t_compile:6.3f} s  total {row['total_s']:6.3f} s",
                   flush=True)
+    _report(rows, args.json)
+    return 0
+
+
+def _report(rows: list[dict], json_path: str | None) -> None:
     worst = max(rows, key=lambda r: r["total_s"])
     print(f"\n{len(rows)} kernels; slowest {worst['workload']} {worst['kernel']}: "
           f"{worst['total_s']:.3f} s; over 0.5 s: "
           f"{sum(r['total_s'] > 0.5 for r in rows)}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-    return 0
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1))
+
+
+#: label: (M, N, K, dtype, epilogue, B read K-major, precision): issue 11's anchors, then
+#: shapes of the unseen draws (misaligned rows: alignment copies; split K; float64)
+GEMM_CASES = {
+    "f16 8192^3": (8192, 8192, 8192, "float16", False, False, None),
+    "f16 8192^3 bias relu": (8192, 8192, 8192, "float16", True, False, None),
+    "f16 16384x1024x4096 bias relu": (16384, 1024, 4096, "float16", True, False, None),
+    "f16 128x4096x4096 bias relu": (128, 4096, 4096, "float16", True, False, None),
+    "f32 4096^3": (4096, 4096, 4096, "float32", False, False, None),
+    "tf32 4096^3": (4096, 4096, 4096, "float32", False, False, "tf32"),
+    "f16 4943x15497x2215 bias relu": (4943, 15497, 2215, "float16", True, False, None),
+    "f16 1548x11932x3183 b.T": (1548, 11932, 3183, "float16", False, True, None),
+    "f32 2047x513x8191": (2047, 513, 8191, "float32", False, False, None),
+    "f64 2048x576x4096": (2048, 576, 4096, "float64", False, False, None),
+}
+
+
+def gemm_compile_times(only: str | None) -> list[dict]:
+    """Each GEMM case realized once on the fake CuPy; every compile it makes, timed."""
+    import re
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.fake_cupy import FakeCupy
+    fake = FakeCupy(raw_launch=True)
+    sys.modules["cupy"] = fake
+
+    import fusejit as fj
+    from fusejit.runtime import compile as compile_module
+    fj.set_backend("cuda")
+    (fj.asarray(fake.asarray(np.zeros(1024, np.float32))) + 1).realize()  # (Triton's backends)
+    compiled: list[tuple[str, float]] = []
+    timed = compile_module._compile
+
+    def timing(emitted: object, launch: object, *args: object) -> object:
+        t0 = time.perf_counter()
+        out = timed(emitted, launch, *args)
+        compiled.append((launch.fn_name, time.perf_counter() - t0))  # type: ignore[attr-defined]
+        return out
+    compile_module._compile = timing  # type: ignore[assignment]
+    rows = []
+    for label, (m, n, k, dtype, epilogue, bt, precision) in GEMM_CASES.items():
+        if only and not re.search(only, label):
+            continue
+        a = fj.asarray(fake.asarray(np.zeros((m, k), dtype)))
+        b = fj.asarray(fake.asarray(np.zeros((n, k) if bt else (k, n), dtype)))
+        y = fj.matmul(a, b.T if bt else b, precision=precision) if precision else \
+            a @ (b.T if bt else b)
+        if epilogue:
+            y = fj.maximum(y + fj.asarray(fake.asarray(np.zeros(n, dtype))), 0)
+        compiled.clear()
+        t0 = time.perf_counter()
+        y.realize()
+        total = time.perf_counter() - t0
+        print(f"{label:32s} realize {total:6.3f} s: " + ", ".join(
+            f"{name} {s:.3f} s" for name, s in compiled), flush=True)
+        rows += [{"workload": label, "kernel": name, "compile_s": s, "total_s": s}
+                 for name, s in compiled]
+    return rows
 
 
 if __name__ == "__main__":
