@@ -674,6 +674,85 @@ def test_a_bias_of_an_edge_tile_loads_one_row(strides):
     assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) == 0
 
 
+def _short_k_residual_kernel():
+    """float16 16 x 3911x13805x384 with ``b.T`` and a residual (a draw of the GEMM benchmark's,
+    20261209's u0, 0.69x of torch.compile on the H100): a persistent kernel of 128 x 256 tiles
+    with TMA loads, whose epilogue loads and stores one element at a time (rows of 13805)."""
+    with fj.using_backend("interpret"):
+        a = fj.asarray(np.zeros((16, 3911, 384), np.float16))
+        bt = fj.asarray(np.zeros((16, 13805, 384), np.float16))
+        r = fj.asarray(np.zeros((16, 3911, 13805), np.float16))
+        (kernel,) = fj.plan(a @ bt.swapaxes(-1, -2) * 0.5 + r).program.kernels
+    return kernel
+
+
+def test_an_epilogue_in_slices_keeps_its_values_in_registers():
+    """The short-K product above spills 368 bytes a thread (ptxas -v, sm_90a) with its
+    epilogue on the whole tile; on 4 slices of 64 columns (``epilogue_split=4``) it spills
+    none, and its main loop keeps its wgmma."""
+    from dataclasses import replace
+
+    from fusejit.runtime.compile import (
+        cubin_stack_bytes,
+        decode_entry,
+        encode_entry,
+        stack_bytes,
+    )
+    kernel = _short_k_residual_kernel()
+    whole = emit_kernel(kernel, None, "cuda")
+    assert whole.epilogue_splittable and whole.auto_persistent and "(TMA)" in whole.source
+    assert _ptxas_spills(_emitted_ptx(whole, enable_fp_fusion=False)) > 100
+    sliced = emit_kernel(replace(kernel, attrs={**kernel.attrs, "epilogue_split": 4}), None,
+                         "cuda")
+    assert sliced.epilogue_slices == 4 and not sliced.epilogue_splittable
+    assert sliced.source.count("tl.split(") == 3 and "slice 4 of 4" in sliced.source
+    ptx = _emitted_ptx(sliced, enable_fp_fusion=False)
+    assert _ptxas_spills(ptx) == 0 and "wgmma.mma_async" in ptx
+    (compiled,) = compile_all(whole, 90, True)
+    assert compiled.stack == cubin_stack_bytes(compiled.cubin) > 0
+    # (a disk cache entry written before the field has none: it is read from the cubin)
+    entry = decode_entry(encode_entry(replace(compiled, stack=None)))
+    assert entry.stack is None and stack_bytes(entry) == compiled.stack
+
+
+def test_the_cuda_backend_slices_the_epilogue_of_a_gemm_that_spills(monkeypatch):
+    """On the cuda backend's host code (``FakeCupy``: compiled for sm_90, nothing run), the
+    short-K product's kernel spills (``Compiled.stack``), so the backend emits it again in
+    ``GEMM_EPILOGUE_SPLIT_SPILLED`` slices and launches that one; a GEMM that does not spill
+    (a bare 4096^3 float16 product) keeps its epilogue whole."""
+    import sys
+
+    from fusejit import runtime
+    from fusejit.runtime import kernel_cache as kc
+
+    from .fake_cupy import FakeCupy
+    cp = FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setattr(runtime, "_backends", {})
+    emitted_for = kc.emitted_for
+    seen = []
+
+    def spy(kernel, *args, **kwargs):
+        seen.append(kernel.attrs.get("epilogue_split", 1))
+        return emitted_for(kernel, *args, **kwargs)
+    monkeypatch.setattr(kc, "emitted_for", spy)
+    fj.set_backend("cuda")
+    try:
+        a = fj.asarray(cp.asarray(np.zeros((16, 3911, 384), np.float16)))
+        bt = fj.asarray(cp.asarray(np.zeros((16, 13805, 384), np.float16)))
+        r = fj.asarray(cp.asarray(np.zeros((16, 3911, 13805), np.float16)))
+        fj.realize(a @ bt.swapaxes(-1, -2) * 0.5 + r)
+        assert seen == [1, 4], seen
+        names = [name for _, name, _ in cp.launches]
+        assert len(names) == 1
+        seen.clear()
+        x = fj.asarray(cp.asarray(np.zeros((4096, 4096), np.float16)))
+        fj.realize(x @ x)
+        assert seen == [1], seen
+    finally:
+        fj.set_backend("numpy")
+
+
 @pytest.mark.parametrize("m, n, k", [(16, 16, 1 << 20), (1, 16, 1 << 22), (64, 64, 1 << 18)])
 def test_float16_split_k_products_with_deep_k_steps_do_not_spill(m, n, k):
     """A float16 product of a few tiles splits K into one program per SM with 256-deep steps

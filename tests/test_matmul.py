@@ -1245,3 +1245,54 @@ def test_full_precision_single_tile_of_a_row_major_b_keeps_one_program_an_sm(int
     gram = fj.plan(x @ x.T).program.kernels[-1]
     source = emit_kernel(gram, None, "cuda").source
     assert "4 warps in 132 chunks, not the shapes' 2 in 512" in source
+
+
+# -- the epilogue in slices of the tile's columns ------------------------------------------------
+
+@pytest.mark.parametrize("split", [2, 4])
+@pytest.mark.parametrize("dtype", [F16, F32, F64])
+def test_an_epilogue_in_slices_matches_numpy(interpret_backend, fresh_plans, split, dtype):
+    """``epilogue_split=2|4`` runs the epilogue (a bias and ReLU beside a residual times the
+    product, two outputs) on that many slices of the tile's columns in turn: the same values
+    as NumPy's, on tiles that cross the product's edges (m=50, n=90 in 32 x 64 tiles), batched
+    and not; ``plan.explain()`` and the source say so."""
+    from fusejit.codegen import emit_kernel
+    from fusejit.fuse import plan_for
+    for shape_a, shape_b in (((50, 30), (30, 90)), ((2, 50, 30), (2, 30, 90))):
+        arrays = [_array(shape_a, dtype), _array(shape_b, dtype), _array((90,), dtype),
+                  _array(shape_a[:-1] + (90,), dtype)]
+
+        def fn(xp, a, b, bias, r):
+            y = xp.matmul(a, b)
+            return xp.maximum(y + bias, 0), y * r
+        outs = fn(fj, *[fj.asarray(x, name=f"in{i}") for i, x in enumerate(arrays)])
+        text = _retile(fj.dump(*outs, fused=True), block_m=32, block_n=64, split_k=1)
+        prog = fj.parse(text.replace("kind=gemm", f"kind=gemm epilogue_split={split}"))
+        (kernel,) = [k for k in prog.kernels if k.kind == "gemm"]
+        assert kernel.attrs["epilogue_split"] == split
+        source = emit_kernel(kernel, None, "interpret").source
+        assert source.count("tl.split(") == split - 1 and f"slice {split} of {split}" in source
+        assert f"epilogue in {split} slices of {64 // split} columns" in \
+            plan_for(prog).explain()
+        got_all = prog.run(**{f"in{i}": x for i, x in enumerate(arrays)}, s0=0)
+        for got, want in zip(got_all, fn(np, *arrays)):
+            assert_matches_numpy(got, want, rtol=1e-2 if dtype is F16 else None)
+
+
+def test_epilogue_split_attributes_are_checked(fresh_plans):
+    """Bad ``epilogue_split`` values are errors at the kernel's line: not 1, 2 or 4, slices
+    under 16 columns, with split_k (the combine runs the epilogue), with relay=1, and in a
+    kernel that reduces the product's rows (a row needs every column)."""
+    arrays = [_array((64, 160), F16), _array((160, 48), F16)]
+    text = _retile(_fused_text(lambda xp, a, b: a @ b, arrays), block_m=16, block_n=32,
+                   block_k=16, split_k=1)
+    for edit, why in (("epilogue_split=3", "epilogue_split=3 is not 1, 2 or 4"),
+                      ("epilogue_split=4", "leaves slices of 8 columns"),
+                      ("epilogue_split=2 relay=1", "with relay=1")):
+        with pytest.raises(fj.IRVerifyError, match=why):
+            fj.parse(text.replace("kind=gemm", f"kind=gemm {edit}"))
+    with pytest.raises(fj.IRVerifyError, match="with split_k=2"):
+        fj.parse(_retile(text, split_k=2).replace("kind=gemm", "kind=gemm epilogue_split=2"))
+    rows = _fused_text(lambda xp, a, b: xp.sum(a @ b, axis=1), arrays)
+    with pytest.raises(fj.IRVerifyError, match="reduces the product's rows"):
+        fj.parse(_retile(rows, split_k=1).replace("kind=gemm", "kind=gemm epilogue_split=2"))

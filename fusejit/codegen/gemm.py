@@ -956,19 +956,33 @@ class GemmEmitter(_Emitter):
     def _tile_dims(self) -> tuple[str, ...]:
         return (*self.bdims, "rows_m", "cols")
 
-    def _open_epilogue(self, fn: _GemmFn) -> Coords:
-        """The tile's coordinates over the product's domain, with its masks and rows."""
+    def _open_epilogue(self, fn: _GemmFn, part: int = 0, parts: int = 1) -> Coords:
+        """The tile's coordinates over the product's domain, with its masks and rows (``part``
+        of ``parts``: that slice of the tile's columns, ``_epilogue_slices``)."""
         out = fn.out
         bn = self.cfg.block_n
-        out.append(f"cols = pid_n * {bn} + tl.arange(0, {bn})[None, :]  # index along N")
+        width = bn // parts
+        col_mask = self.mask_n
+        if parts == 1:
+            out.append(f"cols = pid_n * {bn} + tl.arange(0, {bn})[None, :]  # index along N")
+        else:
+            start = f" + {part * width}" if part else ""
+            out.append(f"cols = pid_n * {bn}{start} + tl.arange(0, {width})[None, :]"
+                       f"  # index along N: slice {part + 1} of {parts}")
+            if col_mask:
+                col_mask = "mask_slice"
+                out.append(f"mask_slice = cols < {self.n}")
         fn.level["cols"] = 2
-        tile_mask = joint_mask(out, [self.mask_m, self.mask_n])
+        tile_mask = joint_mask(out, [self.mask_m, col_mask])
         fn.masks = {0: None, 1: self.mask_m, 2: tile_mask}
         # an input along N alone (a bias) loads one row under the columns' mask: under the
         # tile's it is a load at every point of the tile (float16 4943x15497 with a bias: 128
         # loads a thread, 255 registers and a spill; one row: 167 and none)
-        fn.axis_masks = {"cols": self.mask_n}
+        fn.axis_masks = {"cols": col_mask}
         fn.rows_vary = True
+        if part:
+            fn.memo_tile = {}  # (the slice's values: the same names, other columns)
+            return Coords(self.domain.shape, None, self._tile_dims)
         if self.fold:
             fn.rows = "rows_bm"
         elif self.batch > 1:
@@ -1056,11 +1070,63 @@ class GemmEmitter(_Emitter):
                 return j
         return None
 
+    def _epilogue_parts(self, relay: int | None) -> int:
+        """How many slices of its columns the tile's epilogue runs on (the ``epilogue_split``
+        attribute; 1 where the epilogue reduces rows, which need every column, or relays the
+        product, read back as one tile)."""
+        split = int(self.kernel.attrs.get("epilogue_split", 1))
+        if split == 1 or relay is not None or self._stages() or self.cfg.block_n // split < 16:
+            return 1
+        return split
+
+    def _epilogue_slices(self, fn: _GemmFn, acc: str, parts: int) -> None:
+        """The epilogue on ``parts`` slices of the tile's columns in turn: the accumulator is
+        cut into them (``tl.reshape``, ``tl.permute``, ``tl.split``, halving each time), and
+        each slice's outputs are computed and stored before the next slice's, so that only
+        one slice's addresses and loaded values are live at a time. A 128 x 256 tile on 8
+        warps holds 128 values a thread; where its epilogue loads and stores them one at a
+        time (rows not 16-byte aligned, a residual), each with its own address, the kernel
+        spilled (16 x 3911x13805x384 with ``b.T`` and a residual: 368 bytes a thread; in 4
+        slices, none)."""
+        bm, bn = self.cfg.block_m, self.cfg.block_n
+        pieces, width = [acc], bn
+        while len(pieces) < parts:
+            halves = []
+            for piece in pieces:
+                width_half = width // 2
+                pair = fn.fresh("acc_pair")
+                fn.out.append(f"{pair} = tl.permute(tl.reshape({piece}, [{bm}, 2, "
+                              f"{width_half}]), [0, 2, 1])  # columns in two halves")
+                low, high = fn.fresh("acc_slice"), fn.fresh("acc_slice")
+                fn.out.append(f"{low}, {high} = tl.split({pair})")
+                halves += [low, high]
+            pieces, width = halves, width // 2
+        self.summary = (*self.summary, f"      epilogue in {parts} slices of {width} columns "
+                        f"(epilogue_split={parts})")
+        self.epilogue_slices = parts
+        for part, piece in enumerate(pieces):
+            coords = self._open_epilogue(fn, part, parts)
+            self._epilogue_body(fn, piece, coords, None)
+
     def _epilogue(self, fn: _GemmFn, acc: str, coords: Coords | None = None) -> None:
         """Round the product, then compute and store every output of the region on the tile."""
-        mm = self.mm
         relay = self._relay_output() if acc == "acc" and coords is None else None
+        if coords is None:
+            parts = self._epilogue_parts(relay)
+            if parts > 1:
+                self._epilogue_slices(fn, acc, parts)
+                return
+            split = heuristics.GEMM_EPILOGUE_SPLIT_SPILLED
+            self.epilogue_splittable = (
+                self.target == "cuda" and "epilogue_split" not in self.kernel.attrs
+                and relay is None and not self._stages() and self.cfg.block_n // split >= 16)
         coords = self._open_epilogue(fn) if coords is None else coords
+        self._epilogue_body(fn, acc, coords, relay)
+
+    def _epilogue_body(self, fn: _GemmFn, acc: str, coords: Coords, relay: int | None) -> None:
+        """The product rounded, then every output of the region computed and stored at
+        ``coords``."""
+        mm = self.mm
         expr = acc if self.acc_dtype == self.dtype else f"{acc}.to({TL[self.dtype]})"
         fn.product = fn.emit(2, expr, self.var_name(mm.name), _instr_text(mm))
         if relay is not None:

@@ -854,7 +854,19 @@ GEMM_ATTRS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group
 #: ``stream_k=1`` (with ``programs``) splits the tiles' K steps evenly between the programs
 #: (``gemm.GemmEmitter._stream_k_loop``), ``stream_k=0`` keeps whole tiles per program; unless
 #: written, ``GEMM_STREAM_K`` decides for a launch the heuristic made persistent.
-GEMM_OPTIONAL_ATTRS = ("tma", "relay", "programs", "stream_k")
+#: ``epilogue_split=S`` (2 or 4) runs the epilogue on S slices of the tile's columns in turn
+#: (``gemm.GemmEmitter._epilogue_slices``), so that one slice's addresses and loaded values are
+#: live at a time, not the whole tile's.
+GEMM_OPTIONAL_ATTRS = ("tma", "relay", "programs", "stream_k", "epilogue_split")
+#: The values ``epilogue_split`` takes.
+GEMM_EPILOGUE_SPLITS = (1, 2, 4)
+#: The ``epilogue_split`` the ``cuda`` backend gives a GEMM whose compiled kernel spills
+#: registers (kept where it spills less). ptxas -v for sm_90a, spill bytes a thread in 1 / 2 /
+#: 4 slices (``bench/spill_audit.py``, the twenty-ninth session): float16 16 x 3911x13805x384
+#: with ``b.T`` and a residual (persistent, TMA) 368 / 316 / 0; 4943x15497x2215 with a residual
+#: read through pointers 552 / 44 / 0; 4 x 701x3342x127 with a bias and GELU 272 / 0 / 0;
+#: 6251x2010x211 with ``b.T``, a bias and ReLU 632 / 368 / 146. Not timed on a GPU yet.
+GEMM_EPILOGUE_SPLIT_SPILLED = 4
 #: Flag attributes among ``GEMM_OPTIONAL_ATTRS`` (0 or 1).
 GEMM_FLAG_ATTRS = ("tma", "relay", "stream_k")
 #: Most programs a persistent GEMM may launch.
@@ -1370,6 +1382,22 @@ def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,
         return f"programs={programs} with split_k={attrs['split_k']}: a split-K GEMM is not persistent"
     if attrs.get("stream_k", 0) and not programs:
         return "stream_k=1 without programs=P: stream-K splits the K steps between P programs"
+    split = attrs.get("epilogue_split", 1)
+    if split not in GEMM_EPILOGUE_SPLITS:
+        return f"epilogue_split={split} is not 1, 2 or 4"
+    if split > 1:
+        if attrs["block_n"] // split < 16:
+            return (f"epilogue_split={split} of block_n={attrs['block_n']} leaves slices of "
+                    f"{attrs['block_n'] // split} columns (at least 16)")
+        if attrs["split_k"] > 1:
+            return (f"epilogue_split={split} with split_k={attrs['split_k']}: a split-K GEMM "
+                    f"runs its epilogue in the combine, on tiles of its own")
+        if span_row:
+            return (f"epilogue_split={split} in a kernel that reduces the product's rows: a "
+                    f"row reduction needs the whole tile's columns at once")
+        if attrs.get("relay", 0):
+            return (f"epilogue_split={split} with relay=1: the relayed product is read back "
+                    f"as one tile")
     if attrs["num_warps"] not in (1, 2, 4, 8, 16):
         return f"num_warps={attrs['num_warps']} is not 1, 2, 4, 8 or 16"
     for name, low, high in (("num_stages", 1, 8), ("group_m", 1, 1024),

@@ -137,6 +137,13 @@ class EmittedKernel:
     #: inside the buffer only where it starts on a 16-byte boundary, so a backend emits the
     #: kernel again with ``window=0`` for a buffer that does not
     windowed: tuple[int, ...] = ()
+    #: a GEMM whose epilogue runs on the whole tile and could run in slices of its columns
+    #: (``gemm.GemmEmitter._epilogue_slices``): the ``cuda`` backend emits it again with
+    #: ``epilogue_split`` = ``heuristics.GEMM_EPILOGUE_SPLIT_SPILLED`` if the compiled kernel
+    #: spills registers (``Compiled.stack``)
+    epilogue_splittable: bool = False
+    #: the slices of its columns a GEMM's epilogue runs on (``epilogue_split``; 1: the tile)
+    epilogue_slices: int = 1
 
 
 def _kernel_text(kernel: Kernel) -> list[str]:
@@ -305,6 +312,10 @@ class _Emitter:
     auto_tma: bool = False
     #: parameters read through a row window (``EmittedKernel.windowed``)
     windowed: frozenset[int] | set[int] = frozenset()
+    #: a GEMM whose epilogue could run in slices (``EmittedKernel.epilogue_splittable``)
+    epilogue_splittable: bool = False
+    #: the slices a GEMM's epilogue runs on (``EmittedKernel.epilogue_slices``)
+    epilogue_slices: int = 1
     #: a GEMM's loads in its K loop that are not TMA boxes (``gemm.GemmEmitter``)
     k_pointer_loads: int = 0
     #: the ``programs`` of such a GEMM emitted again without TMA (0 but in a test mode)
@@ -334,7 +345,8 @@ class _Emitter:
                              (*self.tiling, *self.summary, origin),
                              tuple(sorted(self.aligned)), self.candidates, self.counters,
                              self.relayable, self.auto_persistent, self.auto_tma,
-                             tuple(sorted(self.windowed)))
+                             tuple(sorted(self.windowed)), self.epilogue_splittable,
+                             self.epilogue_slices)
 
     def _header(self, fn_name: str, args: list[str]) -> list[str]:
         return ["@triton.jit", f"def {fn_name}({', '.join(args)}):"]

@@ -41,6 +41,10 @@ class Compiled:
     #: ptxas reported that it serialized the wgmma instructions of the main loop (checked for
     #: a ``relayable`` GEMM only: ``EmittedKernel.relayable``)
     serialized_mma: bool = False
+    #: bytes of local memory a thread uses, its spilled registers (read from the cubin for a
+    #: GEMM whose epilogue could run in slices or does: ``EmittedKernel.epilogue_splittable``;
+    #: None: not read, as in entries written before the field: ``stack_bytes``)
+    stack: int | None = None
 
 
 def _count_params(ptx: str, name: str) -> int:
@@ -53,7 +57,7 @@ def _count_params(ptx: str, name: str) -> int:
 #: fields of an entry's header line besides the cubin's size and digest
 _HEADER_FIELDS = ("name", "shared", "num_warps", "n_params", "n_args")
 #: later fields, absent from older entries (read as their defaults)
-_OPTIONAL_FIELDS = {"scratch": 0, "scratch_align": 1, "serialized_mma": False}
+_OPTIONAL_FIELDS = {"scratch": 0, "scratch_align": 1, "serialized_mma": False, "stack": None}
 
 
 def encode_entry(compiled: Compiled) -> bytes:
@@ -149,9 +153,38 @@ def _compile(emitted: EmittedKernel, launch: Launch, divisible: tuple[bool, ...]
     align = int(getattr(compiled.metadata, "global_scratch_align", 1) or 1)
     # (wgmma is Hopper's alone: sm_90a)
     serialized = emitted.relayable and cc == 90 and ptxas_serializes_mma(compiled.asm["ptx"], cc)
+    spills_matter = emitted.epilogue_splittable or emitted.epilogue_slices > 1
+    stack = cubin_stack_bytes(compiled.asm["cubin"]) if spills_matter else None
     return Compiled(name, compiled.asm["cubin"], int(compiled.metadata.shared), launch.num_warps,
                     _count_params(compiled.asm["ptx"], name), len(signature), scratch, align,
-                    serialized)
+                    serialized, stack)
+
+
+def stack_bytes(compiled: Compiled) -> int:
+    """``compiled.stack``, read from its cubin where the entry did not record it."""
+    return cubin_stack_bytes(compiled.cubin) if compiled.stack is None else compiled.stack
+
+
+def cubin_stack_bytes(cubin: bytes) -> int:
+    """Bytes of stack (local memory) a thread of ``cubin``'s kernel uses: where Triton's
+    kernels use any, it holds spilled registers. Read with the ``cuobjdump`` Triton ships
+    (``-res-usage``, a few milliseconds); 0 when it cannot be run (the check only decides
+    whether to try a kernel that spills less)."""
+    import subprocess
+    import tempfile
+
+    import triton
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        try:
+            run = subprocess.run([str(tool), "-res-usage", str(path)], capture_output=True,
+                                 text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return 0
+    found = re.findall(r"STACK:(\d+)", run.stdout)
+    return max((int(v) for v in found), default=0)
 
 
 #: what ptxas prints when it gives up pipelining a kernel's wgmma instructions (C7514 and the

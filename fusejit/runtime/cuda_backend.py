@@ -85,7 +85,7 @@ from ..errors import BackendError, DeviceError, DeviceMemoryError
 from ..ir.program import Kernel, Program, contiguous_strides, empty_pitched, pitched
 from . import autotune
 from . import kernel_cache as kc
-from .compile import compile_launch
+from .compile import compile_launch, stack_bytes
 
 _MAX_STATIC_SHARED = 48 * 1024
 #: The oldest GPUs the backend runs on: Turing (sm_75). Triton documents 8.0 as its floor;
@@ -647,9 +647,30 @@ class CudaBackend:
             relay = {"relay": 1, **({"tma": 0, "programs": 0} if persistent else {})}
             source_kernel = replace(source_kernel, attrs={**source_kernel.attrs, **relay})
             emitted = kc.emitted_for(source_kernel, strides, "cuda")
+        if emitted.epilogue_splittable:
+            source_kernel, emitted = self._epilogue_split_if_spilled(source_kernel, emitted,
+                                                                     strides, spec, dev)
         if len(emitted.candidates) > 1 and autotune.enabled():
             emitted = autotune.tuned(self, source_kernel, spec, dev, emitted)
         return self.kernel_info(kernel, emitted, spec, dev)
+
+    def _epilogue_split_if_spilled(self, kernel: Kernel, emitted: Any, strides: tuple[Any, ...],
+                                   spec: tuple[Any, ...], dev: _Device) -> tuple[Kernel, Any]:
+        """A GEMM whose compiled kernel spills registers, emitted again with its epilogue in
+        slices of the tile's columns (``heuristics.GEMM_EPILOGUE_SPLIT_SPILLED``), which is
+        kept where it spills less: a 128 x 256 tile whose epilogue loads and stores one
+        element at a time held every element's address at once (``gemm.py``,
+        ``_epilogue_slices``)."""
+        def stack(e: Any) -> int:
+            return max(stack_bytes(compile_launch(e, launch, self._divisible(launch, spec),
+                                                  dev.cc)) for launch in e.launches)
+        spilled = stack(emitted)
+        if not spilled:
+            return kernel, emitted
+        split = replace(kernel, attrs={**kernel.attrs,
+                                       "epilogue_split": heuristics.GEMM_EPILOGUE_SPLIT_SPILLED})
+        again = kc.emitted_for(split, strides, "cuda")
+        return (split, again) if stack(again) < spilled else (kernel, emitted)
 
     @staticmethod
     def _persistence_fix(emitted: Any, spec: tuple[Any, ...], dev: _Device) -> dict[str, int]:
