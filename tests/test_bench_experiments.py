@@ -399,3 +399,12 @@ def test_retiled_run_executes_the_retiled_plan_freshly_emitted(monkeypatch):
         assert "stale" not in kernel_cache._emit_cache
         np.testing.assert_allclose(np.asarray(got), a @ b, rtol=1e-5)
         np.testing.assert_allclose(np.asarray(run()[0]), a @ b, rtol=1e-5)
+
+
+def test_epilogue_slices_experiment_runs_dry(capsys):
+    """``bench/exp_s29_epilogue.py --dry``: each variant of a case parses, plans and emits,
+    whole or in the slices it asks for."""
+    module = _load("exp_s29_epilogue")
+    assert module.main(["--dry", "--only", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert "whole: epilogue whole" in out and "epilogue in 4 slices of 64 columns" in out
