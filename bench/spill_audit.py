@@ -75,6 +75,8 @@ def launch_ptx(emitted: Any, launch: Any, divisible: Any = None) -> tuple[str, i
     options: dict[str, Any] = {"num_warps": launch.num_warps}
     if launch.num_stages:
         options["num_stages"] = launch.num_stages
+    if launch.max_registers:  # (as fusejit compiles it: runtime/compile.py)
+        options["maxnreg"] = launch.max_registers
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
     return compiled.asm["ptx"], int(compiled.metadata.shared)
 
