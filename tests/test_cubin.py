@@ -715,6 +715,27 @@ def test_an_epilogue_in_slices_keeps_its_values_in_registers():
     assert entry.stack is None and stack_bytes(entry) == compiled.stack
 
 
+@pytest.mark.parametrize("dtype, precision", [("float32", None), ("float64", None),
+                                              ("float32", "tf32"), ("int8", None),
+                                              ("float16", None)])
+def test_epilogue_slices_compile_for_every_product_kind(dtype, precision):
+    """A residual after a product of 1000x300 @ 300x1001 (tiles crossing the edges) with its
+    epilogue in 2 and 4 slices compiles for sm_90 on each kind of main loop (the FMA units'
+    blocked accumulator, TF32 and float16 wgmma, int8 tensor cores)."""
+    from dataclasses import replace
+    with fj.using_backend("interpret"):
+        a = fj.asarray(np.zeros((1000, 300), dtype))
+        b = fj.asarray(np.zeros((300, 1001), dtype))
+        y = fj.matmul(a, b, precision=precision) if precision else a @ b
+        y = y + fj.asarray(np.zeros((1000, 1001), y.dtype))
+        (kernel,) = [k for k in fj.plan(y).program.kernels if k.kind == "gemm"]
+    for split in (2, 4):
+        attrs = {**kernel.attrs, "epilogue_split": split, "split_k": 1}
+        emitted = emit_kernel(replace(kernel, attrs=attrs), None, "cuda")
+        assert emitted.epilogue_slices == split
+        assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
+
+
 def test_the_cuda_backend_slices_the_epilogue_of_a_gemm_that_spills(monkeypatch):
     """On the cuda backend's host code (``FakeCupy``: compiled for sm_90, nothing run), the
     short-K product's kernel spills (``Compiled.stack``), so the backend emits it again in
