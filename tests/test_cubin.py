@@ -382,6 +382,13 @@ def test_cache_entries_without_scratch_fields_still_load():
     old = {k: v for k, v in json.loads(head).items() if not k.startswith("scratch")}
     again = decode_entry(json.dumps(old).encode() + b"\n" + cubin)
     assert (again.scratch, again.scratch_align) == (0, 1)
+    # (the stack a thread uses: a count, or null where it was not read)
+    for stack in (0, 48, None):
+        assert decode_entry(encode_entry(Compiled("k", b"\x7fELF....", 0, 4, 5, 3,
+                                                  stack=stack))).stack == stack
+    bad = {**json.loads(head), "stack": "48"}
+    with pytest.raises(ValueError, match="bad header field types"):
+        decode_entry(json.dumps(bad).encode() + b"\n" + cubin)
 
 
 def test_tf32_gemm_of_a_row_major_b_copies_whole_16_bytes():

@@ -58,6 +58,9 @@ def _count_params(ptx: str, name: str) -> int:
 _HEADER_FIELDS = ("name", "shared", "num_warps", "n_params", "n_args")
 #: later fields, absent from older entries (read as their defaults)
 _OPTIONAL_FIELDS = {"scratch": 0, "scratch_align": 1, "serialized_mma": False, "stack": None}
+#: the types each of those may have in an entry
+_OPTIONAL_TYPES = {"scratch": (int,), "scratch_align": (int,), "serialized_mma": (bool,),
+                   "stack": (int, type(None))}
 
 
 def encode_entry(compiled: Compiled) -> bytes:
@@ -86,7 +89,7 @@ def decode_entry(data: bytes) -> Compiled:
         raise ValueError("cubin does not match its checksum")
     name, shared, num_warps, n_params, n_args = fields
     if not (isinstance(name, str)
-            and all(type(v) is type(d) for v, d in zip(extra, _OPTIONAL_FIELDS.values()))
+            and all(type(v) in _OPTIONAL_TYPES[f] for f, v in zip(_OPTIONAL_FIELDS, extra))
             and all(type(v) is int for v in (shared, num_warps, n_params, n_args))):
         raise ValueError("bad header field types")
     return Compiled(name, cubin, shared, num_warps, n_params, n_args, *extra)
