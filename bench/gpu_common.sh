@@ -201,3 +201,18 @@ wide_pipeline_suite() {
   done
   true
 }
+
+# mode_fuzz WORK SECONDS SEED_BASE MODE...: one cuda fuzz process in the background for each
+# MODE (its flags: "--products", "--products --large-plans", ...; seeds SEED_BASE+1 ...);
+# logs WORK/fuzz/fuzz-*.log (fuzz_summary reads them)
+mode_fuzz() {
+  local work=$1 fuzz_s=$2 seed=$3 i=0 mode
+  shift 3
+  mkdir -p "$work/fuzz"
+  for mode in "$@"; do
+    i=$((i + 1))
+    timeout $((fuzz_s + 40)) python3 -m fusejit fuzz --backend cuda --seconds "$fuzz_s" \
+      --seed $((seed + i)) $mode --out "$work/fuzz/failures" --max-failures 3 \
+      > "$work/fuzz/fuzz-$i.log" 2>&1 &
+  done
+}

@@ -7,8 +7,8 @@
 #     the slices' cost where nothing spills (8192^3 and 16384x1024x4096 with bias and ReLU)
 #     (about 3 min) -> exp_s29_epilogue.txt. A default that does not pay is taken out.
 #  m. bench_matmul.py --unseen on the draws whose kernels spilled (20261209, 20261301) beside
-#     torch.compile and jax.jit: the short-K batched residual ran 0.69x (about 5 min)
-#     -> matmul-unseen/
+#     torch.compile and jax.jit: the short-K batched residual ran 0.69x (about 8 min)
+#     -> matmul-u20261209/, matmul-u20261301/
 #  c. the GEMM gpu tests and the row-window tests beside 80 s of cuda fuzz (three processes:
 #     products, large plans): the bias loaded under the columns' mask, the epilogue slices and
 #     the argmin fix ran on the interpreter only (about 3 min) -> correctness.txt
@@ -29,26 +29,16 @@ timeout 280 python3 bench/exp_s29_epilogue.py --budget ${EPI_BUDGET:-220} \
 echo "exp_s29_epilogue exit $?"; grep -v -i warn "$out/exp_s29_epilogue.txt"
 fi
 if [[ $phases == *m* ]]; then
-mkdir -p "$out/matmul-unseen"
 for seed in 20261209 20261301; do
-  timeout 280 python3 bench/bench_matmul.py --unseen $seed:16 --quick \
-    --impls fusejit,torch,jax --out "$out/matmul-unseen/u$seed" > "$out/matmul-unseen/u$seed.txt" 2>&1
-  echo "bench_matmul --unseen $seed exit $?"; tail -25 "$out/matmul-unseen/u$seed.txt"
+  unseen_matmul "$out" "$work" "u$seed" "$seed:16" fusejit,torch,jax "${MATMUL_BUDGET:-200}"
 done
 fi
 if [[ $phases == *c* ]]; then
 timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_matmul.py \
   tests/test_row_window.py > "$work/gpu-tests.log" 2>&1 &
-i=0
-for mode in "--products" "--products --large-plans" "--large-plans"; do
-  i=$((i + 1))
-  timeout 120 python3 -m fusejit fuzz --backend cuda --seconds ${FUZZ_S:-80} --seed $((29010 + i)) \
-    $mode --out "$work/fuzz/failures" --max-failures 3 > "$work/fuzz/c-$i.log" 2>&1 &
-done
+mode_fuzz "$work" "${FUZZ_S:-80}" 29010 "--products" "--products --large-plans" "--large-plans"
 wait
-{ grep -E "passed|failed" "$work/gpu-tests.log" | tail -2
-  grep -E "^FAILED|^ERROR" "$work/gpu-tests.log" | head -20
-  grep -h "^fusejit fuzz" "$work"/fuzz/c-*.log; } | tee "$out/correctness.txt"
+fuzz_summary "$work" | tee "$out/correctness.txt"
 if [ -d "$work/fuzz/failures" ]; then cp -r "$work/fuzz/failures" "$out/"; fi
 fi
 rest=$(echo "$phases" | tr -cd 'wng')
