@@ -764,6 +764,14 @@ def test_the_cuda_backend_slices_the_epilogue_of_a_gemm_that_spills(monkeypatch)
         seen.append(kernel.attrs.get("epilogue_split", 1))
         return emitted_for(kernel, *args, **kwargs)
     monkeypatch.setattr(kc, "emitted_for", spy)
+    from fusejit.runtime import cuda_backend
+    kernel_info = cuda_backend.CudaBackend.kernel_info
+    launched = []  # (the slices of each emission the backend launches)
+
+    def keep(self, kernel, emitted, *args):
+        launched.append(emitted.epilogue_slices)
+        return kernel_info(self, kernel, emitted, *args)
+    monkeypatch.setattr(cuda_backend.CudaBackend, "kernel_info", keep)
     fj.set_backend("cuda")
     try:
         a = fj.asarray(cp.asarray(np.zeros((16, 3911, 384), np.float16)))
@@ -771,12 +779,14 @@ def test_the_cuda_backend_slices_the_epilogue_of_a_gemm_that_spills(monkeypatch)
         r = fj.asarray(cp.asarray(np.zeros((16, 3911, 13805), np.float16)))
         fj.realize(a @ bt.swapaxes(-1, -2) * 0.5 + r)
         assert seen == [1, 4], seen
+        assert launched == [4], launched
         names = [name for _, name, _ in cp.launches]
         assert len(names) == 1
         seen.clear()
+        launched.clear()
         x = fj.asarray(cp.asarray(np.zeros((4096, 4096), np.float16)))
         fj.realize(x @ x)
-        assert seen == [1], seen
+        assert seen == [1] and launched == [1], (seen, launched)
     finally:
         fj.set_backend("numpy")
 

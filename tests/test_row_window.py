@@ -324,7 +324,7 @@ def test_windowed_stores_match_numpy(op: str, rows: int, cols: int, offset: int,
 
 
 # -- rows whose best value is the reduction's identity -------------------------------------------
-# argmin over rows of +inf (float32 rows of 5: a window) returned -1 for the rows that start
+# argmin over rows of +inf (float64 rows of 5: a window) returned -1 for the rows that start
 # inside a 16-byte word: the window's lanes before the row hold the identity too, tie with the
 # row's values, and their column is negative (interpret fuzz, seed 29001, program 1894:
 # argmin(rsqrt(var(zeros, axis=0)), axis=-1))

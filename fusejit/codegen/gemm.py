@@ -1070,14 +1070,18 @@ class GemmEmitter(_Emitter):
                 return j
         return None
 
+    def _sliceable(self, relay: int | None, parts: int) -> bool:
+        """Whether the tile's epilogue can run on ``parts`` slices of its columns: not where
+        it reduces rows (a row needs every column) or relays the product (read back as one
+        tile), nor in slices under ``heuristics.GEMM_EPILOGUE_MIN_SLICE`` columns."""
+        return (relay is None and not self._stages()
+                and self.cfg.block_n // parts >= heuristics.GEMM_EPILOGUE_MIN_SLICE)
+
     def _epilogue_parts(self, relay: int | None) -> int:
-        """How many slices of its columns the tile's epilogue runs on (the ``epilogue_split``
-        attribute; 1 where the epilogue reduces rows, which need every column, or relays the
-        product, read back as one tile)."""
+        """How many slices of its columns the tile's epilogue runs on: the ``epilogue_split``
+        attribute where ``_sliceable``, else 1."""
         split = int(self.kernel.attrs.get("epilogue_split", 1))
-        if split == 1 or relay is not None or self._stages() or self.cfg.block_n // split < 16:
-            return 1
-        return split
+        return split if split > 1 and self._sliceable(relay, split) else 1
 
     def _epilogue_slices(self, fn: _GemmFn, acc: str, parts: int) -> None:
         """The epilogue on ``parts`` slices of the tile's columns in turn: the accumulator is
@@ -1116,10 +1120,9 @@ class GemmEmitter(_Emitter):
             if parts > 1:
                 self._epilogue_slices(fn, acc, parts)
                 return
-            split = heuristics.GEMM_EPILOGUE_SPLIT_SPILLED
             self.epilogue_splittable = (
                 self.target == "cuda" and "epilogue_split" not in self.kernel.attrs
-                and relay is None and not self._stages() and self.cfg.block_n // split >= 16)
+                and self._sliceable(relay, heuristics.GEMM_EPILOGUE_SPLIT_SPILLED))
         coords = self._open_epilogue(fn) if coords is None else coords
         self._epilogue_body(fn, acc, coords, relay)
 

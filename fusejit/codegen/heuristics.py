@@ -858,8 +858,9 @@ GEMM_ATTRS = ("block_m", "block_n", "block_k", "num_warps", "num_stages", "group
 #: (``gemm.GemmEmitter._epilogue_slices``), so that one slice's addresses and loaded values are
 #: live at a time, not the whole tile's.
 GEMM_OPTIONAL_ATTRS = ("tma", "relay", "programs", "stream_k", "epilogue_split")
-#: The values ``epilogue_split`` takes.
+#: The values ``epilogue_split`` takes, and the fewest columns a slice may have.
 GEMM_EPILOGUE_SPLITS = (1, 2, 4)
+GEMM_EPILOGUE_MIN_SLICE = 16
 #: The ``epilogue_split`` the ``cuda`` backend gives a GEMM whose compiled kernel spills
 #: registers (kept where it spills less). ptxas -v for sm_90a, spill bytes a thread in 1 / 2 /
 #: 4 slices (``bench/spill_audit.py``, the twenty-ninth session): float16 16 x 3911x13805x384
@@ -1386,9 +1387,9 @@ def gemm_config_problem(attrs: dict, m: int, n: int, k: int, dtype: str,
     if split not in GEMM_EPILOGUE_SPLITS:
         return f"epilogue_split={split} is not 1, 2 or 4"
     if split > 1:
-        if attrs["block_n"] // split < 16:
+        if attrs["block_n"] // split < GEMM_EPILOGUE_MIN_SLICE:
             return (f"epilogue_split={split} of block_n={attrs['block_n']} leaves slices of "
-                    f"{attrs['block_n'] // split} columns (at least 16)")
+                    f"{attrs['block_n'] // split} columns (at least {GEMM_EPILOGUE_MIN_SLICE})")
         if attrs["split_k"] > 1:
             return (f"epilogue_split={split} with split_k={attrs['split_k']}: a split-K GEMM "
                     f"runs its epilogue in the combine, on tiles of its own")
