@@ -527,6 +527,32 @@ def test_a_computed_value_within_rounding_of_zero_may_be_zero() -> None:
                                    np.divide(zero, var), [0.0, 0.984375]) is sensitive
 
 
+def test_a_computed_value_within_rounding_of_what_it_is_compared_with_may_equal_it() -> None:
+    """``equal(sum(rms_norm(v0, 2.0), axis=0), 2.0)`` over rows of one element (interpret fuzz,
+    seed 30001): each row normalizes to about +-2, and three of them add up to within an ulp
+    of 2.0 — exactly 2.0 in fusejit's order of the sum, not in NumPy's — so ``equal`` is True
+    against False. No nudge of the sum lands exactly on 2.0: a computed value within its
+    rounding error of the value it is compared with now makes the comparison sensitive (the
+    program excused, or not drawn). A value well apart does not (one exactly equal already
+    was: a nudge moves it off)."""
+    from fusejit.testing import _rounding_sensitive, sensitive_step
+
+    v0 = np.array([1.1444433, 1.546231, -0.9548315], np.float32).reshape(3, 1, 1)
+    recipe = Recipe((v0,), (Step("function", "rms_norm", (Ref(0), 2.0), (("axis", -1),)),
+                            Step("function", "sum", (Ref(1),), (("axis", 0),)),
+                            Step("function", "equal", (Ref(2), 2.0))), outputs=(3,))
+    assert sensitive_step(recipe) == 2
+    for name in ("equal", "not_equal"):
+        for operands in ((Ref(0), 2.0), (2.0, Ref(0)), (Ref(0), Ref(1))):
+            step = Step("function", name, operands)
+            for value, sensitive in ((2.0000002, True), (2.5, False), (2.0, True)):
+                v = np.array([value, 1.0], np.float32)
+                two = np.array([2.0, 2.0], np.float32)
+                result = getattr(np, name)(v, two)
+                assert _rounding_sensitive(step, [v, two], [False, True], result,
+                                           [2.0, 2.0]) is sensitive, (name, operands, value)
+
+
 def test_a_normalized_nearly_constant_row_carries_its_residue_over_sqrt_eps() -> None:
     """``floor_divide(layer_norm(x, axis=0), -54)`` for 72 copies of 1.2e-297 (interpret fuzz,
     seed 9611): the centered values are a residue of a few ulps (NumPy's 8e-311 after the
