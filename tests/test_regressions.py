@@ -531,3 +531,40 @@ def test_a_softmax_over_a_one_column_product_reshaped_to_its_rows(backend, m):
         softmax = numpy_reference("softmax") if xp is np else xp.softmax
         return xp.reshape(softmax(xp.matmul(x, y) * 2, axis=1), (-1,))
     assert_matches_numpy(fn(fj, fj.asarray(a), fj.asarray(b)), fn(np, a, b))
+
+
+@pytest.mark.parametrize("reduction", ["sum", "prod", "any", "all", "max", "argmin"])
+@pytest.mark.parametrize("mkn", [(1, 7, 0), (5, 0, 0), (2, 3, 0), (0, 4, 0)])
+def test_a_row_reduction_of_a_product_of_no_columns(backend, reduction, mkn):
+    """``exp(sum(a @ b, axis=2))`` where ``b`` has no columns: the GEMM kernel fused the row
+    reduction, but its grid had no column tile, so the rows' identities were never written
+    (uninitialized memory came back; ``fusejit fuzz --backend interpret --seed 30001
+    --products --large-plans``, program 4997: ``exp(sum(v0 @ v0[:, :0, :].T, axis=2))`` of a
+    bool 1x1x7). Such a reduction is now a kernel of its own. max and argmin of no columns
+    are NumPy's ValueError, here fusejit's."""
+    m, k, n = mkn
+    rng = np.random.default_rng(4997)
+    a = rng.standard_normal((2, m, k)).astype(np.float32)
+    b = rng.standard_normal((2, k, n)).astype(np.float32)
+
+    def fn(xp, x, y):
+        return xp.exp(getattr(xp, reduction)(xp.matmul(x, y), axis=2))
+    if reduction in ("max", "argmin"):
+        with pytest.raises(ValueError):
+            fn(np, a, b)
+        with pytest.raises(fj.FusejitError):
+            fn(fj, fj.asarray(a), fj.asarray(b)).numpy()
+        return
+    assert_matches_numpy(fn(fj, fj.asarray(a), fj.asarray(b)), fn(np, a, b))
+
+
+def test_a_gemm_kernel_written_to_reduce_rows_of_no_columns_is_an_error_at_its_line():
+    """The same region written in fused text (a user's edit) is refused where it stands,
+    naming the reduction, rather than run with no tile to write the rows."""
+    a = fj.asarray(np.ones((2, 3), np.float32))
+    b = fj.asarray(np.ones((3, 4), np.float32))
+    text = fj.dump(fj.sum(a @ b, axis=1), fused=True).replace(",4]", ",0]")
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "kernel @" in t)
+    with pytest.raises(fj.FusejitError, match=r"%1 = sum reduces rows of no columns") as info:
+        fj.parse(text)
+    assert info.value.line == line

@@ -239,6 +239,11 @@ def _gemm_domain(kernel: Kernel, matmuls: list[Instr], types: dict) -> Domain:
                     f"%{instr.name} = {instr.op} reduces {list(src)} over axes {list(axes)}; a GEMM "
                     f"kernel reduces only rows of its product {list(shape)} (axes {list(last)})",
                     instr)
+            if shape[-1] == 0:  # (no column tile to hold the rows' identity: interpret fuzz)
+                raise RegionError(
+                    f"%{instr.name} = {instr.op} reduces rows of no columns (the product %{mm.name} "
+                    f"is {list(shape)}); a GEMM kernel has no tile there, a reduction kernel "
+                    f"gives each row the identity", instr)
             reductions.append(instr)
     reduced = last if reductions else ()
     domain = Domain(shape, reduced, GEMM, frozenset(), mm.name, frozenset(product))
