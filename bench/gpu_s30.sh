@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Thirtieth session's GPU calls:
+#  c. the GEMM gpu tests, the row-window tests and the regression tests on cuda (today's: a row
+#     reduction of a product of no columns is its own kernel) beside 80 s of cuda fuzz (three
+#     processes: products, large plans) over s29's emitter changes, which have run on the
+#     interpreter and compiled only (about 3 min) -> correctness.txt
+#  e, m, w, n, g: bench/gpu_s29.sh's phases (e: the GEMM epilogue slices timed against the
+#     whole epilogue and cuBLAS; m: the unseen draws whose GEMMs spilled beside torch.compile
+#     and jax.jit; w, n: the H200's wide rows; g: Nsight Compute on float32 GEMMs)
+#   the first call: bash bench/gpu_s30.sh ce (about 6 min on any card)
+#   bash bench/gpu_s30.sh [PHASES]  (default ce)
+set -uo pipefail
+phases=${1:-ce}
+here=$(dirname "${BASH_SOURCE[0]}")
+. "$here/gpu_common.sh"; gpu_begin /tmp/s30 || exit 1
+if [[ $phases == *c* ]]; then
+{ timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_matmul.py \
+    tests/test_row_window.py
+  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_regressions.py -k cuda
+} > "$work/gpu-tests.log" 2>&1 &
+mode_fuzz "$work" "${FUZZ_S:-80}" 30010 "--products" "--products --large-plans" "--large-plans"
+wait
+fuzz_summary "$work" | tee "$out/correctness.txt"
+cp "$work/gpu-tests.log" "$out/" 2>/dev/null
+if [ -d "$work/fuzz/failures" ]; then cp -r "$work/fuzz/failures" "$out/"; fi
+fi
+rest=$(echo "$phases" | tr -cd 'emwng')
+if [ -n "$rest" ]; then
+  bash "$here/gpu_s29.sh" "$rest"  # (writes under the same OUT)
+fi
+exit 0
