@@ -913,3 +913,23 @@ def test_reversed_launches_compile(fn, shape):
     for k in kernels:
         for c in compile_all(emit_kernel(k, None, "cuda"), 90, True):
             assert c.cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.float16, np.float32])
+def test_a_product_over_no_k_of_views_of_no_elements_compiles(dtype):
+    """``minimum(5, v @ v.T)`` where ``v`` is a strided slice of no elements reshaped to a
+    batch of ``[1, 0]`` matrices (compile fuzz, seed 30004): the GEMM folded the batch and
+    indexed both operands through views that have no strides, and its loop over no K did not
+    compile for sm_90 ("incompatible dimensions at index 0: 16 and 8"); the loop is no
+    longer emitted for K = 0. The product is zeros on every backend."""
+    x = np.arange(128).astype(dtype).reshape(64, 1, 2)
+
+    def fn(xp, x):
+        v = xp.reshape(x[0:36:2, :, 0:0], (18, 1, 1, 0))
+        return xp.minimum(dtype(5), xp.matmul(v, xp.swapaxes(v, -1, -2))).astype(np.float64)
+    kernels = _kernels(fn, [x])
+    assert [k.kind for k in kernels] == ["gemm"]
+    _compile(fn, [x])
+    for backend in ("numpy", "interpret"):
+        with fj.using_backend(backend):
+            np.testing.assert_array_equal(fn(fj, fj.asarray(x)).numpy(), np.zeros((18, 1, 1, 1)))

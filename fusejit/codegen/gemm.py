@@ -715,6 +715,11 @@ class GemmEmitter(_Emitter):
         acc_t = TL[self.acc_dtype]
         acc_line = len(fn.out)  # (the operands may emit per-row values after it)
         fn.out.append(f"acc = tl.full([{bm}, {bn}], 0, {acc_t})")
+        if k == 0:  # (a loop body over no K still compiles, and the operands' views of no
+            # elements have no strides to index them by: compile fuzz, seed 30004)
+            fn.out[-1] += "  # K = 0: the product is zeros"
+            fn.body, fn.memo_tile = None, {}
+            return
         fn.level.update({"k": 2, "k_a": 2, "k_b": 2})
         if split is None:
             header = f"for k in range(0, {k}, {bk}):"
