@@ -13,7 +13,10 @@ draw e's u08).
 shapes instead, each realized once through the ``cuda`` backend's host code on
 ``tests/fake_cupy.py`` (no GPU; the kernels do not run), so that every kernel is emitted and
 compiled as on the GPU: alignment copies, the strides they give, the check for ptxas
-serializing a main loop and the relay that follows. Each ``triton.compile`` is timed.
+serializing a main loop and the relay that follows. Each ``triton.compile`` is timed. Then,
+beside them, the plain pointer GEMM of Triton's matrix-multiplication tutorial (our own copy
+of its form: grouped tiles, masked K loop, one ``tl.dot`` a step, a masked store) at the
+tiles of the float16 and float32 cases: Triton's own cost of such a kernel on this machine.
 
 Run: ``python bench/compile_time.py [--only REGEX] [--size L] [--json OUT] [--gemm]``.
 """
@@ -153,7 +156,71 @@ def gemm_compile_times(only: str | None) -> list[dict]:
             f"{name} {s:.3f} s" for name, s in compiled), flush=True)
         rows += [{"workload": label, "kernel": name, "compile_s": s, "total_s": s}
                  for name, s in compiled]
+    for label, tiles in REFERENCE_TILES.items():
+        if only and not re.search(only, label):
+            continue
+        seconds = reference_gemm_compile(*tiles)
+        print(f"{label:32s} compile {seconds:6.3f} s", flush=True)
+        rows.append({"workload": label, "kernel": "reference", "compile_s": seconds,
+                     "total_s": seconds})
     return rows
+
+
+#: the reference GEMM's tiles: (dtype, block_m, block_n, block_k, num_warps, num_stages,
+#: input_precision), those fusejit's heuristics give the float16 8192^3 and the float32
+#: 4096^3 full-precision cases
+REFERENCE_TILES = {
+    "reference f16 128x256x64 w8 s3": ("fp16", 128, 256, 64, 8, 3, "tf32"),
+    "reference f32 ieee 64x64x32 w4 s3": ("fp32", 64, 64, 32, 4, 3, "ieee"),
+}
+
+
+def reference_gemm_compile(dtype: str, bm: int, bn: int, bk: int, warps: int, stages: int,
+                           precision: str) -> float:
+    """Seconds to compile, for sm_90, a plain pointer GEMM in the form of Triton's tutorial
+    (grouped tiles, a K loop masked along K, a masked store) at these tiles."""
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+
+    @triton.jit
+    def plain_gemm(a, b, c, m, n, k, a_row, b_row, c_row, block_m: tl.constexpr,
+                   block_n: tl.constexpr, block_k: tl.constexpr, group_m: tl.constexpr,
+                   precision_: tl.constexpr):
+        pid = tl.program_id(0)
+        tiles_m, tiles_n = tl.cdiv(m, block_m), tl.cdiv(n, block_n)
+        group = pid // (group_m * tiles_n)
+        first_m = group * group_m
+        height = min(tiles_m - first_m, group_m)
+        pid_m = first_m + (pid % (group_m * tiles_n)) % height
+        pid_n = (pid % (group_m * tiles_n)) // height
+        rows = pid_m * block_m + tl.arange(0, block_m)
+        cols = pid_n * block_n + tl.arange(0, block_n)
+        ks = tl.arange(0, block_k)
+        acc = tl.zeros((block_m, block_n), tl.float32)
+        for step in range(0, tl.cdiv(k, block_k)):
+            kk = step * block_k + ks
+            x = tl.load(a + (rows % m)[:, None] * a_row + kk[None, :], mask=kk[None, :] < k,
+                        other=0)
+            y = tl.load(b + kk[:, None] * b_row + (cols % n)[None, :], mask=kk[:, None] < k,
+                        other=0)
+            acc = tl.dot(x, y, acc, input_precision=precision_)
+        tl.store(c + rows[:, None] * c_row + cols[None, :], acc.to(c.dtype.element_ty),
+                 mask=(rows[:, None] < m) & (cols[None, :] < n))
+
+    pointer = f"*{dtype}"
+    signature = {"a": pointer, "b": pointer, "c": pointer, **{x: "i32" for x in (
+        "m", "n", "k", "a_row", "b_row", "c_row")}, **{x: "constexpr" for x in (
+            "block_m", "block_n", "block_k", "group_m", "precision_")}}
+    constants = {"block_m": bm, "block_n": bn, "block_k": bk, "group_m": 8,
+                 "precision_": precision}
+    aligned = {(i,): [["tt.divisibility", 16]] for i in range(9)}
+    source = triton.compiler.ASTSource(fn=plain_gemm, signature=signature,
+                                       constexprs=constants, attrs=aligned)
+    t0 = time.perf_counter()
+    triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                   options={"num_warps": warps, "num_stages": stages})
+    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":
