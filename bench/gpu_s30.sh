@@ -4,6 +4,8 @@
 #     reduction of a product of no columns is its own kernel) beside 80 s of cuda fuzz (three
 #     processes: products, large plans) over s29's emitter changes, which have run on the
 #     interpreter and compiled only (about 3 min) -> correctness.txt
+#  r. bench/exp_s30_maxnreg.py: full-precision float32 GEMMs with registers capped at 96 a
+#     thread (5 programs an SM) against uncapped, twice (about 2.5 min) -> exp_s30_maxnreg.txt
 #  e, m, w, n, g: bench/gpu_s29.sh's phases (e: the GEMM epilogue slices timed against the
 #     whole epilogue and cuBLAS; m: the unseen draws whose GEMMs spilled beside torch.compile
 #     and jax.jit; w, n: the H200's wide rows; g: Nsight Compute on float32 GEMMs)
@@ -23,6 +25,11 @@ wait
 fuzz_summary "$work" | tee "$out/correctness.txt"
 cp "$work/gpu-tests.log" "$out/" 2>/dev/null
 if [ -d "$work/fuzz/failures" ]; then cp -r "$work/fuzz/failures" "$out/"; fi
+fi
+if [[ $phases == *r* ]]; then
+timeout 200 python3 bench/exp_s30_maxnreg.py --budget ${CAP_BUDGET:-150} \
+  > "$out/exp_s30_maxnreg.txt" 2>&1
+echo "exp_s30_maxnreg exit $?"; grep -v -i warn "$out/exp_s30_maxnreg.txt"
 fi
 rest=$(echo "$phases" | tr -cd 'emwng')
 if [ -n "$rest" ]; then

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import os
 import re
 import subprocess
@@ -83,7 +84,7 @@ def _fmas(body: list[tuple[int, str, str]]) -> int:
 
 
 def summarize(label: str, m: int, n: int, k: int, pitch_a: int, pitch_b: int,
-              dtype: str) -> str:
+              dtype: str, maxnreg: int = 0) -> str:
     """One line: the GEMM kernel's tiles, registers, programs an SM and its K loop's mix."""
     import fusejit as fj
     from fusejit.codegen import emit_kernel
@@ -95,6 +96,9 @@ def summarize(label: str, m: int, n: int, k: int, pitch_a: int, pitch_b: int,
         return f"{label}: no GEMM kernel in the plan"
     gemm = kernels[0]
     emitted = emit_kernel(gemm, None, "cuda")
+    if maxnreg:
+        emitted = dataclasses.replace(emitted, launches=[
+            dataclasses.replace(launch, max_registers=maxnreg) for launch in emitted.launches])
     compiled = compile_all(emitted, 90, True)[0]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
@@ -104,6 +108,7 @@ def summarize(label: str, m: int, n: int, k: int, pitch_a: int, pitch_b: int,
         sass = subprocess.run([_tool("cuobjdump"), "-sass", str(path)],
                               capture_output=True, text=True, check=True).stdout
     regs = int(re.search(r"REG:(\d+)", usage).group(1))
+    stack = int(re.search(r"STACK:(\d+)", usage).group(1))
     warp_regs = -(-regs * 32 // WARP_REGISTER_UNIT) * WARP_REGISTER_UNIT
     warps = compiled.num_warps
     by_registers = SM_REGISTERS // warp_regs // warps
@@ -116,7 +121,8 @@ def summarize(label: str, m: int, n: int, k: int, pitch_a: int, pitch_b: int,
              f"{warps} warps, split {attrs.get('split_k', 1)}")
     fmas = _fmas(loop)
     others = ", ".join(f"{op} {c}" for op, c in mix.most_common(8) if op not in FMA_OPS)
-    return (f"{label}: {tiles}; {regs} registers ({by_registers} programs an SM by registers); "
+    return (f"{label}: {tiles}; {regs} registers ({by_registers} programs an SM by registers)"
+            + (f", maxnreg {maxnreg}" if maxnreg else "") + f", stack {stack} B; "
             f"K loop {len(loop)} instructions, {fmas} FMA ({len(loop) / max(fmas, 1):.2f} a "
             f"FMA); loads {dict(loads)}; {others}")
 
@@ -124,13 +130,15 @@ def summarize(label: str, m: int, n: int, k: int, pitch_a: int, pitch_b: int,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="regular expression over the case labels")
+    ap.add_argument("--maxnreg", type=int, default=0,
+                    help="a cap on registers a thread given to ptxas (0: none, as emitted)")
     args = ap.parse_args()
     os.environ.setdefault("FUSEJIT_CACHE_DIR", tempfile.mkdtemp(prefix="fj-sass-"))
     import fusejit as fj
     fj.set_backend("numpy")  # (planning only: nothing runs)
     for label, case in CASES.items():
         if re.search(args.only, label):
-            print(summarize(label, *case), flush=True)
+            print(summarize(label, *case, maxnreg=args.maxnreg), flush=True)
     return 0
 
 
