@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import fusejit as fj
     from fusejit.codegen import heuristics
+    from fusejit.fuse import clear_cache
     from fusejit.runtime import current
     fj.set_backend("cuda")
     backend = current()
@@ -70,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
               f"calls)", flush=True)
         for label, cap in CAPS:
             heuristics.FMA_GEMM_MAX_REGISTERS = cap
-            # (the backend keeps built kernels by their IR text, which the cap does not change:
-            # the first call of this experiment timed the uncapped build three times)
+            # (plans are kept by their IR text and the backend's built kernels on them and by
+            # kernel text, none of which the cap changes: the first two calls of this
+            # experiment timed the uncapped build three times)
+            clear_cache()
             backend._runners.clear()
             try:
                 run, got = retiled_run(backend, text, (), buffers)  # (emitted afresh)
