@@ -62,18 +62,24 @@ def retiled_run(backend: Any, text: str, tiles: tuple[int, ...], buffers: list[A
     """The plan of the fused IR ``text`` with its GEMM's tiles replaced by ``tiles``
     (``bench_matmul._retile``; ``()`` keeps them), as a function of no arguments that executes
     it over ``buffers`` on ``backend``, and its first result (the kernels are emitted on that
-    first run). Emitted kernels are kept by IR text (``kernel_cache._emit_cache``): the cache
-    is cleared first, so that an emitter or heuristic patched by the caller is not hidden by
-    a kernel emitted before the patch (the twenty-fifth session's first call lost its "old
-    combine" rows so)."""
+    first run). Emitted kernels are kept by IR text (``kernel_cache._emit_cache``), plans by
+    program text (``fuse.plan_for``, the backend's built kernels on them) and the backend's
+    built kernels by kernel text (``_runners``): all three are cleared first, so that an
+    emitter or heuristic patched by the caller is not hidden by a kernel built before the
+    patch. The twenty-fifth session's first call lost its "old combine" rows so; with the
+    emit cache alone cleared, every variant that patched a module and kept the text timed
+    the default's kernels (the twenty-eighth session's clamp, peel and spread combine, found
+    in the thirtieth: no -r96 cubin was ever compiled for exp_s30_maxnreg's cap)."""
     import functools
 
     from bench_matmul import _retile
 
     import fusejit as fj
-    from fusejit.fuse import plan_for
+    from fusejit.fuse import clear_cache, plan_for
     from fusejit.runtime import kernel_cache
     kernel_cache._emit_cache.clear()
+    clear_cache()
+    getattr(backend, "_runners", {}).clear()
     plan = plan_for(fj.parse(_retile(text, tiles)))
     run = functools.partial(backend.execute, plan.program, buffers, plan)
     return run, run()[0]

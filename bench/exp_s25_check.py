@@ -23,7 +23,10 @@ different one on the GEMM's tiles and warps (a scalar-indexed loop of adds), nev
 which the twenty-seventh's call 1 found 1.4-4.9x slower on products of one to four 64x64
 tiles (``heuristics.GEMM_COMBINE_OUTPUTS`` has the figures); the combine of smaller tiles is
 back. ``exp_s23_gram.retiled_run`` emits every variant afresh (emitted kernels are cached by
-IR text).
+IR text). **Void for ``spread`` and ``old combine``** (thirtieth session): both keep the
+default's IR text, and ``retiled_run`` cleared only the emit cache, so the cached plan ran the
+default's kernels ("level with the default"); it now clears the plan cache and the backend's
+built kernels too. The tile variants (another text) stand.
 
 ``--large``: full-precision float32 products of many tiles (the large products' default of
 64x64 tiles on 4 warps, which the few-tile products found slower than 2 warps) against 2

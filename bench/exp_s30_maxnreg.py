@@ -8,8 +8,16 @@ same K loop (352M) but 128 registers under Triton 3.6, 4 programs an SM, 463 us;
 misaligned, 461M and 140 registers (3 an SM), 597 us. Capped at 96, 5 programs fit; Triton
 3.6's ptxas spills nothing for the edge tile and 40 bytes for the misaligned one
 (``bench/sass_gemm_loop.py --maxnreg 96``). This times each case's default plan uncapped,
-capped (``heuristics.FMA_GEMM_MAX_REGISTERS``) and uncapped again (the drift between the
-two), as CUDA graphs of the plan's launches, beside cuBLAS (by calls).
+capped (the launches of a float32 GEMM on 4 warps given ``max_registers``, patched in here)
+and uncapped again (the drift between the two), as CUDA graphs of the plan's launches,
+beside cuBLAS (by calls).
+
+Found (H100, ``bench/results/h100-s30-call5``; calls 3 and 4 timed the uncapped build all
+three times, the plan cache and the backend's kernels kept by IR text): capped, the edge tile
+along M ran 463.9 against 468.4 us, the 4096^3 cases 1-3% faster, and every split-K case with
+misaligned rows slower (2047x513x8191 666.1 against 604.9 us, 767x769x16383 818.8 against
+650.1: ptxas spills there), the aligned 2048x576x8192 452.9 against 436.7. The edge tile's
+loss is not its registers. No cap was made a rule.
 
 Run on the GPU machine: ``python3 bench/exp_s30_maxnreg.py [--only REGEX] [--budget S]``.
 """
@@ -17,10 +25,12 @@ Run on the GPU machine: ``python3 bench/exp_s30_maxnreg.py [--only REGEX] [--bud
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -54,11 +64,23 @@ def main(argv: list[str] | None = None) -> int:
     import cupy as cp
 
     import fusejit as fj
-    from fusejit.codegen import heuristics
-    from fusejit.fuse import clear_cache
     from fusejit.runtime import current
+    from fusejit.runtime import kernel_cache as kc
     fj.set_backend("cuda")
     backend = current()
+    emitted_for = kc.emitted_for
+    cap_now = [0]
+
+    def capped(*args: Any, **kwargs: Any) -> Any:
+        emitted = emitted_for(*args, **kwargs)
+        fma = [launch for launch in emitted.launches
+               if launch.fn_name.startswith("matmul_f32") and launch.num_warps == 4]
+        if not cap_now[0] or not fma:
+            return emitted
+        return dataclasses.replace(emitted, launches=tuple(
+            dataclasses.replace(launch, max_registers=cap_now[0]) if launch in fma else launch
+            for launch in emitted.launches))
+    kc.emitted_for = capped
     for name, (m, n, k) in CASES.items():
         if not re.search(args.only, name) or time.time() > deadline:
             continue
@@ -70,12 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: cuBLAS {blas * 1e3:.1f} us ({2 * m * n * k / blas / 1e9:.1f} TFLOP/s, "
               f"calls)", flush=True)
         for label, cap in CAPS:
-            heuristics.FMA_GEMM_MAX_REGISTERS = cap
-            # (plans are kept by their IR text and the backend's built kernels on them and by
-            # kernel text, none of which the cap changes: the first two calls of this
-            # experiment timed the uncapped build three times)
-            clear_cache()
-            backend._runners.clear()
+            cap_now[0] = cap
             try:
                 run, got = retiled_run(backend, text, (), buffers)  # (emitted afresh)
                 ms = time_graph(cp, run)
@@ -84,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # noqa: BLE001
                 print(f"  {label:9s} failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
             finally:
-                heuristics.FMA_GEMM_MAX_REGISTERS = 0
+                cap_now[0] = 0
         del a, b, ref, y, buffers
         cp.get_default_memory_pool().free_all_blocks()
     return 0

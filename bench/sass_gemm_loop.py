@@ -8,10 +8,12 @@ a thread takes, hence the 4-warp programs an SM holds.
 
 Why (twenty-ninth session): full-precision float32 products whose rows are both misaligned
 run 1.36x the time a tile of their aligned twins takes (H100). Unmasked K steps and clamped
-edge loads (the twenty-eighth session's variants, timed level) cut that loop from 1,513 to
-1,262 instructions, near the aligned loop's 1,183: the issue of the loop's instructions is not
-what bounds it. Padded operands that the H100 ran no faster compiled to the misaligned loads
-still: the mask along N (513 columns) keeps B's loads at 4 bytes.
+edge loads (the twenty-eighth session's variants) cut that loop from 1,513 to 1,262
+instructions, near the aligned loop's 1,183; their timing, level with the default, was void
+(the experiment ran the default's cached kernels: ``exp_s26_fma.py``), and Nsight Compute
+(thirtieth session) has these kernels' time follow instructions over issue rate. Padded
+operands compiled to the misaligned loads still: the mask along N (513 columns) keeps B's
+loads at 4 bytes.
 
 Run: ``python bench/sass_gemm_loop.py [--only REGEX]``; a case is ``M N K [pitch_a pitch_b]
 [dtype]`` (pitches past K and N read views of wider rows).

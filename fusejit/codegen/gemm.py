@@ -567,9 +567,7 @@ class GemmEmitter(_Emitter):
         args = ([("in", i) for i in params] + [("scratch", j) for j in scratch]
                 + ([("counters", 0)] if counters else [])
                 + ([("out", j) for j in range(len(self.out_name))] if outputs else []))
-        cap = heuristics.FMA_GEMM_MAX_REGISTERS
-        capped = cap if cap and num_warps == 4 and self.target == "cuda" and self._fma() else 0
-        return Launch(fn_name, grid, num_warps, tuple(args), sig, num_stages, capped)
+        return Launch(fn_name, grid, num_warps, tuple(args), sig, num_stages)
 
     def _split_k(self) -> tuple[list[_Fn], list[Launch]]:
         """``<name>_partials`` (one chunk of K per program) and ``<name>_combine``."""

@@ -1254,16 +1254,6 @@ FMA_ROUND_SPLIT_MAX = 8
 FMA_ROUND_SPLIT_MIN_STEPS = 32
 FMA_ROUND_SPLIT_GAIN = 0.05
 
-#: A cap on registers a thread (ptxas's ``maxnreg``) for the launches of a full-precision
-#: float32 GEMM on 4 warps, 0 for none. Nsight Compute (H100, thirtieth session,
-#: bench/results/h100-s30-call2): these kernels issue an instruction on 73-82% of a
-#: scheduler's cycles, and their time follows instructions over that rate; an edge tile along
-#: M takes 128 registers under Triton 3.6 (4 programs an SM) where the aligned kernel takes 92
-#: (5), and ran 463 against 435 us with the same K loop. At 96, 5 programs fit and Triton
-#: 3.6's ptxas spills nothing for edge tiles (bench/sass_gemm_loop.py --maxnreg 96). An
-#: experiment until timed (bench/exp_s30_maxnreg.py): ``FUSEJIT_FMA_GEMM_MAX_REGISTERS``.
-FMA_GEMM_MAX_REGISTERS = int(os.environ.get("FUSEJIT_FMA_GEMM_MAX_REGISTERS", "0") or 0)
-
 
 def _fma_rounds(tiles: int, split: int) -> tuple[int, int]:
     """Tiles' worth of work the busiest SM runs where ``tiles`` tiles are split in ``split``
