@@ -19,19 +19,22 @@ of the plan's launches (``exp_s25_check.time_graph``) beside cuBLAS (by calls). 
 shapes whose tiles run just past whole rounds (``NNNt``: tiles of 64x64) say whether the
 split should follow the rounds everywhere; misaligned ones whether K by 16 pays.
 
-Taken out after timing (H100, bench/results/h100-s28/call1/exp_s26_peel.txt): ``clamp``
-(twenty-seventh session: edge tiles loading rows and columns past the product's edges as
-row M - 1 and column N - 1, masked along K only) and ``peel`` (twenty-eighth: a split-K
-program's whole K steps unmasked, its partial step apart, so that 16-byte rows load 16 bytes
-at a time), alone and together, with and without padded operands: every case within 0.5% of
-the default (2047x513x8191 602.2 us, clamp 602.0, peel 601.8, both 604.6; 767x769x16383
-649.0 / 650.1 / 648.7 / 650.4; pad AB 604.5, with the peel 603.5). **Void** (thirtieth session):
-each variant patched a module and kept the IR text, and ``retiled_run`` then cleared only
-the emit cache, so the cached plan ran the default's kernels every time; ``retiled_run``
-now clears the plan cache and the backend's built kernels too. Nsight Compute (H100,
-bench/results/h100-s30-call2) has these kernels' time follow their instruction count over
-an issue rate of 73-82%, so the peel and clamps, which cut the loop's instructions, are to
-be timed again (their code is at commit f1bb72a).
+``clamp`` (twenty-seventh session): the default tiles with ``gemm.CLAMP_EDGE_LOADS`` on
+(edge tiles load rows and columns past the product's edges as row M - 1 and column N - 1,
+masked along K only, instead of masked along M and N too). ``peel`` (twenty-eighth): with
+``gemm.PEEL_SPLIT_K`` on (a split-K program's whole steps unmasked along K, its partial step
+apart), ``peel+clamp`` both; ``pad ... peel``: the padded operands below with the peel.
+
+The twenty-eighth session timed them level (H100, bench/results/h100-s28/call1/
+exp_s26_peel.txt: every case within 0.5% of the default, 2047x513x8191 602.2 us, clamp
+602.0, peel 601.8, both 604.6) and took them out. **That timing was void** (thirtieth
+session): each variant patched a module and kept the IR text, and ``retiled_run`` then
+cleared only the emit cache, so the cached plan ran the default's kernels every time
+(``retiled_run`` now clears the plan cache and the backend's built kernels too). Nsight
+Compute (H100, bench/results/h100-s30-call2) has these kernels' time follow their
+instruction count over an issue rate of 73-82%, and the peel with clamps cuts the K loop of
+2047x513x8191 from 1,513 instructions to 1,262 (``sass_gemm_loop.py``): both are back, off
+until timed (``FUSEJIT_GEMM_CLAMP_EDGES=1``, ``FUSEJIT_GEMM_PEEL_SPLIT=1``).
 
 Cases where both operands' rows are misaligned also run the GEMM with one operand read from
 rows padded to 16 bytes (``pad A``, ``pad B``, both: ``pad AB``), beside device copies of
@@ -79,7 +82,7 @@ CASES = {
     # session)
     "f64 288t 2048x576x4096": (2048, 576, 4096, "float64"),
     "f64 144t 768x768x8192": (768, 768, 8192, "float64"),
-    # (twenty-seventh session) edge tiles along M
+    # (twenty-seventh session) edge tiles clamped (``clamp``) or masked along M and N
     "edge 2047x576x8192": (2047, 576, 8192),
     "f16 both 1001x3001x701": (1001, 3001, 701, "float16"),
     "f64 both 2047x513x4095": (2047, 513, 4095, "float64"),
@@ -90,7 +93,8 @@ def variants(mine: tuple[int, ...], old: tuple[int, ...]) -> list[tuple[str, tup
     """The default (``mine``: the IR's tiles), the twenty-fifth session's (``old``), and their
     neighbours (tiles as ``bench_matmul._retile`` takes them)."""
     bm, bn, bk, w, st, split = old
-    out: list[tuple[str, tuple[int, ...]]] = [("default", ()), ("s25", old)]
+    out: list[tuple[str, tuple[int, ...]]] = [("default", ()), ("clamp", ()), ("peel", ()),
+                                              ("peel+clamp", ()), ("s25", old)]
     out += [(f"s{s}", (bm, bn, bk, w, st, s)) for s in (1, 2, 3, 4, 8) if s != split]
     out += [("bk16", (bm, bn, 16, w, st, split)), ("bk16 s4", (bm, bn, 16, w, st, 4)),
             ("bk16 s8", (bm, bn, 16, w, st, 8)), ("w8", (bm, bn, bk, 8, st, split))]
@@ -120,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     import cupy as cp
 
     import fusejit as fj
+    from fusejit.codegen import gemm
     from fusejit.runtime import current
     fj.set_backend("cuda")
     backend = current()
@@ -145,25 +150,38 @@ def main(argv: list[str] | None = None) -> int:
             if not re.search(args.variants, label):
                 continue
             try:
-                run, got = retiled_run(backend, text, tiles, buffers)  # (emitted afresh)
+                kept = gemm.CLAMP_EDGE_LOADS, gemm.PEEL_SPLIT_K
+                gemm.CLAMP_EDGE_LOADS = kept[0] or "clamp" in label
+                gemm.PEEL_SPLIT_K = kept[1] or "peel" in label
+                try:  # (retiled_run emits afresh)
+                    run, got = retiled_run(backend, text, tiles, buffers)
+                finally:
+                    gemm.CLAMP_EDGE_LOADS, gemm.PEEL_SPLIT_K = kept
                 ms = time_graph(cp, run)
-                print(f"  {label:8s} {tiles!s:26s} {ms * 1e3:8.1f} us (x{blas / ms:.2f} "
+                print(f"  {label:10s} {tiles!s:26s} {ms * 1e3:8.1f} us (x{blas / ms:.2f} "
                       f"cuBLAS), err {_error(cp, got, ref):.1e}", flush=True)
             except Exception as exc:  # noqa: BLE001
                 print(f"  {label:8s} {tiles!s:26s} failed: {type(exc).__name__}: "
                       f"{str(exc)[:300]}", flush=True)
         if name.startswith("both") and re.search(args.variants, "pad"):
             padded_operands(cp, backend, a, b, ref, blas)
+            if re.search(args.variants, "pad peel"):
+                kept_peel, gemm.PEEL_SPLIT_K = gemm.PEEL_SPLIT_K, True
+                try:
+                    padded_operands(cp, backend, a, b, ref, blas, "peel")
+                finally:
+                    gemm.PEEL_SPLIT_K = kept_peel
         del a, b, ref, y, buffers
         cp.get_default_memory_pool().free_all_blocks()
     return 0
 
 
-def padded_operands(cp: Any, backend: Any, a: Any, b: Any, ref: Any, blas: float) -> None:
+def padded_operands(cp: Any, backend: Any, a: Any, b: Any, ref: Any, blas: float,
+                    tag: str = "") -> None:
     """Where both operands' rows are 4-byte aligned: the default GEMM of A, of B, then of both
     read from rows padded to 16 bytes (a view of a wider buffer: the product then loads that
     operand 16 bytes at a time), beside device copies of those operands (what alignment
-    copies would add)."""
+    copies would add). ``tag`` names the setting the caller changed (``peel``)."""
     from exp_s23_gram import copy_time
 
     def padded(x: Any) -> Any:
@@ -180,7 +198,7 @@ def padded_operands(cp: Any, backend: Any, a: Any, b: Any, ref: Any, blas: float
         ms = time_graph(cp, run)
         copy = sum(copy_time(cp, x.nbytes, _time_events) for x, name in ((a, "A"), (b, "B"))
                    if name in which)
-        print(f"  pad {which:2s}   {'(default tiles)':26s} {ms * 1e3:8.1f} us + copies of "
+        print(f"  pad {which:2s} {tag:5s} {'(default tiles)':26s} {ms * 1e3:8.1f} us + copies of "
               f"{which} {copy * 1e3:.1f} us (x{blas / (ms + copy):.2f} cuBLAS), err "
               f"{_error(cp, got, ref):.1e}", flush=True)
         del left, right, y, buffers

@@ -6,10 +6,15 @@
 #     interpreter and compiled only (about 3 min) -> correctness.txt
 #  r. bench/exp_s30_maxnreg.py: full-precision float32 GEMMs with registers capped at 96 a
 #     thread (5 programs an SM) against uncapped, twice (about 2.5 min) -> exp_s30_maxnreg.txt
+#  p. bench/exp_s26_fma.py's clamp, peel and peel+clamp variants beside the default and the
+#     padded operands (the twenty-eighth session's timing of them was void; they are back in
+#     gemm.py, off) (about 4 min) -> exp_s26_peel.txt
+#  k. bench/gpu_s28.sh's k: the spread combine (void too before retiled_run's fix)
 #  e, m, w, n, g: bench/gpu_s29.sh's phases (e: the GEMM epilogue slices timed against the
 #     whole epilogue and cuBLAS; m: the unseen draws whose GEMMs spilled beside torch.compile
 #     and jax.jit; w, n: the H200's wide rows; g: Nsight Compute on float32 GEMMs)
-#   the first call: bash bench/gpu_s30.sh ce (about 6 min on any card)
+#   ran this session (H100): ce, g (through gpu_s29.sh), r. Next: bash bench/gpu_s30.sh p
+#   (about 4 min, any card), then wn on an H200, then m
 #   bash bench/gpu_s30.sh [PHASES]  (default ce)
 set -uo pipefail
 phases=${1:-ce}
@@ -30,6 +35,15 @@ if [[ $phases == *r* ]]; then
 timeout 200 python3 bench/exp_s30_maxnreg.py --budget ${CAP_BUDGET:-150} \
   > "$out/exp_s30_maxnreg.txt" 2>&1
 echo "exp_s30_maxnreg exit $?"; grep -v -i warn "$out/exp_s30_maxnreg.txt"
+fi
+if [[ $phases == *p* ]]; then
+timeout 280 python3 bench/exp_s26_fma.py --budget ${PEEL_BUDGET:-220} \
+  --only "${PEEL_ONLY:-^both 2047|^both 767|^both 1279|^A |^B |^edge|f64 both}" \
+  --variants "^(default|clamp|peel|peel\+clamp|pad|pad peel)$" > "$out/exp_s26_peel.txt" 2>&1
+echo "exp_s26_fma (peel) exit $?"; grep -v -i warn "$out/exp_s26_peel.txt"
+fi
+if [[ $phases == *k* ]]; then
+  bash "$here/gpu_s28.sh" k  # (the spread combine, now timed for what it is)
 fi
 rest=$(echo "$phases" | tr -cd 'emwng')
 if [ -n "$rest" ]; then

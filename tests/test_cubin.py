@@ -791,6 +791,72 @@ def test_the_cuda_backend_slices_the_epilogue_of_a_gemm_that_spills(monkeypatch)
         fj.set_backend("numpy")
 
 
+@pytest.mark.parametrize("m, n, k, dtype", [(2047, 513, 8191, "float32"),
+                                            (1279, 1281, 4095, "float32"),
+                                            (1001, 3001, 701, "float16"),
+                                            (2047, 513, 4095, "float64")])
+def test_products_of_clamped_edge_tiles_compile_without_spills(monkeypatch, m, n, k, dtype):
+    """With ``FUSEJIT_GEMM_CLAMP_EDGES=1`` (``gemm.CLAMP_EDGE_LOADS``, off by default and not
+    yet timed on a GPU), the edge tiles of products on the FMA units load through clamped row
+    and column indices: the kernels compile for sm_90a, masked along K only, and keep their
+    values in registers. float16 tiles stay masked (clamped, 128x256 tiles spilled 552 bytes a
+    thread under Triton 3.6's ptxas)."""
+    from fusejit.codegen import gemm
+    monkeypatch.setattr(gemm, "CLAMP_EDGE_LOADS", True)
+    monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", "0")  # (the operands as read)
+    with fj.using_backend("interpret"):
+        a = fj.asarray(np.zeros((m, k), dtype))
+        b = fj.asarray(np.zeros((k, n), dtype))
+        (kernel,) = fj.plan(a @ b).program.kernels
+    emitted = emit_kernel(kernel, None, "cuda")
+    clamped = "rows_a = tl.minimum" in emitted.source and "cols_b = tl.minimum" in emitted.source
+    assert clamped == (dtype != "float16")
+    assert _ptxas_spills(_emitted_ptx(emitted, enable_fp_fusion=False)) <= 16
+
+
+@pytest.mark.parametrize("m, n, k, pitch, dtype", [(2048, 576, 8191, 8192, "float32"),
+                                                   (2047, 513, 8191, 8191, "float32"),
+                                                   (2048, 576, 4095, 4096, "float64"),
+                                                   (16, 16, (1 << 20) + 3, (1 << 20) + 8,
+                                                    "float16")])
+def test_peeled_split_k_loads_aligned_rows_whole(monkeypatch, m, n, k, pitch, dtype):
+    """With ``FUSEJIT_GEMM_PEEL_SPLIT=1`` (``gemm.PEEL_SPLIT_K``, off by default and not yet
+    timed on a GPU), a split-K product whose K the chunks do not fill loads A's rows, 16-byte
+    aligned (``pitch`` elements apart: the alignment copies' rows), 16 bytes at a time, where
+    the mask along K at every step made each ``cp.async`` move one element; the kernel
+    compiles for sm_90a and keeps its values in registers."""
+    import collections
+    import re
+
+    from fusejit.codegen import gemm
+    monkeypatch.setenv("FUSEJIT_GEMM_ALIGN", "0")
+    with fj.using_backend("interpret"):
+        a = fj.asarray(np.zeros((m, k), dtype))
+        b = fj.asarray(np.zeros((k, n), dtype))
+        (kernel,) = fj.plan(a @ b).program.kernels
+    assert kernel.attrs["split_k"] > 1
+    strides = [(pitch, 1), (n, 1)]
+
+    def copies(source_ptx):
+        found = re.findall(r"cp\.async\.c[ag]\.shared\.global[^,]*, \[[^\]]*\], (0x[0-9a-f]+|\d+)",
+                           source_ptx)
+        return collections.Counter(int(size, 0) for size in found)
+
+    masked = copies(_emitted_ptx(emit_kernel(kernel, strides, "cuda"), enable_fp_fusion=False))
+    monkeypatch.setattr(gemm, "PEEL_SPLIT_K", True)
+    emitted = emit_kernel(kernel, strides, "cuda")
+    assert "no mask along K" in emitted.source
+    ptx = _emitted_ptx(emitted, enable_fp_fusion=False)
+    peeled = copies(ptx)
+    if pitch % (16 // np.dtype(dtype).itemsize) == 0:
+        # (the unmasked loops load A's tiles 16 bytes at a time; only the partial step's
+        # loads, not pipelined, are plain loads)
+        if dtype != "float16":  # (float16's masked steps there were 16-byte copies too)
+            assert masked[16] < sum(masked.values()), masked
+        assert set(peeled) == {16}, peeled
+    assert _ptxas_spills(ptx) <= 16
+
+
 @pytest.mark.parametrize("m, n, k", [(16, 16, 1 << 20), (1, 16, 1 << 22), (64, 64, 1 << 18)])
 def test_float16_split_k_products_with_deep_k_steps_do_not_spill(m, n, k):
     """A float16 product of a few tiles splits K into one program per SM with 256-deep steps

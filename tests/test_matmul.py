@@ -1296,3 +1296,76 @@ def test_epilogue_split_attributes_are_checked(fresh_plans):
     rows = _fused_text(lambda xp, a, b: xp.sum(a @ b, axis=1), arrays)
     with pytest.raises(fj.IRVerifyError, match="reduces the product's rows"):
         fj.parse(_retile(rows, split_k=1).replace("kind=gemm", "kind=gemm epilogue_split=2"))
+
+
+@pytest.mark.parametrize("k, split", [(53, 2), (53, 3), (53, 4), (64, 3), (37, 3), (21, 2)])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_split_k_runs_whole_steps_unmasked_and_the_partial_step_apart(
+        interpret_backend, monkeypatch, k, split, dtype):
+    """With ``gemm.PEEL_SPLIT_K``, a split-K program whose chunks K does not fill runs the
+    chunks before the one holding K's end without a mask along K, that chunk's whole steps
+    unmasked and its partial step masked; chunks past K's end add nothing (K = 53 in 3 chunks
+    of 2 steps of 16: the third starts at 64; K = 64 in 3: a whole last step, an empty chunk;
+    K = 21 in 2: one whole step, then one partial one). Values are NumPy's, also for a
+    prologue whose zeros past K would not give 0 (``exp``). Off by default (untimed): every
+    step is masked there."""
+    from fusejit.codegen import gemm
+    a, b = _array((37, k), dtype) - 0.5, _array((k, 21), dtype) - 0.5
+    tiles = {"block_m": 16, "block_n": 16, "block_k": 16, "split_k": split}
+    product = lambda xp, a, b: a @ b  # noqa: E731
+    (kernel,) = kernel_sources(fj.parse(_retile(_fused_text(product, [a, b]), **tiles)))
+    assert "for k_step in range(" in kernel.source and "mask_ka = k_a <" in kernel.source
+    assert "no mask along K" not in kernel.source
+    monkeypatch.setattr(gemm, "PEEL_SPLIT_K", True)
+    (kernel,) = kernel_sources(fj.parse(_retile(_fused_text(product, [a, b]), **tiles)))
+    whole = [line for line in kernel.source.splitlines() if "no mask along K" in line]
+    assert whole, kernel.source
+    masked = [line for line in kernel.source.splitlines() if "mask_ka = k_a <" in line]
+    assert len(masked) == (1 if k % 16 else 0), kernel.source
+    (out,) = _run(product, [a, b], interpret_backend, **tiles)
+    _close_to_product(out, a, b, dtype)
+    scaled = lambda xp, a, b: xp.exp(a) @ b  # noqa: E731
+    (out,) = _run(scaled, [a, b], interpret_backend, **tiles)
+    want = np.exp(a.astype(F64)) @ b.astype(F64)
+    tol = 2e-2 if dtype == "float16" else 1e-5
+    np.testing.assert_allclose(out.astype(F64), want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def test_edge_tiles_load_clamped_rows_and_columns_without_masks(interpret_backend, monkeypatch):
+    """Where M (N) does not fill the last tile, the K loop reads A's rows past M as row M - 1
+    (B's columns past N as column N - 1) and masks only along K (``gemm.CLAMP_EDGE_LOADS``);
+    what those rows and columns compute is never stored. Not where that would hide a
+    contiguity that 16-byte loads need (a row-major B of 16-byte rows keeps its mask along N)
+    nor where the kernel reduces the product's rows (the extra columns would join the max).
+    Values are NumPy's within the product's bound, also with negative products (a zero past
+    the edge would win a max), for one tile and split K alike. Off by default (untimed): the
+    loads are masked along M and N there."""
+    from fusejit.codegen import gemm
+    a, b = _array((37, 53), F32) - 0.5, _array((53, 21), F32) - 0.5
+    fn = lambda xp, a, b: a @ b  # noqa: E731
+    (kernel,) = kernel_sources(fj.parse(_retile(_fused_text(fn, [a, b]), block_m=16, block_n=16,
+                                                block_k=16, split_k=1)))
+    assert "rows_a" not in kernel.source and "mask_a = mask_m" in kernel.source
+    monkeypatch.setattr(gemm, "CLAMP_EDGE_LOADS", True)
+    for split in (1, 3):
+        (kernel,) = kernel_sources(fj.parse(_retile(_fused_text(fn, [a, b]), block_m=16,
+                                                    block_n=16, block_k=16, split_k=split)))
+        assert "rows_a = tl.minimum(rows_m, 36)" in kernel.source
+        assert "cols_b = tl.minimum(cols_n, 20)" in kernel.source
+        loads = [line for line in kernel.source.splitlines() if "tl.load(p_in" in line]
+        assert loads and all("mask_m" not in line and "mask_n" not in line and "mask_a" not in
+                             line and "mask_b" not in line for line in loads), loads
+        (out,) = _run(fn, [a, b], interpret_backend, block_m=16, block_n=16, block_k=16,
+                      split_k=split)
+        _close_to_product(out, a, b, "float32")
+    # a row-major B of 16-byte rows (N = 24) keeps its mask along N; A is clamped
+    b24 = _array((53, 24), F32)
+    (kernel,) = kernel_sources(fj.parse(_retile(_fused_text(fn, [a, b24]), block_m=16,
+                                                block_n=16, block_k=16, split_k=1)))
+    assert "rows_a = " in kernel.source and "cols_b = " not in kernel.source
+    # a row reduction of the product keeps B's columns masked
+    row_max = lambda xp, a, b: (a @ b).max(axis=-1)  # noqa: E731
+    (kernel,) = kernel_sources(fj.parse(_fused_text(row_max, [a, b])))
+    assert "cols_b = " not in kernel.source
+    (out,) = _run(row_max, [a, b], interpret_backend)
+    np.testing.assert_allclose(out, (a.astype(F64) @ b).max(axis=-1), rtol=1e-5, atol=1e-5)

@@ -57,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 from collections.abc import Generator
 from typing import Any
 
@@ -94,6 +95,28 @@ def accumulator_dtype(dtype: np.dtype) -> np.dtype:
 #: make the product go through an output first (``_relay_output``)
 SPECIAL_FUNCTIONS = SLOW_MATH | {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "reciprocal",
                                  "div", "sigmoid", "erf", "cbrt", "sumexp"}
+
+
+#: Whether the K loop's pointer loads of an edge tile read A's rows past M as row M - 1 (and
+#: B's columns past N as column N - 1) instead of masking them: the loads then need only K's
+#: mask, as in a tile inside the product; what those rows and columns compute is never stored
+#: (the store and the partials keep the tile's mask). See ``GemmEmitter._edge_indices``. Off
+#: unless ``FUSEJIT_GEMM_CLAMP_EDGES=1`` (read on import): not yet timed on a GPU (the
+#: twenty-eighth session's timing, level, ran the default's cached kernels; taken out on it,
+#: back in the thirtieth: Nsight Compute has these kernels issue-bound). Why it may
+#: pay: full-precision 2047x513x8191 read through 16-byte rows ran as slowly as through 4-byte
+#: ones (602 against 600 us on an H100), where 2048x576x8191, whose M and N fill whole tiles,
+#: ran 475 (bench/results/h100-s27/call1/exp_s26_fma.txt, ``pad AB``).
+CLAMP_EDGE_LOADS = os.environ.get("FUSEJIT_GEMM_CLAMP_EDGES", "0") == "1"
+
+#: Whether a split-K program's K loop runs its whole steps unmasked and its partial step
+#: apart (``GemmEmitter._split_k_peeled``), as a kernel of one program per tile does, instead
+#: of masking every step along K. Off unless ``FUSEJIT_GEMM_PEEL_SPLIT=1`` (read on import):
+#: not yet timed on a GPU (as ``CLAMP_EDGE_LOADS``). Why it may pay: the mask along K of
+#: 2048x576 with K = 8191 hides the alignment of A's rows from Triton, rows padded to 16
+#: bytes (the alignment copies) included, so A's tiles load 4 bytes at a time (sm_90 PTX: 48
+#: of A's 60 ``cp.async``), and the pad above gained nothing.
+PEEL_SPLIT_K = os.environ.get("FUSEJIT_GEMM_PEEL_SPLIT", "0") == "1"
 
 
 class _GemmFn(_Fn):
@@ -154,6 +177,7 @@ class GemmEmitter(_Emitter):
         self.hoisted: set[str] = set()
         #: the tile variables of the operand being loaded: (row variable, column variable)
         self._context: tuple[str, str] = ("", "")
+        self.edge_dims: tuple[str, str] = ("rows_m", "cols_n")  # (set by _edge_indices)
         #: the batch's products computed as one of batch x M rows (``_fold_batch``)
         self.fold = self._fold_batch()
         self._count_tiles(self.cfg)
@@ -713,6 +737,7 @@ class GemmEmitter(_Emitter):
         bm, bn, bk = c.block_m, c.block_n, c.block_k
         k = self.k
         acc_t = TL[self.acc_dtype]
+        self._edge_indices(fn)
         acc_line = len(fn.out)  # (the operands may emit per-row values after it)
         fn.out.append(f"acc = tl.full([{bm}, {bn}], 0, {acc_t})")
         if k == 0:  # (a loop body over no K still compiles, and the operands' views of no
@@ -743,6 +768,8 @@ class GemmEmitter(_Emitter):
             fn.out.extend("    " + line for line in main)
             fn.out.append(f"k = tl.full([], {whole}, tl.int32)  # the last, partial step along K")
             fn.out.extend(self._k_step(fn, True, swapped, split))
+        elif split is not None and k_masked and PEEL_SPLIT_K and self._peel_k():
+            self._split_k_peeled(fn, split, chunk, swapped)
         else:
             body = self._k_step(fn, k_masked, swapped, split)
             fn.out.append(header)
@@ -751,6 +778,83 @@ class GemmEmitter(_Emitter):
             fn.out.append("acc = tl.trans(acc)")
         fn.body = None
         fn.memo_tile = {}
+
+    def _split_k_peeled(self, fn: _GemmFn, split: str, chunk: int, swapped: bool) -> None:
+        """The K loop of a split-K program whose chunks K does not fill: the chunks before
+        the one that holds K's end run whole steps without a mask along K; that one runs its
+        whole steps, then its partial step masked; chunks past K's end add nothing.
+
+        A mask along K at every step hides the loads' alignment from Triton where K is not a
+        multiple of 4 (8 for 2-byte types): A's rows, 16-byte aligned, loaded 4 bytes at a
+        time (sm_90 PTX of 2048x576 with K = 8191, A's rows 8192 apart: 48 of A's 60
+        ``cp.async`` moved 4 bytes, none once peeled), and every element's load carried its
+        own predicate. The loop bounds stay constants (Triton 3.6's interpreter takes no
+        program id in ``range()``): one loop per kind of chunk, chosen by the chunk's index."""
+        bk = self.cfg.block_k
+        step_count = chunk // bk
+        whole_steps = self.k // bk
+        last = whole_steps // step_count  # the chunk that holds K's end
+        tail_steps = whole_steps - last * step_count  # its whole steps
+        partial = self.k % bk != 0
+        main = self._k_step(fn, False, swapped, split)
+        end = self._k_step(fn, True, swapped, split) if partial else []
+        branch = "if"
+        if last > 0:
+            fn.out.append(f"if {split} < {last}:  # chunks within K: whole steps, no mask along K")
+            fn.out.append(f"    for k_step in range(0, {chunk}, {bk}):")
+            fn.out.extend("        " + line for line in main)
+            branch = "elif"
+        if tail_steps or partial:
+            fn.out.append(f"{branch} {split} == {last}:  # the chunk that holds K's end")
+            if tail_steps:
+                fn.out.append(f"    for k_step in range(0, {tail_steps * bk}, {bk}):  # its "
+                              f"whole steps: no mask along K")
+                fn.out.extend("        " + line for line in main)
+            if partial:
+                fn.out.append(f"    k_step = {tail_steps * bk}  # its last, partial step")
+                fn.out.extend("    " + line for line in end)
+
+    def _edge_indices(self, fn: _GemmFn) -> None:
+        """The row index of A's tile and the column index of B's in the K loop
+        (``edge_dims``): ``rows_m`` and ``cols_n``, or, where the product's M (N) does not
+        fill its last tile, those clamped to M - 1 (N - 1) (``CLAMP_EDGE_LOADS``), so that the
+        loads need no mask along M (N). Products on the FMA units only (full-precision float32,
+        float64): float16 ones of 128x256 tiles spilled 112-552 bytes a thread so under Triton
+        3.6's ptxas (none masked). Not where the tiles load through TMA (boxes read zeros past
+        the edges), a batch folds into M (its rows past the end are not one matrix's) or the
+        kernel reduces the product's rows (the columns past N would join the reduction)."""
+        rows_a, cols_b = "rows_m", "cols_n"
+        if CLAMP_EDGE_LOADS and not self.tma and (self._fma() or self.dtype == F64):
+            if self.mask_m and not self.fold and self._clamp_keeps_loads(0):
+                fn.out.append(f"rows_a = tl.minimum(rows_m, {self.m - 1})  # A's rows past M "
+                              f"load row {self.m - 1}, never stored: no mask along M")
+                rows_a = "rows_a"
+            if self.mask_n and not self.domain.reduced and self._clamp_keeps_loads(1):
+                fn.out.append(f"cols_b = tl.minimum(cols_n, {self.n - 1})  # B's columns past N "
+                              f"load column {self.n - 1}, never stored: no mask along N")
+                cols_b = "cols_b"
+        for clamped in {rows_a, cols_b} - {"rows_m", "cols_n"}:
+            fn.level[clamped] = 1  # (per program, like the indices they clamp)
+            fn.used.add(clamped)
+        self.edge_dims = (rows_a, cols_b)
+
+    def _clamp_keeps_loads(self, index: int) -> bool:
+        """Whether operand ``index`` (0: A, 1: B) loads as wide with its M (N) index clamped:
+        no buffer it reads is contiguous along that axis with 16-byte aligned steps along K
+        (a clamped index hides the contiguity that 16-byte loads need: a row-major B of
+        16-byte rows keeps its mask along N). A read row-major and a B of misaligned rows
+        lose nothing."""
+        name = self.mm.args[index]
+        nd = len(self.types[name].shape)
+        outer, along_k = (nd - 2, nd - 1) if index == 0 else (nd - 1, nd - 2)
+        origin = (0,) * nd
+        points = (origin, *(tuple(1 if i == ax else 0 for i in range(nd))
+                            for ax in (outer, along_k)))
+        for (param, offsets), _ in self._load_sites(points, roots=(name,)).items():
+            size = self.kernel.params[param].type.dtype.itemsize
+            if offsets[1] - offsets[0] == 1 and ((offsets[2] - offsets[0]) * size) % 16 == 0:
+                return False
+        return True
 
     def _peel_k(self) -> bool:
         """Whether the K loop's partial last step runs after it (``_k_loop``): one program per
@@ -775,8 +879,9 @@ class GemmEmitter(_Emitter):
             body.append(f"mask_ka = k_a < {self.k}")
             body.append(f"mask_kb = k_b < {self.k}")
             mask_ka, mask_kb = "mask_ka", "mask_kb"
-        a = self._operand(fn, 0, self.mask_m, mask_ka, "mask_a")
-        b = self._operand(fn, 1, self.mask_n, mask_kb, "mask_b")
+        rows_a, cols_b = self.edge_dims
+        a = self._operand(fn, 0, None if rows_a != "rows_m" else self.mask_m, mask_ka, "mask_a")
+        b = self._operand(fn, 1, None if cols_b != "cols_n" else self.mask_n, mask_kb, "mask_b")
         if swapped:
             body.append("one = tl.where(k >= 0, 1.0, 0.0)  # 1, which the compiler cannot fold")
             body.append(f'acc = tl.dot(tl.trans({b}) * one, tl.trans({a}), acc, '
@@ -816,10 +921,10 @@ class GemmEmitter(_Emitter):
         tile_mask = joint_mask(fn.body, [mask_outer, mask_k], mask_name)
         fn.masks = {0: None, 1: mask_outer, 2: tile_mask}
         if index == 0:
-            dims = (*self.bdims, "rows_m", "k_a")
+            dims = (*self.bdims, self.edge_dims[0], "k_a")
             tile = [c.block_m, c.block_k]
         else:
-            dims = (*self.bdims, "k_b", "cols_n")
+            dims = (*self.bdims, "k_b", self.edge_dims[1])
             tile = [c.block_k, c.block_n]
         self._context = (dims[-2], dims[-1])
         v = fn.value(name, Coords(shape, None, dims))
