@@ -39,7 +39,7 @@ fi
 if [[ $phases == *p* ]]; then
 timeout 280 python3 bench/exp_s26_fma.py --budget ${PEEL_BUDGET:-220} \
   --only "${PEEL_ONLY:-^both 2047|^both 767|^both 1279|^A |^B |^edge|f64 both}" \
-  --variants "^(default|clamp|peel|peel\+clamp|pad|pad peel)$" > "$out/exp_s26_peel.txt" 2>&1
+  --variants "^(default|clamp|peel|peel\+clamp|pad|pad peel|pad p\+c)$" > "$out/exp_s26_peel.txt" 2>&1
 echo "exp_s26_fma (peel) exit $?"; grep -v -i warn "$out/exp_s26_peel.txt"
 fi
 if [[ $phases == *k* ]]; then
