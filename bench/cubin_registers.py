@@ -7,15 +7,10 @@ Run: ``python3 bench/cubin_registers.py [REGEX over entry names]``.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
-
-from sass_gemm_loop import _tool
 
 from fusejit.runtime import kernel_cache as kc
-from fusejit.runtime.compile import decode_entry
+from fusejit.runtime.compile import cubin_resource_usage, decode_entry
 
 
 def main() -> int:
@@ -23,17 +18,9 @@ def main() -> int:
     for path in sorted((kc.cache_dir() / "cubin").glob("*.entry")):
         if not re.search(pattern, path.name):
             continue
-        compiled = decode_entry(path.read_bytes())
-        with tempfile.TemporaryDirectory() as tmp:
-            cubin = Path(tmp) / "k.cubin"
-            cubin.write_bytes(compiled.cubin)
-            usage = subprocess.run([_tool("cuobjdump"), "-res-usage", str(cubin)],
-                                   capture_output=True, text=True, check=True).stdout
-        regs = re.search(r"REG:(\d+)", usage)
-        stack = re.search(r"STACK:(\d+)", usage)
+        usage = cubin_resource_usage(decode_entry(path.read_bytes()).cubin)
         name = re.sub(r"^[0-9a-f]+-", "", path.name)
-        print(f"{name}: {regs.group(1) if regs else '?'} registers, stack "
-              f"{stack.group(1) if stack else '?'} B")
+        print(f"{name}: {usage.get('REG', '?')} registers, stack {usage.get('STACK', '?')} B")
     return 0
 
 

@@ -58,7 +58,7 @@ fi
 if [[ $phases == *p* ]]; then
 timeout 280 python3 bench/exp_s26_fma.py --budget ${PEEL_BUDGET:-220} \
   --only "${PEEL_ONLY:-^both 2047|^both 767|^A |^B |^edge|f64 both}" \
-  --variants "^(default|pad)$" > "$out/exp_s26_peel.txt" 2>&1
+  --variants "${PEEL_VARIANTS:-^(default|pad)$}" > "$out/exp_s26_peel.txt" 2>&1
 echo "exp_s26_fma (peel) exit $?"; grep -v -i warn "$out/exp_s26_peel.txt"
 fi
 if [[ $phases == *s* ]]; then

@@ -36,11 +36,10 @@ timeout 200 python3 bench/exp_s30_maxnreg.py --budget ${CAP_BUDGET:-150} \
   > "$out/exp_s30_maxnreg.txt" 2>&1
 echo "exp_s30_maxnreg exit $?"; grep -v -i warn "$out/exp_s30_maxnreg.txt"
 fi
-if [[ $phases == *p* ]]; then
-timeout 280 python3 bench/exp_s26_fma.py --budget ${PEEL_BUDGET:-220} \
-  --only "${PEEL_ONLY:-^both 2047|^both 767|^both 1279|^A |^B |^edge|f64 both}" \
-  --variants "^(default|clamp|peel|peel\+clamp|pad|pad peel|pad p\+c)$" > "$out/exp_s26_peel.txt" 2>&1
-echo "exp_s26_fma (peel) exit $?"; grep -v -i warn "$out/exp_s26_peel.txt"
+if [[ $phases == *p* ]]; then  # (gpu_s28.sh's p, with the clamp and peel variants)
+  PEEL_ONLY=${PEEL_ONLY:-"^both 2047|^both 767|^both 1279|^A |^B |^edge|f64 both"} \
+    PEEL_VARIANTS='^(default|clamp|peel|peel\+clamp|pad|pad peel|pad p\+c)$' \
+    bash "$here/gpu_s28.sh" p
 fi
 if [[ $phases == *k* ]]; then
   bash "$here/gpu_s28.sh" k  # (the spread combine, now timed for what it is)

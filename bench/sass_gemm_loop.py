@@ -53,11 +53,6 @@ WARP_REGISTER_UNIT = 256
 FMA_OPS = ("FFMA", "DFMA", "DMMA", "HMMA", "HGMMA")
 
 
-def _tool(name: str) -> str:
-    import triton
-    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name)
-
-
 def instructions(sass: str) -> list[tuple[int, str, str]]:
     """(address, opcode, operands) of every instruction in ``cuobjdump -sass`` text."""
     out = []
@@ -90,7 +85,7 @@ def summarize(label: str, m: int, n: int, k: int, pitch_a: int, pitch_b: int,
     """One line: the GEMM kernel's tiles, registers, programs an SM and its K loop's mix."""
     import fusejit as fj
     from fusejit.codegen import emit_kernel
-    from fusejit.runtime.compile import compile_all
+    from fusejit.runtime.compile import compile_all, cubin_resource_usage, cuobjdump_path
     a = fj.asarray(np.empty((m, pitch_a), dtype))[:, :k]
     b = fj.asarray(np.empty((k, pitch_b), dtype))[:, :n]
     kernels = [kk for kk in fj.plan(a @ b).program.kernels if kk.kind == "gemm"]
@@ -99,18 +94,16 @@ def summarize(label: str, m: int, n: int, k: int, pitch_a: int, pitch_b: int,
     gemm = kernels[0]
     emitted = emit_kernel(gemm, None, "cuda")
     if maxnreg:
-        emitted = dataclasses.replace(emitted, launches=[
-            dataclasses.replace(launch, max_registers=maxnreg) for launch in emitted.launches])
+        emitted = dataclasses.replace(emitted, launches=tuple(
+            dataclasses.replace(launch, max_registers=maxnreg) for launch in emitted.launches))
     compiled = compile_all(emitted, 90, True)[0]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(compiled.cubin)
-        usage = subprocess.run([_tool("cuobjdump"), "-res-usage", str(path)],
-                               capture_output=True, text=True, check=True).stdout
-        sass = subprocess.run([_tool("cuobjdump"), "-sass", str(path)],
+        sass = subprocess.run([cuobjdump_path(), "-sass", str(path)],
                               capture_output=True, text=True, check=True).stdout
-    regs = int(re.search(r"REG:(\d+)", usage).group(1))
-    stack = int(re.search(r"STACK:(\d+)", usage).group(1))
+    usage = cubin_resource_usage(compiled.cubin)
+    regs, stack = usage["REG"], usage.get("STACK", 0)
     warp_regs = -(-regs * 32 // WARP_REGISTER_UNIT) * WARP_REGISTER_UNIT
     warps = compiled.num_warps
     by_registers = SM_REGISTERS // warp_regs // warps

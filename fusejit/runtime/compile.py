@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,24 +171,36 @@ def stack_bytes(compiled: Compiled) -> int:
 
 def cubin_stack_bytes(cubin: bytes) -> int:
     """Bytes of stack (local memory) a thread of ``cubin``'s kernel uses: where Triton's
-    kernels use any, it holds spilled registers. Read with the ``cuobjdump`` Triton ships
-    (``-res-usage``, a few milliseconds); 0 when it cannot be run (the check only decides
-    whether to try a kernel that spills less)."""
-    import subprocess
+    kernels use any, it holds spilled registers (``cubin_resource_usage``); 0 when it cannot
+    be read (the check only decides whether to try a kernel that spills less)."""
+    try:
+        return cubin_resource_usage(cubin).get("STACK", 0)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+
+
+def cubin_resource_usage(cubin: bytes) -> dict[str, int]:
+    """The resources a thread of ``cubin``'s kernels uses, as ``cuobjdump -res-usage`` (the
+    one Triton ships, a few milliseconds) names them: ``REG``, ``STACK``, ``SHARED``,
+    ``LOCAL``... (the most over the cubin's functions); raises ``OSError`` or
+    ``subprocess.SubprocessError`` where the tool cannot run."""
     import tempfile
 
-    import triton
-    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
-        try:
-            run = subprocess.run([str(tool), "-res-usage", str(path)], capture_output=True,
-                                 text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError):
-            return 0
-    found = re.findall(r"STACK:(\d+)", run.stdout)
-    return max((int(v) for v in found), default=0)
+        run = subprocess.run([cuobjdump_path(), "-res-usage", str(path)], capture_output=True,
+                             text=True, timeout=60, check=True)
+    usage: dict[str, int] = {}
+    for name, value in re.findall(r"([A-Z]+):(\d+)", run.stdout):
+        usage[name] = max(usage.get(name, 0), int(value))
+    return usage
+
+
+def cuobjdump_path() -> str:
+    """The ``cuobjdump`` that Triton ships (its NVIDIA backend's ``bin``)."""
+    import triton
+    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump")
 
 
 #: what ptxas prints when it gives up pipelining a kernel's wgmma instructions (C7514 and the
