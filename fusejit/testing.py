@@ -1324,10 +1324,12 @@ def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
 
 
 #: Ops whose rounding error is a few ulps of what they add up (or pass on), not of their result:
-#: a sum that cancels to 1e-16 is off by ulps of its terms.
+#: a sum that cancels to 1e-16 is off by ulps of its terms; a remainder ``x - n * y`` is off by
+#: ulps of its dividend (``remainder(arccos(1e-32), 1e-32)``: an ulp of pi / 2 moves it anywhere
+#: in [0, 1e-32), interpret fuzz, seed 31002).
 _ADDITIVE = frozenset(VIEWS + COMPOSITES + (
     "getitem", "add", "subtract", "sum", "mean", "var", "std", "logsumexp", "where", "clip", "maximum",
-    "minimum", "abs", "negative", "positive", "astype"))
+    "minimum", "abs", "negative", "positive", "astype", "remainder"))
 
 
 def _magnitude(value: Any) -> float:

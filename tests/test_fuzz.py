@@ -553,6 +553,33 @@ def test_a_computed_value_within_rounding_of_what_it_is_compared_with_may_equal_
                                            [2.0, 2.0]) is sensitive, (name, operands, value)
 
 
+def test_a_remainder_carries_the_error_of_its_dividend() -> None:
+    """``rsqrt(remainder(arccos(v0), v0))`` for v0 = 1e-32 (interpret fuzz, seed 31002 --jit,
+    program 17531): arccos is an ulp off NumPy's on the interpreter (1.5707963267948968
+    against ...966), and the remainder by 1e-32 of values an ulp apart is anything in
+    [0, 1e-32): 6.7e-33 against 3.9e-33, so rsqrt is 1.2e16 against 1.6e16. The remainder's
+    own nudge moved it by 3e-33, within its absolute tolerance, and its error scale was its
+    own magnitude, so the rsqrt's nudges were 1e-48 and did not move it. A remainder's error
+    is ulps of what it is taken of (its dividend), as a difference's is: the rsqrt step is
+    now found (the program excused, or not drawn). A remainder of a dividend that is exact
+    keeps no such scale."""
+    from fusejit.testing import _append_value, _apply_step, sensitive_step
+
+    v0 = np.array(1.039832888821357e-32)
+    recipe = Recipe((v0,), (Step("function", "arccos", (Ref(0),)),
+                            Step("function", "remainder", (Ref(1), Ref(0))),
+                            Step("function", "rsqrt", (Ref(2),))), outputs=(3,))
+    assert sensitive_step(recipe) == 2
+    values, exact, scales = [v0], [True], [1e-32]
+    for step in recipe.steps:
+        _append_value(step, _apply_step(np, step, values), values, exact, scales)
+    assert scales[2] >= 1.0  # (the remainder's scale is its dividend's, about pi / 2)
+    exact_recipe = Recipe((np.array(7.0), np.array(3.0)),
+                          (Step("function", "remainder", (Ref(0), Ref(1))),
+                           Step("function", "rsqrt", (Ref(2),))), outputs=(3,))
+    assert sensitive_step(exact_recipe) is None
+
+
 def test_a_normalized_nearly_constant_row_carries_its_residue_over_sqrt_eps() -> None:
     """``floor_divide(layer_norm(x, axis=0), -54)`` for 72 copies of 1.2e-297 (interpret fuzz,
     seed 9611): the centered values are a residue of a few ulps (NumPy's 8e-311 after the
