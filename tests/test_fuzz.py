@@ -580,6 +580,29 @@ def test_a_remainder_carries_the_error_of_its_dividend() -> None:
     assert sensitive_step(exact_recipe) is None
 
 
+def test_a_reduction_carries_an_error_that_grows_with_its_count() -> None:
+    """``sign(std(v0, axis=0))`` for 115 rows of 1.6255579 (interpret fuzz, seed 31003,
+    ``--products --large-plans``, program 3929): NumPy's float32 mean over the strided axis
+    is off by 1.7e-6 (about 9 ulps: its sequential sum rounds the same way 114 times), so its
+    std is that residue, fusejit's exactly 0, and the sign 1 against 0. The std's error scale
+    was its input's, whose 8-ulp nudges (9.5e-7 of it) did not reach the residue, so it was
+    not tried as 0. A sum, mean, var or std now carries its input's scale times the count
+    it reduces over 8 (as a layer norm's row already did): the sign is found sensitive (the
+    program excused, or not drawn). A std of spread values keeps its sign."""
+    from fusejit.testing import sensitive_step
+
+    v0 = np.broadcast_to(np.float32(1.6255578994750977), (115, 7, 1))
+    for name in ("std", "var"):
+        recipe = Recipe((v0,), (Step("function", name, (Ref(0),), (("axis", 0),)),
+                                Step("function", "sign", (Ref(1),))), outputs=(2,))
+        assert np.all(getattr(np, name)(v0, axis=0) != 0)  # (the data's premise: a residue)
+        assert sensitive_step(recipe) == 1, name
+    spread = np.arange(115 * 7, dtype=np.float32).reshape(115, 7, 1)
+    recipe = Recipe((spread,), (Step("function", "std", (Ref(0),), (("axis", 0),)),
+                                Step("function", "sign", (Ref(1),))), outputs=(2,))
+    assert sensitive_step(recipe) is None
+
+
 def test_a_normalized_nearly_constant_row_carries_its_residue_over_sqrt_eps() -> None:
     """``floor_divide(layer_norm(x, axis=0), -54)`` for 72 copies of 1.2e-297 (interpret fuzz,
     seed 9611): the centered values are a residue of a few ulps (NumPy's 8e-311 after the
