@@ -115,7 +115,10 @@ CLAMP_EDGE_LOADS = os.environ.get("FUSEJIT_GEMM_CLAMP_EDGES", "0") == "1"
 #: not yet timed on a GPU (as ``CLAMP_EDGE_LOADS``). Why it may pay: the mask along K of
 #: 2048x576 with K = 8191 hides the alignment of A's rows from Triton, rows padded to 16
 #: bytes (the alignment copies) included, so A's tiles load 4 bytes at a time (sm_90 PTX: 48
-#: of A's 60 ``cp.async``), and the pad above gained nothing.
+#: of A's 60 ``cp.async``), and the pad above gained nothing. Against it: under Triton 3.6 (the
+#: GPU image's) the 2-warp kernel of 2047x513x8191 with B K-major spills 148 bytes a thread
+#: with the peel (136 with the clamps too) where it spills 4 without (B row-major, 4 warps: 0
+#: either way; Triton 3.9's ptxas spills none of them), thirty-first session.
 PEEL_SPLIT_K = os.environ.get("FUSEJIT_GEMM_PEEL_SPLIT", "0") == "1"
 
 
