@@ -1,4 +1,4 @@
-"""Full-precision float32 (and float64) products as whole plans, under four settings each in a
+"""Full-precision float32 (and float64) products as whole plans, under five settings each in a
 process of its own: what making the clamped edge loads, the peeled split-K loop and alignment
 copies of both operands the default would give (issue 11; thirty-first session).
 
@@ -14,7 +14,9 @@ fresh process and no cache can hand one setting's kernels to another:
 - ``copies``: ``FUSEJIT_GEMM_ALIGN=always`` (every misaligned operand row copied to 16-byte
   rows whatever the size; for full precision the default copies A alone, from
   ``cost.FMA_ALIGN_MIN_FLOPS``);
-- ``copies+c+p``: both.
+- ``copies+c+p``: both;
+- ``copies+clamp``: the copies with the clamps alone (the peel spills in one kernel under
+  Triton 3.6, above).
 
 Cases: both operands' rows misaligned (B row-major, and ``b.T``: K-major), one of them,
 edge tiles only, aligned (the settings must not cost there), small products (where copies
@@ -64,6 +66,9 @@ SETTINGS: dict[str, dict[str, str]] = {
     "copies": {"FUSEJIT_GEMM_ALIGN": "always"},
     "copies+c+p": {"FUSEJIT_GEMM_ALIGN": "always", "FUSEJIT_GEMM_CLAMP_EDGES": "1",
                    "FUSEJIT_GEMM_PEEL_SPLIT": "1"},
+    # (the peel spills 136-148 bytes a thread in the 2-warp kernel of a K-major B under Triton
+    # 3.6, the GPU image's; the clamps alone none)
+    "copies+clamp": {"FUSEJIT_GEMM_ALIGN": "always", "FUSEJIT_GEMM_CLAMP_EDGES": "1"},
 }
 
 
