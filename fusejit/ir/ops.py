@@ -97,6 +97,12 @@ _REDUCE = [
     OpInfo("sumexp", "reduce", 1, "sumexp", "float"),
 ]
 
+#: Elementwise ops that take any dtype but bool: NumPy has no bool -> bool loop for them
+#: (``negative``, ``sign`` and ``subtract`` of bools raise; ``square``, ``rint``,
+#: ``floor_divide``, ``remainder`` and ``power`` compute bools as int8 or float16), so the
+#: frontend casts first, as NumPy does, and written text with them on bools is an error.
+NO_BOOL_LOOP = frozenset({"neg", "sign", "sub", "square", "rint", "floordiv", "mod", "pow"})
+
 _VIEW = [OpInfo(n, "view", 1) for n in ("reshape", "permute", "expand", "slice")]
 _OTHER = [OpInfo("const", "leaf", 0), OpInfo("iota", "leaf", 0), OpInfo("cast", "cast", 1),
           OpInfo("matmul", "matmul", 2, "matmul")]
