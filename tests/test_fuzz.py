@@ -561,8 +561,8 @@ def test_a_remainder_carries_the_error_of_its_dividend() -> None:
     own nudge moved it by 3e-33, within its absolute tolerance, and its error scale was its
     own magnitude, so the rsqrt's nudges were 1e-48 and did not move it. A remainder's error
     is ulps of what it is taken of (its dividend), as a difference's is: the rsqrt step is
-    now found (the program excused, or not drawn). A remainder of a dividend that is exact
-    keeps no such scale."""
+    now found (the program excused, or not drawn). A remainder of exact values is not nudged,
+    so such a program stays checked."""
     from fusejit.testing import _append_value, _apply_step, sensitive_step
 
     v0 = np.array(1.039832888821357e-32)
