@@ -568,3 +568,23 @@ def test_a_gemm_kernel_written_to_reduce_rows_of_no_columns_is_an_error_at_its_l
     with pytest.raises(fj.FusejitError, match=r"%1 = sum reduces rows of no columns") as info:
         fj.parse(text)
     assert info.value.line == line
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+def test_an_integer_to_an_array_of_negative_powers(backend, dtype):
+    """``x ** y`` of integers where some exponents in an array are negative. NumPy raises for
+    any negative one; a kernel cannot (the frontend raises only for a negative scalar), and
+    the generated kernels computed x ** (y mod 2**bits): 3 ** -1 was -1431655765 in int32,
+    while the ``numpy`` backend raised NumPy's own ValueError (found by random edits of IR
+    text, thirty-first session). Now every backend gives 1 / x**|y| truncated: 1 for x = 1,
+    +-1 for x = -1 by the exponent's parity, 0 otherwise; other exponents as NumPy."""
+    x = np.array([3, 5, -3, 2, 1, -1, -1, 0, 7, 2, -2, 3], dtype)
+    y = np.array([-1, -2, -1, -1, -5, -3, -4, -1, -7, 3, 5, 0], dtype)
+    negative = y < 0
+    want = np.where(negative, np.where(x == 1, 1, np.where(x == -1, (-1) ** (y % 2 != 0), 0)),
+                    np.power(x, np.where(negative, 0, y))).astype(dtype)
+    got = fj.power(fj.asarray(x), fj.asarray(y)).numpy()
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, want)
+    # (the exponents NumPy takes give NumPy's values, wrapping included)
+    np.testing.assert_array_equal(got[~negative], np.power(x[~negative], y[~negative]))

@@ -428,7 +428,16 @@ class Lowering:
                       f"    {r} = tl.where(({e} & 1) != 0, {r} * {base}, {r})",
                       f"    {base} = {base} * {base}",
                       f"    {e} = {e} >> 1"])
-            return r
+            if dt.kind == "u":
+                return r
+            # a negative exponent (NumPy raises; a kernel cannot): 1 / x**|y| truncated, as
+            # the numpy backend computes it (``numpy_backend._int_power``): 1 for x = 1, +-1
+            # for x = -1 by the exponent's parity, else 0
+            one, zero = f"tl.full([], 1, {TL[dt]})", f"tl.full([], 0, {TL[dt]})"
+            inverse = self.tmp(
+                f"tl.where({x} == 1, {one}, tl.where({x} == -1, "
+                f"tl.where(({y} & 1) != 0, -{one}, {one}), {zero}))", "inv")
+            return f"tl.where({y} < 0, {inverse}, {r})"
         return self.math("pow", a, dt)
 
     def _cmp(sym: str):  # noqa: N805  (a factory used at class creation)

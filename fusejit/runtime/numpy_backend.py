@@ -27,7 +27,20 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
+def _int_power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x ** y``; for integers a negative exponent (NumPy raises; a kernel cannot) gives
+    1 / x**|y| truncated: 1 for x = 1, +-1 for x = -1 by the exponent's parity, else 0, as
+    the generated kernels compute it (``lowering.op_pow``)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.dtype.kind not in "iu" or y.dtype.kind not in "iu" or not (y < 0).any():
+        return np.power(x, y)
+    power = np.power(x, np.where(y < 0, 0, y).astype(y.dtype))
+    inverse = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 != 0, -1, 1), 0))
+    return np.where(y < 0, inverse, power).astype(power.dtype)
+
+
 _EXTRA = {
+    "pow": _int_power,
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "sigmoid": _sigmoid,
     # frompyfunc gives an object array, or a bare Python float for a 0-d input
