@@ -211,6 +211,26 @@ def test_bool_ops_numpy_has_a_bool_loop_for_run_as_numpy_does() -> None:
             np.testing.assert_array_equal(np.asarray(got), want, err_msg=f"{op} {backend}")
 
 
+@pytest.mark.parametrize("op", ["max", "min", "argmax", "argmin", "sumexp"])
+def test_a_reduction_without_identity_over_no_elements_is_an_error_at_its_line(op: str) -> None:
+    """``min`` (and ``max``, ``argmin``, ``argmax``, ``sumexp``) over an extent of 0 has no
+    identity: NumPy raises, and the frontend refuses it when recorded (``ShapeError``). In
+    written text it passed the verifier and the ``numpy`` backend raised NumPy's own
+    ValueError (found by random edits of IR text, thirty-first session). It is now an error
+    at its line; a reduction over a kept empty axis (no rows of 3) stays valid."""
+    dtype = "f32"
+    result = "i64" if op.startswith("arg") else dtype
+    text = (f"func @f(%a: {dtype}[2,0]) -> {result}[2] {{\n"
+            f"  %b = {op} %a axes=[1] : {result}[2]\n  return %b\n}}\n")
+    error_of(text, IRVerifyError, 2, 3, f"'{op}' over no elements")
+    kept = (f"func @f(%a: {dtype}[0,3]) -> {result}[0] {{\n"
+            f"  %b = {op} %a axes=[1] : {result}[0]\n  return %b\n}}\n")
+    for backend in ("numpy", "interpret"):
+        with fj.using_backend(backend):
+            (got,) = parse(kept).run(np.zeros((0, 3), np.float32))
+        assert np.asarray(got).shape == (0,)
+
+
 def test_float_only_op_on_ints() -> None:
     text = "func @f(%a: i32[3]) -> i32[3] {\n  %b = exp %a : i32[3]\n  return %b\n}\n"
     error_of(text, IRVerifyError, 2, 3, "'exp' needs float operands")

@@ -103,6 +103,10 @@ _REDUCE = [
 #: frontend casts first, as NumPy does, and written text with them on bools is an error.
 NO_BOOL_LOOP = frozenset({"neg", "sign", "sub", "square", "rint", "floordiv", "mod", "pow"})
 
+#: Reductions with no identity: over an extent of 0 they are errors (NumPy raises; the
+#: frontend refuses them when recorded).
+NO_IDENTITY = frozenset({"max", "min", "argmax", "argmin", "sumexp"})
+
 _VIEW = [OpInfo(n, "view", 1) for n in ("reshape", "permute", "expand", "slice")]
 _OTHER = [OpInfo("const", "leaf", 0), OpInfo("iota", "leaf", 0), OpInfo("cast", "cast", 1),
           OpInfo("matmul", "matmul", 2, "matmul")]

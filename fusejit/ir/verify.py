@@ -31,7 +31,7 @@ import numpy as np
 from ..dtypes import BOOL, INT64, ir_name
 from ..errors import IRVerifyError
 from .domain import KINDS as KERNEL_KINDS  # the launch kinds a kernel block may declare
-from .ops import ATTRS, MATMUL_PRECISIONS, NO_BOOL_LOOP, OPS
+from .ops import ATTRS, MATMUL_PRECISIONS, NO_BOOL_LOOP, NO_IDENTITY, OPS
 from .program import Instr, Kernel, Program, TensorType
 
 RegionCheck = Callable[[Kernel], "str | None"]
@@ -309,6 +309,9 @@ def _reduce(instr: Instr, operands: list[TensorType]) -> str | None:
         return f"bad axes {list(axes)}: axes must be sorted and unique"
     if op in ("argmax", "argmin") and len(axes) != 1:
         return f"'{op}' reduces exactly one axis, got {list(axes)}"
+    if op in NO_IDENTITY and math.prod(src.shape[a] for a in axes) == 0:
+        return (f"'{op}' over no elements: axes {list(axes)} of {_show(src)} have no element, "
+                f"and '{op}' has no identity (NumPy raises)")
     shape = tuple((1 if i in axes else d) for i, d in enumerate(src.shape) if keep or i not in axes)
     if result.shape != shape:
         return (f"shape mismatch: '{op}' of {_show(src)} over axes {list(axes)} is {list(shape)}, "
