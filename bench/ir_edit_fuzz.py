@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     import fusejit as fj
     from fusejit import fuzz
     from fusejit.testing import recorded_inputs
-    from tests.test_ir_mutations import edit, magnitude, outcome, same_outputs
+    from tests.test_ir_mutations import coarsest_tolerance, edit, magnitude, outcome, same_outputs
     config = fuzz.FuzzConfig(seed=args.seed, products=True, max_side=9)
     rng = random.Random(args.seed)
     counts: dict[str, int] = {}
@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
                 got = outcome(edited, "interpret", inputs)
                 assert want[0] == got[0], f"numpy {want[1]!r}, interpret {got[1]!r}"
                 if want[0] == "ok":
-                    same_outputs(got[1], want[1], magnitude(inputs))  # type: ignore[arg-type]
+                    same_outputs(got[1], want[1], magnitude(inputs),  # type: ignore[arg-type]
+                                 coarsest_tolerance(edited))
                 counts[want[0]] = counts.get(want[0], 0) + 1
             except Exception:  # noqa: BLE001  (a problem: shown, and the run goes on)
                 problems += 1
