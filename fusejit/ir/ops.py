@@ -3,7 +3,8 @@
 Each op has a category that fixes its typing rule:
 
 * ``elementwise``: operands of one shape; ``operand`` says what the operand
-  dtypes must be (``same``: all equal; ``where``: bool then two equal) and
+  dtypes must be (``same``: all equal; ``number``: all equal and not bool, where NumPy has
+  no bool loop; ``where``: bool then two equal) and
   ``result`` gives the result dtype (``same`` or ``bool``). Their NumPy
   reference is ``numpy`` (a NumPy function name; the numpy backend supplies
   ``rsqrt``, ``sigmoid``, ``erf`` and ``reciprocal`` itself).
@@ -34,7 +35,7 @@ class OpInfo:
     category: str          # elementwise | reduce | view | leaf | cast
     arity: int
     numpy: str = ""        # NumPy reference function for the numpy backend
-    operand: str = "same"  # same | bool | int | float | int_or_bool | where
+    operand: str = "same"  # same | number | bool | int | float | int_or_bool | where
     result: str = "same"   # same | bool | i64
 
 
@@ -43,9 +44,10 @@ def _ew(name: str, arity: int, numpy: str, operand: str = "same", result: str = 
 
 
 _ELEMENTWISE = [
-    # unary, any numeric dtype
-    _ew("neg", 1, "negative"), _ew("abs", 1, "absolute"), _ew("square", 1, "square"),
-    _ew("sign", 1, "sign"),
+    # unary, any numeric dtype ("number": NumPy has no bool -> bool loop for ``negative``,
+    # ``sign`` (they raise) or ``square`` (int8); the frontend casts bools first, as NumPy does)
+    _ew("neg", 1, "negative", "number"), _ew("abs", 1, "absolute"),
+    _ew("square", 1, "square", "number"), _ew("sign", 1, "sign", "number"),
     # unary, float only (the frontend casts ints to NumPy's float loop dtype first)
     *(_ew(n, 1, f, "float") for n, f in [
         ("exp", "exp"), ("exp2", "exp2"), ("expm1", "expm1"), ("log", "log"),
@@ -57,15 +59,16 @@ _ELEMENTWISE = [
     ]),
     # rounding keeps integer dtypes (NumPy 2 loops exist for them: the identity)
     _ew("floor", 1, "floor"), _ew("ceil", 1, "ceil"), _ew("trunc", 1, "trunc"),
-    _ew("rint", 1, "rint"),
+    _ew("rint", 1, "rint", "number"),  # (NumPy rounds bools to float16)
     _ew("isnan", 1, "isnan", "float", "bool"), _ew("isinf", 1, "isinf", "float", "bool"),
     _ew("isfinite", 1, "isfinite", "float", "bool"),
     _ew("not", 1, "logical_not", "bool", "bool"),
     _ew("bitnot", 1, "invert", "int_or_bool"),
-    # binary arithmetic: both operands and the result share one dtype
-    _ew("add", 2, "add"), _ew("sub", 2, "subtract"), _ew("mul", 2, "multiply"),
-    _ew("div", 2, "true_divide", "float"), _ew("floordiv", 2, "floor_divide"),
-    _ew("mod", 2, "remainder"), _ew("pow", 2, "power"),
+    # binary arithmetic: both operands and the result share one dtype (bools: ``subtract``
+    # raises; ``floor_divide``, ``remainder`` and ``power`` compute them as int8)
+    _ew("add", 2, "add"), _ew("sub", 2, "subtract", "number"), _ew("mul", 2, "multiply"),
+    _ew("div", 2, "true_divide", "float"), _ew("floordiv", 2, "floor_divide", "number"),
+    _ew("mod", 2, "remainder", "number"), _ew("pow", 2, "power", "number"),
     _ew("maximum", 2, "maximum"), _ew("minimum", 2, "minimum"),
     _ew("atan2", 2, "arctan2", "float"),
     # comparisons
@@ -96,12 +99,6 @@ _REDUCE = [
     # running max per lane rescales the running sum) so the row is read once for both statistics
     OpInfo("sumexp", "reduce", 1, "sumexp", "float"),
 ]
-
-#: Elementwise ops that take any dtype but bool: NumPy has no bool -> bool loop for them
-#: (``negative``, ``sign`` and ``subtract`` of bools raise; ``square``, ``rint``,
-#: ``floor_divide``, ``remainder`` and ``power`` compute bools as int8 or float16), so the
-#: frontend casts first, as NumPy does, and written text with them on bools is an error.
-NO_BOOL_LOOP = frozenset({"neg", "sign", "sub", "square", "rint", "floordiv", "mod", "pow"})
 
 #: Reductions with no identity: over an extent of 0 they are errors (NumPy raises; the
 #: frontend refuses them when recorded).

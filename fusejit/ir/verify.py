@@ -31,7 +31,7 @@ import numpy as np
 from ..dtypes import BOOL, INT64, ir_name
 from ..errors import IRVerifyError
 from .domain import KINDS as KERNEL_KINDS  # the launch kinds a kernel block may declare
-from .ops import ATTRS, MATMUL_PRECISIONS, NO_BOOL_LOOP, NO_IDENTITY, OPS
+from .ops import ATTRS, MATMUL_PRECISIONS, NO_IDENTITY, OPS
 from .program import Instr, Kernel, Program, TensorType
 
 RegionCheck = Callable[[Kernel], "str | None"]
@@ -275,15 +275,16 @@ def _elementwise(instr: Instr, operands: list[TensorType],
         return (f"dtype mismatch: '{instr.op}' operands are "
                 f"{', '.join(ir_name(d) for d in dtypes)} (they must share one dtype: cast first)")
     dt = dtypes[0]
-    kind_ok = {"same": True, "where": True, "bool": dt == BOOL, "float": dt.kind == "f",
-               "int": dt.kind in "iu", "int_or_bool": dt.kind in "iub"}[rule]
+    kind_ok = {"same": True, "where": True, "number": dt != BOOL, "bool": dt == BOOL,
+               "float": dt.kind == "f", "int": dt.kind in "iu",
+               "int_or_bool": dt.kind in "iub"}[rule]
+    if not kind_ok and rule == "number":
+        return (f"bad dtype: '{instr.op}' of bool is not an op (NumPy has no bool "
+                f"'{info.numpy}': cast to an integer first)")
     if not kind_ok:
         wanted = {"bool": "bool", "float": "float", "int": "integer",
                   "int_or_bool": "integer or bool"}[rule]
         return f"bad dtype: '{instr.op}' needs {wanted} operands, got {ir_name(dt)}"
-    if dt == BOOL and instr.op in NO_BOOL_LOOP:
-        return (f"bad dtype: '{instr.op}' of bool is not an op (NumPy has no bool "
-                f"'{info.numpy}': cast to an integer first)")
     want = BOOL if info.result == "bool" else dt
     if result.dtype != want:
         return f"bad dtype: '{instr.op}' of {ir_name(dt)} gives {ir_name(want)}, not {ir_name(result.dtype)}"
